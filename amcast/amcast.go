@@ -1,0 +1,206 @@
+// Package amcast defines the contract every atomic multicast protocol in weft
+// implements: a deterministic, single-threaded state machine per process,
+// driven by messages and ticks, whose outputs come out as one Ready batch.
+//
+// The contract mirrors etcd-io/raft's RawNode. A driver (the simulator, the
+// datadriven tests, the real node) loops:
+//
+//	m.Step(env) / m.Tick()      // inputs
+//	rd := m.Ready()             // outputs produced since the last Advance
+//	persist rd.Persist          // fsync if rd.MustSync
+//	send rd.Messages            // only after Persist is durable
+//	hand rd.Deliveries to the application, in order (also after Persist)
+//	m.Advance()
+//
+// Persist-before-send: every record in Ready.Persist is a promise or a fact
+// (a joined ballot, an accepted timestamp, a delivery) that messages in the
+// same Ready rely on. A driver must make Persist durable before it sends any
+// message of that Ready or hands any delivery to the application. A driver
+// that crashes between the two loses the whole batch, which is safe: nothing
+// that depends on the records has left the process.
+//
+// Machines never read the wall clock, start goroutines, touch the network or
+// files, or use global randomness. Time is counted in Tick calls; randomness,
+// when a protocol needs any, comes from Config.
+package amcast
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/weft-dev/weft/wire"
+)
+
+// ErrUnknownPeer is returned by Step for a message from a process outside
+// the topology.
+var ErrUnknownPeer = errors.New("amcast: message from unknown process")
+
+// ErrBadMessage is returned by Step for a message the protocol cannot
+// accept (wrong kind for the protocol, out-of-range groups, ...).
+var ErrBadMessage = errors.New("amcast: bad message")
+
+// Delivery is one application message delivered at a process, with the
+// global timestamp that placed it in the total order.
+type Delivery struct {
+	M   wire.AppMsg
+	GTS wire.Timestamp
+}
+
+// Ready is the batch of outputs a Machine produced since the last Advance.
+//
+// REQUIRES: Persist is durable (synced if MustSync) before any of Messages is
+// sent and before Deliveries reach the application.
+type Ready struct {
+	// Persist lists records to append to durable storage, in order.
+	Persist []wire.Message
+	// MustSync is true when Persist must be fsynced before proceeding.
+	MustSync bool
+	// Messages lists protocol messages to send. Messages to one recipient
+	// must be sent in order over a FIFO channel.
+	Messages []wire.Envelope
+	// Deliveries lists application deliveries, in delivery order.
+	Deliveries []Delivery
+}
+
+// Empty reports whether rd carries nothing.
+func (rd *Ready) Empty() bool {
+	return len(rd.Persist) == 0 && len(rd.Messages) == 0 && len(rd.Deliveries) == 0
+}
+
+// Machine is one process of an atomic multicast protocol. It is a
+// deterministic state machine: the same inputs in the same order give the
+// same outputs. It is not safe for concurrent use.
+type Machine interface {
+	// ID returns this process's id.
+	ID() wire.ProcID
+	// Step feeds one message received from env.From. Errors report input
+	// the machine refused; the machine's state is unchanged by it.
+	Step(env wire.Envelope) error
+	// Tick advances the machine's logical time by one tick.
+	Tick()
+	// HasReady reports whether Ready would return a non-empty batch.
+	HasReady() bool
+	// Ready returns the outputs produced since the last Advance. The slices
+	// are owned by the machine until Advance.
+	Ready() Ready
+	// Advance tells the machine the last Ready was handled.
+	Advance()
+}
+
+// Outbox accumulates a Ready; protocol cores embed it.
+type Outbox struct {
+	rd Ready
+}
+
+// Send queues a message.
+func (o *Outbox) Send(from, to wire.ProcID, m wire.Message) {
+	o.rd.Messages = append(o.rd.Messages, wire.Envelope{From: from, To: to, Msg: m})
+}
+
+// Persist queues a durable record.
+func (o *Outbox) Persist(r wire.Message) {
+	o.rd.Persist = append(o.rd.Persist, r)
+	o.rd.MustSync = true
+}
+
+// Deliver queues an application delivery.
+func (o *Outbox) Deliver(m wire.AppMsg, gts wire.Timestamp) {
+	o.rd.Deliveries = append(o.rd.Deliveries, Delivery{M: m, GTS: gts})
+}
+
+// HasReady implements Machine.
+func (o *Outbox) HasReady() bool { return !o.rd.Empty() }
+
+// Ready implements Machine.
+func (o *Outbox) Ready() Ready { return o.rd }
+
+// Advance implements Machine. It keeps the slices' capacity.
+func (o *Outbox) Advance() {
+	clear(o.rd.Persist)
+	clear(o.rd.Messages)
+	clear(o.rd.Deliveries)
+	o.rd = Ready{
+		Persist:    o.rd.Persist[:0],
+		Messages:   o.rd.Messages[:0],
+		Deliveries: o.rd.Deliveries[:0],
+	}
+}
+
+// Topology is the static layout of replica groups.
+type Topology struct {
+	// Groups lists each group's members; group g is Groups[g]. The first
+	// member is the initial leader.
+	Groups [][]wire.ProcID
+
+	groupOf map[wire.ProcID]wire.GroupID
+	index   map[wire.ProcID]int
+}
+
+// NewTopology builds a topology of g groups of r replicas each; the members
+// of group i are processes i*r .. i*r+r-1.
+func NewTopology(groups, replicas int) (*Topology, error) {
+	if groups < 1 || replicas < 1 {
+		return nil, fmt.Errorf("amcast: need at least 1 group and 1 replica, got %d groups x %d replicas", groups, replicas)
+	}
+	gs := make([][]wire.ProcID, groups)
+	for g := range gs {
+		for i := 0; i < replicas; i++ {
+			gs[g] = append(gs[g], wire.ProcID(g*replicas+i))
+		}
+	}
+	return TopologyOf(gs)
+}
+
+// TopologyOf builds a topology from explicit member lists.
+func TopologyOf(groups [][]wire.ProcID) (*Topology, error) {
+	t := &Topology{Groups: groups, groupOf: map[wire.ProcID]wire.GroupID{}, index: map[wire.ProcID]int{}}
+	for g, ms := range groups {
+		if len(ms) == 0 {
+			return nil, fmt.Errorf("amcast: group %d has no members", g)
+		}
+		if len(ms) > MaxGroupSize {
+			return nil, fmt.Errorf("amcast: group %d has %d members, more than %d", g, len(ms), MaxGroupSize)
+		}
+		for i, p := range ms {
+			t.index[p] = i
+			if _, dup := t.groupOf[p]; dup {
+				return nil, fmt.Errorf("amcast: process %d is in more than one group", p)
+			}
+			t.groupOf[p] = wire.GroupID(g)
+		}
+	}
+	return t, nil
+}
+
+// MaxGroupSize bounds the members of one group (quorum tallies are bitmasks).
+const MaxGroupSize = 64
+
+// MemberIndex returns p's position in its group's member list.
+func (t *Topology) MemberIndex(p wire.ProcID) int { return t.index[p] }
+
+// NumGroups returns the number of groups.
+func (t *Topology) NumGroups() int { return len(t.Groups) }
+
+// NumReplicas returns the total number of replica processes.
+func (t *Topology) NumReplicas() int { return len(t.groupOf) }
+
+// GroupOf returns the group of replica p.
+func (t *Topology) GroupOf(p wire.ProcID) (wire.GroupID, bool) {
+	g, ok := t.groupOf[p]
+	return g, ok
+}
+
+// Members returns the members of group g.
+func (t *Topology) Members(g wire.GroupID) []wire.ProcID { return t.Groups[g] }
+
+// Quorum returns the majority size of group g.
+func (t *Topology) Quorum(g wire.GroupID) int { return len(t.Groups[g])/2 + 1 }
+
+// InitialLeader returns group g's initial leader (its first member).
+func (t *Topology) InitialLeader(g wire.GroupID) wire.ProcID { return t.Groups[g][0] }
+
+// IsReplica reports whether p is a replica.
+func (t *Topology) IsReplica(p wire.ProcID) bool {
+	_, ok := t.groupOf[p]
+	return ok
+}

@@ -1,0 +1,209 @@
+// Package skeen implements Skeen's atomic multicast protocol for groups of
+// exactly one reliable process (the paper's Figure 1; weft spec §8.1).
+//
+// A client sends MULTICAST(m) to the process of every destination group.
+// Each destination process increments its clock, proposes the local
+// timestamp (clock, group) and sends it in PROPOSE to all destinations of m.
+// Once a process holds the proposals of all destination groups, the global
+// timestamp is their maximum; the process raises its clock to it and m is
+// committed. Committed messages are delivered in global-timestamp order once
+// no message that is still only PROPOSED has a local timestamp at or below
+// the candidate's global timestamp.
+//
+// Latency: 2δ without contention (MULTICAST, PROPOSE), up to 4δ with it
+// (the convoy effect). Not fault tolerant: it exists as a baseline.
+package skeen
+
+import (
+	"fmt"
+
+	"github.com/weft-dev/weft/amcast"
+	"github.com/weft-dev/weft/amcast/internal/tsheap"
+	"github.com/weft-dev/weft/wire"
+)
+
+type proposal struct {
+	g   wire.GroupID
+	lts wire.Timestamp
+}
+
+type record struct {
+	m     wire.AppMsg
+	known bool // MULTICAST received, m is valid
+	phase wire.Phase
+	lts   wire.Timestamp // this group's local timestamp
+	gts   wire.Timestamp
+	props []proposal // proposals received, one per group
+}
+
+// Process is one Skeen process (the only member of its group).
+type Process struct {
+	amcast.Outbox
+	id    wire.ProcID
+	g     wire.GroupID
+	topo  *amcast.Topology
+	clock uint64
+
+	recs      map[wire.MsgID]*record
+	proposed  tsheap.Heap // PROPOSED messages by local timestamp (lazy)
+	committed tsheap.Heap // COMMITTED, undelivered messages by global timestamp
+	lastGTS   wire.Timestamp
+	local     []wire.Envelope // messages to self, handled before Step returns
+}
+
+var _ amcast.Machine = (*Process)(nil)
+
+// New returns the Skeen process id. Every group of topo must have exactly
+// one member.
+func New(topo *amcast.Topology, id wire.ProcID) (*Process, error) {
+	for g, ms := range topo.Groups {
+		if len(ms) != 1 {
+			return nil, fmt.Errorf("skeen: group %d has %d processes; Skeen's protocol needs exactly one per group", g, len(ms))
+		}
+	}
+	g, ok := topo.GroupOf(id)
+	if !ok {
+		return nil, fmt.Errorf("skeen: process %d is not in the topology", id)
+	}
+	return &Process{id: id, g: g, topo: topo, recs: map[wire.MsgID]*record{}}, nil
+}
+
+// ID implements amcast.Machine.
+func (p *Process) ID() wire.ProcID { return p.id }
+
+// Tick implements amcast.Machine. Skeen has no timers.
+func (p *Process) Tick() {}
+
+// Clock returns the process's Lamport clock.
+func (p *Process) Clock() uint64 { return p.clock }
+
+func (p *Process) send(to wire.ProcID, m wire.Message) {
+	if to == p.id {
+		p.local = append(p.local, wire.Envelope{From: p.id, To: p.id, Msg: m})
+		return
+	}
+	p.Send(p.id, to, m)
+}
+
+// Step implements amcast.Machine.
+func (p *Process) Step(env wire.Envelope) error {
+	if err := p.step(env); err != nil {
+		return err
+	}
+	for len(p.local) > 0 {
+		e := p.local[0]
+		p.local = p.local[1:]
+		if err := p.step(e); err != nil {
+			panic(fmt.Sprintf("skeen: p%d refused its own message %s: %v", p.id, wire.Describe(e.Msg), err))
+		}
+	}
+	p.local = p.local[:0]
+	return nil
+}
+
+func (p *Process) step(env wire.Envelope) error {
+	switch m := env.Msg.(type) {
+	case *wire.Multicast:
+		return p.onMulticast(m)
+	case *wire.Propose:
+		return p.onPropose(env.From, m)
+	default:
+		return fmt.Errorf("%w: skeen does not handle %s", amcast.ErrBadMessage, env.Msg.Kind())
+	}
+}
+
+func (p *Process) rec(id wire.MsgID) *record {
+	r := p.recs[id]
+	if r == nil {
+		r = &record{}
+		p.recs[id] = r
+	}
+	return r
+}
+
+func (p *Process) onMulticast(mc *wire.Multicast) error {
+	m := mc.M
+	if err := m.Validate(p.topo.NumGroups()); err != nil {
+		return fmt.Errorf("%w: %v", amcast.ErrBadMessage, err)
+	}
+	if m.DestIndex(p.g) < 0 {
+		return fmt.Errorf("%w: message %s is not addressed to group %d", amcast.ErrBadMessage, m.ID, p.g)
+	}
+	r := p.rec(m.ID)
+	if r.phase != wire.PhaseStart {
+		return nil // duplicate MULTICAST: the proposal is already out
+	}
+	r.m, r.known = m, true
+	p.clock++
+	r.lts = wire.Timestamp{T: p.clock, G: p.g}
+	r.phase = wire.PhaseProposed
+	p.proposed.Push(tsheap.Entry{TS: r.lts, ID: m.ID})
+	for _, g := range m.Dest {
+		p.send(p.topo.Members(g)[0], &wire.Propose{ID: m.ID, G: p.g, LTS: r.lts})
+	}
+	return nil
+}
+
+func (p *Process) onPropose(from wire.ProcID, pr *wire.Propose) error {
+	if g, ok := p.topo.GroupOf(from); !ok || g != pr.G {
+		return fmt.Errorf("%w: PROPOSE for group %d from process %d", amcast.ErrBadMessage, pr.G, from)
+	}
+	r := p.rec(pr.ID)
+	if r.phase == wire.PhaseCommitted {
+		return nil
+	}
+	for _, x := range r.props {
+		if x.g == pr.G {
+			return nil // duplicate
+		}
+	}
+	r.props = append(r.props, proposal{g: pr.G, lts: pr.LTS})
+	p.tryCommit(pr.ID, r)
+	return nil
+}
+
+func (p *Process) tryCommit(id wire.MsgID, r *record) {
+	if !r.known || len(r.props) < len(r.m.Dest) {
+		return
+	}
+	var gts wire.Timestamp
+	for _, x := range r.props {
+		gts = wire.MaxTS(gts, x.lts)
+	}
+	r.gts = gts
+	r.phase = wire.PhaseCommitted
+	r.props = nil
+	p.clock = max(p.clock, gts.T)
+	p.committed.Push(tsheap.Entry{TS: gts, ID: id})
+	p.tryDeliver()
+}
+
+// tryDeliver delivers committed messages in global-timestamp order while no
+// PROPOSED message has a local timestamp at or below the next one's.
+func (p *Process) tryDeliver() {
+	for p.committed.Len() > 0 {
+		c := p.committed.Top()
+		for p.proposed.Len() > 0 {
+			e := p.proposed.Top()
+			if r := p.recs[e.ID]; r != nil && r.phase == wire.PhaseProposed && r.lts == e.TS {
+				break
+			}
+			p.proposed.Pop() // stale entry
+		}
+		if p.proposed.Len() > 0 && p.proposed.Top().TS.LessEq(c.TS) {
+			return
+		}
+		p.committed.Pop()
+		r := p.recs[c.ID]
+		if !p.lastGTS.Less(c.TS) {
+			panic(fmt.Sprintf("skeen: p%d delivers %s with gts %s after gts %s", p.id, c.ID, c.TS, p.lastGTS))
+		}
+		p.lastGTS = c.TS
+		p.Deliver(r.m, c.TS)
+		if r.m.Dest[0] == p.g {
+			p.send(r.m.ID.Client, &wire.Delivered{ID: r.m.ID, G: p.g, GTS: c.TS, Leader: p.id})
+		}
+		// Delivered messages keep a small tombstone so duplicates are ignored.
+		r.m.Payload = nil
+	}
+}

@@ -1,0 +1,123 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/weft-dev/weft/sim"
+)
+
+func simLatencyCmd() *cobra.Command {
+	var (
+		format    string
+		seed      uint64
+		messages  int
+		protocols []string
+	)
+	c := &cobra.Command{
+		Use:   "latency",
+		Short: "Measure each protocol's collision-free and failure-free latency in δ, beside theory",
+		Long: `For each protocol: collision-free latency (solo messages, every delay δ) and
+failure-free latency (the maximum over random contended messages with delays
+uniform in (0,δ] and the paper's Figure 2 adversarial schedule), at the first
+delivery per destination group and at followers, beside theory. Exits non-zero
+if a measurement exceeds theory, the adversarial schedule falls short of it, or
+a checker fails.`,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if format != "table" && format != "json" {
+				return fmt.Errorf("--format %q: want table or json", format)
+			}
+			var rows []*sim.LatencyRow
+			start := time.Now()
+			for _, p := range protocols {
+				row, err := sim.MeasureLatency(p, sim.LatencyOptions{Seed: seed, RandomMessages: messages})
+				if row == nil {
+					return err
+				}
+				rows = append(rows, row)
+				if err != nil {
+					printLatency(cmd.OutOrStdout(), format, rows)
+					return err
+				}
+			}
+			printLatency(cmd.OutOrStdout(), format, rows)
+			if format == "table" {
+				fmt.Fprintf(cmd.OutOrStdout(), "(%d random contended messages per protocol, seed %d, %.1fs)\n", messages, seed, time.Since(start).Seconds())
+			}
+			return nil
+		},
+	}
+	c.Flags().StringVar(&format, "format", "table", "output: table|json")
+	c.Flags().Uint64Var(&seed, "seed", 1, "PRNG seed")
+	c.Flags().IntVar(&messages, "messages", 10000, "random contended messages per protocol (at least 10,000 for the claim)")
+	c.Flags().StringSliceVar(&protocols, "protocols", []string{"skeen", "wbcast"}, "protocols to measure")
+	return c
+}
+
+type latencyJSON struct {
+	Protocol              string   `json:"protocol"`
+	CollisionFreeLeader   float64  `json:"collision_free_leader"`
+	FailureFreeLeader     float64  `json:"failure_free_leader"`
+	CollisionFreeFollower *float64 `json:"collision_free_follower"`
+	FailureFreeFollower   *float64 `json:"failure_free_follower"`
+	Theory                struct {
+		CollisionFreeLeader   float64  `json:"collision_free_leader"`
+		FailureFreeLeader     float64  `json:"failure_free_leader"`
+		CollisionFreeFollower *float64 `json:"collision_free_follower"`
+		FailureFreeFollower   *float64 `json:"failure_free_follower"`
+	} `json:"theory"`
+	RandomMessages      int      `json:"random_messages"`
+	RandomMaxLeader     float64  `json:"random_max_leader"`
+	RandomMaxFollower   *float64 `json:"random_max_follower"`
+	AdversarialLeader   float64  `json:"adversarial_leader"`
+	AdversarialFollower *float64 `json:"adversarial_follower"`
+}
+
+func round2(x float64) float64 { return float64(int64(x*100+0.5)) / 100 }
+
+func printLatency(w io.Writer, format string, rows []*sim.LatencyRow) {
+	if format == "json" {
+		out := []latencyJSON{}
+		for _, r := range rows {
+			cfL, cfF := r.CollisionFree()
+			ffL, ffF := r.FailureFree()
+			j := latencyJSON{Protocol: r.Protocol, CollisionFreeLeader: round2(cfL), FailureFreeLeader: round2(ffL),
+				RandomMessages: r.RandomMessages, RandomMaxLeader: round2(r.RandomLeader), AdversarialLeader: round2(r.AdvLeader)}
+			j.Theory.CollisionFreeLeader, j.Theory.FailureFreeLeader = r.Theory.CollisionFreeLeader, r.Theory.FailureFreeLeader
+			if r.Theory.HasFollower {
+				j.CollisionFreeFollower, j.FailureFreeFollower = new(round2(cfF)), new(round2(ffF))
+				j.RandomMaxFollower, j.AdversarialFollower = new(round2(r.RandomFollower)), new(round2(r.AdvFollower))
+				j.Theory.CollisionFreeFollower, j.Theory.FailureFreeFollower = new(r.Theory.CollisionFreeFollower), new(r.Theory.FailureFreeFollower)
+			}
+			out = append(out, j)
+		}
+		b, _ := json.MarshalIndent(out, "", "  ")
+		fmt.Fprintln(w, string(b))
+		return
+	}
+	fmt.Fprintf(w, "%-9s | %-24s | %-24s | %s\n", "", "collision-free (δ)", "failure-free (δ)", "failure-free parts (δ)")
+	fmt.Fprintf(w, "%-9s | %-11s %-12s | %-11s %-12s | %s\n", "protocol", "leader", "follower", "leader", "follower", "random max / adversarial, leader; follower")
+	cell := func(got, want float64, has bool) string {
+		if !has {
+			return "-"
+		}
+		return fmt.Sprintf("%.2f (%.0f)", got, want)
+	}
+	for _, r := range rows {
+		t := r.Theory
+		cfL, cfF := r.CollisionFree()
+		ffL, ffF := r.FailureFree()
+		parts := fmt.Sprintf("%.2f / %.2f", r.RandomLeader, r.AdvLeader)
+		if t.HasFollower {
+			parts += fmt.Sprintf("; %.2f / %.2f", r.RandomFollower, r.AdvFollower)
+		}
+		fmt.Fprintf(w, "%-9s | %-11s %-12s | %-11s %-12s | %s\n", r.Protocol,
+			cell(cfL, t.CollisionFreeLeader, true), cell(cfF, t.CollisionFreeFollower, t.HasFollower),
+			cell(ffL, t.FailureFreeLeader, true), cell(ffF, t.FailureFreeFollower, t.HasFollower), parts)
+	}
+	fmt.Fprintln(w, "(theory in parentheses; leader = first delivery in each destination group)")
+}

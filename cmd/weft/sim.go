@@ -1,0 +1,165 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/weft-dev/weft/internal/check"
+	"github.com/weft-dev/weft/sim"
+)
+
+func simCmd() *cobra.Command {
+	c := &cobra.Command{Use: "sim", Short: "Run protocols in the deterministic simulator"}
+	c.AddCommand(simRunCmd(), simLatencyCmd())
+	return c
+}
+
+// parseDest parses "K" (exactly K groups) or "A-B" (uniform in [A,B]).
+func parseDest(s string, groups int) (lo, hi int, err error) {
+	if s == "" {
+		return 1, groups, nil
+	}
+	a, b, isRange := strings.Cut(s, "-")
+	lo, err = strconv.Atoi(a)
+	if err != nil {
+		return 0, 0, fmt.Errorf("--dest %q: want K or A-B", s)
+	}
+	hi = lo
+	if isRange {
+		if hi, err = strconv.Atoi(b); err != nil {
+			return 0, 0, fmt.Errorf("--dest %q: want K or A-B", s)
+		}
+	}
+	if lo < 1 || hi < lo || hi > groups {
+		return 0, 0, fmt.Errorf("--dest %q: sizes must satisfy 1 <= A <= B <= groups (%d)", s, groups)
+	}
+	return lo, hi, nil
+}
+
+func simRunCmd() *cobra.Command {
+	var (
+		protocol, delay, dest, mode, historyFile string
+		groups, replicas, messages, clients      int
+		payload                                  int
+		interval                                 float64
+		seed                                     uint64
+	)
+	c := &cobra.Command{
+		Use:   "run",
+		Short: "Simulate one workload, check the history, print a summary",
+		Long: `Simulate one workload on virtual time and check the resulting history
+(validity, integrity, ordering, gts agreement, termination). Latencies are in
+message delays (δ). Exits non-zero when a checker fails.`,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if !cmd.Flags().Changed("replicas") && protocol == "skeen" {
+				replicas = 1
+			}
+			lo, hi, err := parseDest(dest, groups)
+			if err != nil {
+				return err
+			}
+			dm, err := sim.ParseDelay(delay)
+			if err != nil {
+				return err
+			}
+			wm, err := parseMode(mode)
+			if err != nil {
+				return err
+			}
+			cfg := sim.Config{
+				Protocol: protocol, Groups: groups, Replicas: replicas, Seed: seed, Delay: dm,
+				Workload: sim.Workload{Messages: messages, Clients: clients, Mode: wm, DestMin: lo, DestMax: hi, PayloadSize: payload},
+			}
+			cfg.Workload.Interval = int64(interval * 1000)
+			start := time.Now()
+			res, err := sim.Run(cfg)
+			if err != nil {
+				return err
+			}
+			simWall := time.Since(start)
+			rep := check.Check(res.History, check.Options{Termination: check.TermAll})
+			checkWall := time.Since(start) - simWall
+			if historyFile != "" {
+				if err := writeHistory(historyFile, res.History); err != nil {
+					return err
+				}
+			}
+			printRun(cmd.OutOrStdout(), res, simWall, checkWall)
+			if !rep.OK() {
+				fmt.Fprintf(cmd.OutOrStdout(), "checkers: FAILED\n%s\n", rep.Error())
+				return fmt.Errorf("seed %d: %d checker violations", seed, rep.Total)
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), "checkers: ok (validity, integrity, order, gts, termination: every replica)")
+			return nil
+		},
+	}
+	f := c.Flags()
+	f.StringVar(&protocol, "protocol", "wbcast", "protocol: skeen|wbcast")
+	f.IntVar(&groups, "groups", 3, "number of groups")
+	f.IntVar(&replicas, "replicas", 3, "replicas per group (skeen: 1)")
+	f.IntVar(&messages, "messages", 1000, "number of multicasts")
+	f.StringVar(&dest, "dest", "", "destination groups per message: K, or A-B uniform (default 1-groups)")
+	f.StringVar(&delay, "delay", "uniform", "link delay model: fixed (δ) | uniform (0,δ] | heavy (Pareto)")
+	f.StringVar(&mode, "mode", "closed", "workload: closed (one outstanding per client) | open | solo")
+	f.IntVar(&clients, "clients", 8, "client processes")
+	f.Float64Var(&interval, "interval", 1, "open loop: mean inter-arrival per client, in δ")
+	f.IntVar(&payload, "payload", 16, "payload bytes")
+	f.Uint64Var(&seed, "seed", 1, "PRNG seed (same seed, same history)")
+	f.StringVar(&historyFile, "history", "", "write the history as JSON lines to this file")
+	return c
+}
+
+func parseMode(s string) (sim.Mode, error) {
+	switch s {
+	case "closed":
+		return sim.ClosedLoop, nil
+	case "open":
+		return sim.OpenLoop, nil
+	case "solo":
+		return sim.Solo, nil
+	}
+	return 0, fmt.Errorf("--mode %q: want closed, open or solo", s)
+}
+
+func writeHistory(path string, h *check.History) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	w := bufio.NewWriterSize(f, 1<<20)
+	if err := check.WriteJSONL(w, h); err != nil {
+		f.Close()
+		return fmt.Errorf("writing history %s: %w", path, err)
+	}
+	if err := w.Flush(); err != nil {
+		f.Close()
+		return fmt.Errorf("writing history %s: %w", path, err)
+	}
+	return f.Close()
+}
+
+func printRun(w io.Writer, res *sim.Result, simWall, checkWall time.Duration) {
+	cfg, st := res.Config, res.Stats
+	D := cfg.Delta
+	fmt.Fprintf(w, "protocol %s  groups %d x %d replicas  clients %d  dest %d-%d  delay %s  seed %d\n",
+		cfg.Protocol, cfg.Groups, cfg.Replicas, cfg.Workload.Clients, cfg.Workload.DestMin, cfg.Workload.DestMax, cfg.Delay, cfg.Seed)
+	fmt.Fprintf(w, "multicasts %d  deliveries %d  protocol messages %d (%.1f per multicast, %d bytes)  virtual time %.1fδ\n",
+		st.Multicasts, st.Deliveries, st.Messages, float64(st.Messages)/float64(max(st.Multicasts, 1)), st.Bytes, float64(st.VirtualTime)/float64(D))
+	l, fl := sim.Summarize(st.LeaderLat, D), sim.Summarize(st.FollowerLat, D)
+	fmt.Fprintf(w, "latency (δ)          samples      p50      p99      max\n")
+	fmt.Fprintf(w, "  first per group  %9d %8.2f %8.2f %8.2f\n", l.N, l.P50, l.P99, l.Max)
+	if fl.N > 0 {
+		fmt.Fprintf(w, "  followers        %9d %8.2f %8.2f %8.2f\n", fl.N, fl.P50, fl.P99, fl.Max)
+	} else {
+		fmt.Fprintf(w, "  followers        %9s\n", "-")
+	}
+	fmt.Fprintf(w, "wall time %.2fs simulate + %.2fs check  (%.0f protocol messages/s simulated)\n",
+		simWall.Seconds(), checkWall.Seconds(), float64(st.Messages)/simWall.Seconds())
+}

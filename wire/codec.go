@@ -1,0 +1,605 @@
+package wire
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"math/bits"
+	"slices"
+)
+
+// Encoding
+//
+// Every message and record is encoded as
+//
+//	byte 0   wire version (Version)
+//	byte 1   Kind
+//	body     the fields in declaration order
+//
+// Integers (ids, sequence numbers, timestamps, ballots, clocks, counts) are
+// minimal uvarints (encoding/binary). Byte strings and lists are prefixed
+// with their length as a uvarint. Phase is one byte, bool is one byte (0 or
+// 1). Composite fields are flattened:
+//
+//	MsgID     Client Seq
+//	Timestamp T G
+//	Ballot    N P
+//	AppMsg    ID len(Dest) Dest... len(Payload) Payload
+//	MsgState  M Phase LTS GTS len(Ballots) Ballots...
+//
+// The encoding is canonical: Decode accepts exactly the byte strings that
+// Append produces (minimal varints, 32-bit fields in range, Dest strictly
+// increasing, no trailing bytes), so Append(nil, Decode(b)) == b whenever
+// Decode succeeds. Empty slices decode as nil.
+
+// Version is the wire format version, byte 0 of every encoding.
+const Version = 1
+
+// Size caps enforced by Decode before it allocates anything.
+const (
+	// MaxPayload is the largest application payload, in bytes.
+	MaxPayload = 1 << 20
+	// MaxGroups is the largest number of entries in a Dest or ballot vector.
+	MaxGroups = 1024
+	// MaxStateEntries is the largest number of MsgStates in one message.
+	MaxStateEntries = 1 << 20
+)
+
+// Minimum encoded sizes of list elements, used to bound counts by the
+// remaining input before allocating.
+const (
+	minGroupSize    = 1  // one uvarint
+	minBallotSize   = 2  // N P
+	minMsgStateSize = 10 // AppMsg(4) Phase(1) LTS(2) GTS(2) len(Ballots)(1)
+)
+
+// Decode errors. Decode wraps them with the kind and field at fault; test
+// with errors.Is.
+var (
+	// ErrVersion reports an unsupported wire version byte.
+	ErrVersion = errors.New("wire: unsupported version")
+	// ErrUnknownKind reports an unknown kind byte.
+	ErrUnknownKind = errors.New("wire: unknown kind")
+	// ErrMalformed reports input that is not a valid encoding: truncated,
+	// a bad or non-minimal varint, a value out of range, trailing bytes,
+	// unsorted or duplicate Dest groups, an invalid Phase or bool.
+	ErrMalformed = errors.New("wire: malformed message")
+	// ErrTooLarge reports a payload or list longer than its cap.
+	ErrTooLarge = errors.New("wire: message too large")
+)
+
+// Append appends the encoding of m to buf and returns the extended buffer.
+// It panics if m is nil or not one of the types in this package, which is a
+// programming error. Append does not enforce the size caps; Decode does.
+func Append(buf []byte, m Message) []byte {
+	buf = slices.Grow(buf, Size(m))
+	buf = append(buf, Version, byte(m.Kind()))
+	switch m := m.(type) {
+	case *Multicast:
+		buf = appendAppMsg(buf, &m.M)
+	case *Propose:
+		buf = appendMsgID(buf, m.ID)
+		buf = binary.AppendUvarint(buf, uint64(m.G))
+		buf = appendTS(buf, m.LTS)
+	case *Accept:
+		buf = appendAppMsg(buf, &m.M)
+		buf = binary.AppendUvarint(buf, uint64(m.G))
+		buf = appendBallot(buf, m.B)
+		buf = appendTS(buf, m.LTS)
+	case *AcceptAck:
+		buf = appendMsgID(buf, m.ID)
+		buf = binary.AppendUvarint(buf, uint64(m.G))
+		buf = appendBallots(buf, m.Ballots)
+		buf = appendTS(buf, m.GTS)
+		buf = appendTS(buf, m.MaxDelivered)
+	case *Deliver:
+		buf = appendMsgID(buf, m.ID)
+		buf = appendBallot(buf, m.B)
+		buf = appendTS(buf, m.LTS)
+		buf = appendTS(buf, m.GTS)
+	case *Delivered:
+		buf = appendMsgID(buf, m.ID)
+		buf = binary.AppendUvarint(buf, uint64(m.G))
+		buf = appendTS(buf, m.GTS)
+		buf = binary.AppendUvarint(buf, uint64(m.Leader))
+	case *NewLeader:
+		buf = appendBallot(buf, m.B)
+	case *NewLeaderAck:
+		buf = appendBallot(buf, m.B)
+		buf = appendBallot(buf, m.CBallot)
+		buf = binary.AppendUvarint(buf, m.Clock)
+		buf = appendTS(buf, m.MaxDelivered)
+		buf = appendStates(buf, m.State)
+	case *NewState:
+		buf = appendBallot(buf, m.B)
+		buf = binary.AppendUvarint(buf, m.Clock)
+		buf = appendStates(buf, m.State)
+	case *NewStateAck:
+		buf = appendBallot(buf, m.B)
+		buf = appendTS(buf, m.MaxDelivered)
+	case *Heartbeat:
+		buf = appendBallot(buf, m.B)
+		buf = appendBool(buf, m.Leader)
+	case *RecBallot:
+		buf = appendBallot(buf, m.Ballot)
+		buf = appendBallot(buf, m.CBallot)
+	case *RecAccepted:
+		buf = appendState(buf, &m.S)
+	case *RecDelivered:
+		buf = appendMsgID(buf, m.ID)
+		buf = appendTS(buf, m.GTS)
+	case *RecNewState:
+		buf = appendBallot(buf, m.B)
+		buf = binary.AppendUvarint(buf, m.Clock)
+		buf = appendStates(buf, m.State)
+	}
+	return buf
+}
+
+func appendMsgID(buf []byte, id MsgID) []byte {
+	buf = binary.AppendUvarint(buf, uint64(id.Client))
+	return binary.AppendUvarint(buf, id.Seq)
+}
+
+func appendTS(buf []byte, ts Timestamp) []byte {
+	buf = binary.AppendUvarint(buf, ts.T)
+	return binary.AppendUvarint(buf, uint64(ts.G))
+}
+
+func appendBallot(buf []byte, b Ballot) []byte {
+	buf = binary.AppendUvarint(buf, uint64(b.N))
+	return binary.AppendUvarint(buf, uint64(b.P))
+}
+
+func appendBool(buf []byte, v bool) []byte {
+	if v {
+		return append(buf, 1)
+	}
+	return append(buf, 0)
+}
+
+func appendAppMsg(buf []byte, m *AppMsg) []byte {
+	buf = appendMsgID(buf, m.ID)
+	buf = binary.AppendUvarint(buf, uint64(len(m.Dest)))
+	for _, g := range m.Dest {
+		buf = binary.AppendUvarint(buf, uint64(g))
+	}
+	buf = binary.AppendUvarint(buf, uint64(len(m.Payload)))
+	return append(buf, m.Payload...)
+}
+
+func appendBallots(buf []byte, bs []Ballot) []byte {
+	buf = binary.AppendUvarint(buf, uint64(len(bs)))
+	for _, b := range bs {
+		buf = appendBallot(buf, b)
+	}
+	return buf
+}
+
+func appendState(buf []byte, s *MsgState) []byte {
+	buf = appendAppMsg(buf, &s.M)
+	buf = append(buf, byte(s.Phase))
+	buf = appendTS(buf, s.LTS)
+	buf = appendTS(buf, s.GTS)
+	return appendBallots(buf, s.Ballots)
+}
+
+func appendStates(buf []byte, ss []MsgState) []byte {
+	buf = binary.AppendUvarint(buf, uint64(len(ss)))
+	for i := range ss {
+		buf = appendState(buf, &ss[i])
+	}
+	return buf
+}
+
+// Size returns the length of Append(nil, m). It panics like Append.
+func Size(m Message) int {
+	n := 2 // version, kind
+	switch m := m.(type) {
+	case *Multicast:
+		if m != nil {
+			return n + sizeAppMsg(&m.M)
+		}
+	case *Propose:
+		if m != nil {
+			return n + sizeMsgID(m.ID) + uvarintLen(uint64(m.G)) + sizeTS(m.LTS)
+		}
+	case *Accept:
+		if m != nil {
+			return n + sizeAppMsg(&m.M) + uvarintLen(uint64(m.G)) + sizeBallot(m.B) + sizeTS(m.LTS)
+		}
+	case *AcceptAck:
+		if m != nil {
+			return n + sizeMsgID(m.ID) + uvarintLen(uint64(m.G)) + sizeBallots(m.Ballots) +
+				sizeTS(m.GTS) + sizeTS(m.MaxDelivered)
+		}
+	case *Deliver:
+		if m != nil {
+			return n + sizeMsgID(m.ID) + sizeBallot(m.B) + sizeTS(m.LTS) + sizeTS(m.GTS)
+		}
+	case *Delivered:
+		if m != nil {
+			return n + sizeMsgID(m.ID) + uvarintLen(uint64(m.G)) + sizeTS(m.GTS) + uvarintLen(uint64(m.Leader))
+		}
+	case *NewLeader:
+		if m != nil {
+			return n + sizeBallot(m.B)
+		}
+	case *NewLeaderAck:
+		if m != nil {
+			return n + sizeBallot(m.B) + sizeBallot(m.CBallot) + uvarintLen(m.Clock) +
+				sizeTS(m.MaxDelivered) + sizeStates(m.State)
+		}
+	case *NewState:
+		if m != nil {
+			return n + sizeBallot(m.B) + uvarintLen(m.Clock) + sizeStates(m.State)
+		}
+	case *NewStateAck:
+		if m != nil {
+			return n + sizeBallot(m.B) + sizeTS(m.MaxDelivered)
+		}
+	case *Heartbeat:
+		if m != nil {
+			return n + sizeBallot(m.B) + 1
+		}
+	case *RecBallot:
+		if m != nil {
+			return n + sizeBallot(m.Ballot) + sizeBallot(m.CBallot)
+		}
+	case *RecAccepted:
+		if m != nil {
+			return n + sizeState(&m.S)
+		}
+	case *RecDelivered:
+		if m != nil {
+			return n + sizeMsgID(m.ID) + sizeTS(m.GTS)
+		}
+	case *RecNewState:
+		if m != nil {
+			return n + sizeBallot(m.B) + uvarintLen(m.Clock) + sizeStates(m.State)
+		}
+	default:
+		if m == nil {
+			panic("wire: encoding a nil Message")
+		}
+		panic("wire: encoding unknown message type " + fmt.Sprintf("%T", m))
+	}
+	panic("wire: encoding a nil " + m.Kind().String() + " pointer")
+}
+
+// uvarintLen returns the length of the uvarint encoding of x.
+func uvarintLen(x uint64) int { return (bits.Len64(x|1) + 6) / 7 }
+
+func sizeMsgID(id MsgID) int  { return uvarintLen(uint64(id.Client)) + uvarintLen(id.Seq) }
+func sizeTS(ts Timestamp) int { return uvarintLen(ts.T) + uvarintLen(uint64(ts.G)) }
+func sizeBallot(b Ballot) int { return uvarintLen(uint64(b.N)) + uvarintLen(uint64(b.P)) }
+func sizeAppMsg(m *AppMsg) int {
+	n := sizeMsgID(m.ID) + uvarintLen(uint64(len(m.Dest)))
+	for _, g := range m.Dest {
+		n += uvarintLen(uint64(g))
+	}
+	return n + uvarintLen(uint64(len(m.Payload))) + len(m.Payload)
+}
+
+func sizeBallots(bs []Ballot) int {
+	n := uvarintLen(uint64(len(bs)))
+	for _, b := range bs {
+		n += sizeBallot(b)
+	}
+	return n
+}
+
+func sizeState(s *MsgState) int {
+	return sizeAppMsg(&s.M) + 1 + sizeTS(s.LTS) + sizeTS(s.GTS) + sizeBallots(s.Ballots)
+}
+
+func sizeStates(ss []MsgState) int {
+	n := uvarintLen(uint64(len(ss)))
+	for i := range ss {
+		n += sizeState(&ss[i])
+	}
+	return n
+}
+
+// Decode decodes one message or record encoded by Append. The result is a
+// pointer type (*Accept, *RecBallot, ...) that shares no memory with b.
+// Errors wrap ErrVersion, ErrUnknownKind, ErrMalformed or ErrTooLarge.
+func Decode(b []byte) (Message, error) {
+	if len(b) == 0 {
+		return nil, fmt.Errorf("%w: empty input", ErrMalformed)
+	}
+	if b[0] != Version {
+		return nil, fmt.Errorf("%w: version byte %d, want %d", ErrVersion, b[0], Version)
+	}
+	if len(b) < 2 {
+		return nil, fmt.Errorf("%w: truncated input: missing kind byte", ErrMalformed)
+	}
+	d := decoder{b: b, off: 2, kind: Kind(b[1])}
+	var m Message
+	switch d.kind {
+	case KindMulticast:
+		x := new(Multicast)
+		d.ctx = "m"
+		d.appMsg(&x.M)
+		d.ctx = ""
+		m = x
+	case KindPropose:
+		x := new(Propose)
+		x.ID = d.msgID("id")
+		x.G = GroupID(d.u32("g"))
+		x.LTS = d.ts("lts")
+		m = x
+	case KindAccept:
+		x := new(Accept)
+		d.ctx = "m"
+		d.appMsg(&x.M)
+		d.ctx = ""
+		x.G = GroupID(d.u32("g"))
+		x.B = d.ballot("b")
+		x.LTS = d.ts("lts")
+		m = x
+	case KindAcceptAck:
+		x := new(AcceptAck)
+		x.ID = d.msgID("id")
+		x.G = GroupID(d.u32("g"))
+		x.Ballots = d.ballots("ballots")
+		x.GTS = d.ts("gts")
+		x.MaxDelivered = d.ts("max_delivered")
+		m = x
+	case KindDeliver:
+		x := new(Deliver)
+		x.ID = d.msgID("id")
+		x.B = d.ballot("b")
+		x.LTS = d.ts("lts")
+		x.GTS = d.ts("gts")
+		m = x
+	case KindDelivered:
+		x := new(Delivered)
+		x.ID = d.msgID("id")
+		x.G = GroupID(d.u32("g"))
+		x.GTS = d.ts("gts")
+		x.Leader = ProcID(d.u32("leader"))
+		m = x
+	case KindNewLeader:
+		x := new(NewLeader)
+		x.B = d.ballot("b")
+		m = x
+	case KindNewLeaderAck:
+		x := new(NewLeaderAck)
+		x.B = d.ballot("b")
+		x.CBallot = d.ballot("cballot")
+		x.Clock = d.uvarint("clock")
+		x.MaxDelivered = d.ts("max_delivered")
+		x.State = d.states()
+		m = x
+	case KindNewState:
+		x := new(NewState)
+		x.B = d.ballot("b")
+		x.Clock = d.uvarint("clock")
+		x.State = d.states()
+		m = x
+	case KindNewStateAck:
+		x := new(NewStateAck)
+		x.B = d.ballot("b")
+		x.MaxDelivered = d.ts("max_delivered")
+		m = x
+	case KindHeartbeat:
+		x := new(Heartbeat)
+		x.B = d.ballot("b")
+		x.Leader = d.bool("leader")
+		m = x
+	case KindRecBallot:
+		x := new(RecBallot)
+		x.Ballot = d.ballot("ballot")
+		x.CBallot = d.ballot("cballot")
+		m = x
+	case KindRecAccepted:
+		x := new(RecAccepted)
+		d.state(&x.S, "s", "s.m")
+		m = x
+	case KindRecDelivered:
+		x := new(RecDelivered)
+		x.ID = d.msgID("id")
+		x.GTS = d.ts("gts")
+		m = x
+	case KindRecNewState:
+		x := new(RecNewState)
+		x.B = d.ballot("b")
+		x.Clock = d.uvarint("clock")
+		x.State = d.states()
+		m = x
+	default:
+		return nil, fmt.Errorf("%w: kind byte %d", ErrUnknownKind, b[1])
+	}
+	if d.err == nil && d.off != len(b) {
+		d.fail(ErrMalformed, "", fmt.Sprintf("%d trailing bytes", len(b)-d.off))
+	}
+	if d.err != nil {
+		return nil, d.err
+	}
+	return m, nil
+}
+
+// decoder reads fields from b starting at off. The first error sticks: later
+// reads return zero values and do not allocate.
+type decoder struct {
+	b    []byte
+	off  int
+	kind Kind
+	ctx  string // field path prefix for errors, e.g. "state.m"; "" at top level
+	err  error
+}
+
+func (d *decoder) fail(sentinel error, field, reason string) {
+	if d.err != nil {
+		return
+	}
+	if field == "" {
+		d.err = fmt.Errorf("%w: %s: %s", sentinel, d.kind, reason)
+		return
+	}
+	if d.ctx != "" {
+		field = d.ctx + "." + field
+	}
+	d.err = fmt.Errorf("%w: %s field %s at byte %d: %s", sentinel, d.kind, field, d.off, reason)
+}
+
+func (d *decoder) uvarint(field string) uint64 {
+	if d.err != nil {
+		return 0
+	}
+	if d.off < len(d.b) && d.b[d.off] < 0x80 { // fast path: one byte
+		v := d.b[d.off]
+		d.off++
+		return uint64(v)
+	}
+	v, n := binary.Uvarint(d.b[d.off:])
+	switch {
+	case n == 0:
+		d.fail(ErrMalformed, field, "truncated input")
+		return 0
+	case n < 0:
+		d.fail(ErrMalformed, field, "varint overflows 64 bits")
+		return 0
+	case d.b[d.off+n-1] == 0:
+		d.fail(ErrMalformed, field, "non-minimal varint")
+		return 0
+	}
+	d.off += n
+	return v
+}
+
+func (d *decoder) u32(field string) uint32 {
+	v := d.uvarint(field)
+	if v > math.MaxUint32 {
+		d.fail(ErrMalformed, field, "value exceeds 32 bits")
+		return 0
+	}
+	return uint32(v)
+}
+
+func (d *decoder) byte1(field string) byte {
+	if d.err != nil {
+		return 0
+	}
+	if d.off >= len(d.b) {
+		d.fail(ErrMalformed, field, "truncated input")
+		return 0
+	}
+	v := d.b[d.off]
+	d.off++
+	return v
+}
+
+func (d *decoder) bool(field string) bool {
+	switch d.byte1(field) {
+	case 0:
+		return false
+	case 1:
+		return true
+	}
+	d.off--
+	d.fail(ErrMalformed, field, "bool byte is neither 0 nor 1")
+	return false
+}
+
+// count reads a list length and checks it against limit and against the
+// remaining input, given the minimum encoded size of one element.
+func (d *decoder) count(field string, limit, minElem int) int {
+	start := d.off
+	v := d.uvarint(field)
+	if d.err != nil {
+		return 0
+	}
+	if v > uint64(limit) {
+		d.off = start
+		d.fail(ErrTooLarge, field, fmt.Sprintf("length %d exceeds limit %d", v, limit))
+		return 0
+	}
+	if rem := len(d.b) - d.off; v > uint64(rem/minElem) {
+		d.off = start
+		d.fail(ErrMalformed, field, fmt.Sprintf("truncated input: length %d but only %d bytes left", v, rem))
+		return 0
+	}
+	return int(v)
+}
+
+func (d *decoder) msgID(field string) MsgID {
+	return MsgID{Client: ProcID(d.u32(field)), Seq: d.uvarint(field)}
+}
+
+func (d *decoder) ts(field string) Timestamp {
+	return Timestamp{T: d.uvarint(field), G: GroupID(d.u32(field))}
+}
+
+func (d *decoder) ballot(field string) Ballot {
+	return Ballot{N: d.u32(field), P: ProcID(d.u32(field))}
+}
+
+// appMsg decodes an AppMsg; d.ctx names it in errors.
+func (d *decoder) appMsg(m *AppMsg) {
+	m.ID = d.msgID("id")
+	if n := d.count("dest", MaxGroups, minGroupSize); n > 0 {
+		dest := make([]GroupID, n)
+		for i := range dest {
+			start := d.off
+			g := GroupID(d.u32("dest"))
+			if i > 0 && g <= dest[i-1] && d.err == nil {
+				d.off = start
+				d.fail(ErrMalformed, "dest", "groups not strictly increasing")
+			}
+			dest[i] = g
+		}
+		m.Dest = dest
+	}
+	if n := d.count("payload", MaxPayload, 1); n > 0 {
+		m.Payload = make([]byte, n)
+		copy(m.Payload, d.b[d.off:])
+		d.off += n
+	}
+}
+
+func (d *decoder) ballots(field string) []Ballot {
+	n := d.count(field, MaxGroups, minBallotSize)
+	if n == 0 {
+		return nil
+	}
+	bs := make([]Ballot, n)
+	for i := range bs {
+		bs[i] = d.ballot(field)
+	}
+	return bs
+}
+
+// state decodes a MsgState named ctx in errors; mctx names its AppMsg.
+func (d *decoder) state(s *MsgState, ctx, mctx string) {
+	d.ctx = mctx
+	d.appMsg(&s.M)
+	d.ctx = ctx
+	if p := Phase(d.byte1("phase")); p <= PhaseCommitted {
+		s.Phase = p
+	} else {
+		d.off--
+		d.fail(ErrMalformed, "phase", fmt.Sprintf("phase %d out of range", p))
+	}
+	s.LTS = d.ts("lts")
+	s.GTS = d.ts("gts")
+	s.Ballots = d.ballots("ballots")
+	d.ctx = ""
+}
+
+func (d *decoder) states() []MsgState {
+	n := d.count("state", MaxStateEntries, minMsgStateSize)
+	if n == 0 {
+		return nil
+	}
+	ss := make([]MsgState, n)
+	for i := range ss {
+		d.state(&ss[i], "state", "state.m")
+		if d.err != nil {
+			return nil
+		}
+	}
+	return ss
+}

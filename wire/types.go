@@ -1,0 +1,366 @@
+// Package wire holds weft's identifiers, every protocol message and durable
+// record, and their hand-rolled binary encoding. It is the only package that
+// knows byte layouts. It is pure: no I/O, no clock, no randomness.
+package wire
+
+import (
+	"fmt"
+	"slices"
+)
+
+// ProcID identifies a process (replica or client). Replica ids are unique
+// across all groups.
+type ProcID uint32
+
+// GroupID identifies a replica group. Groups are numbered 0..G-1.
+type GroupID uint32
+
+// MsgID identifies an application message. It is unique per client
+// (Client, Seq) and stays the same across client retries.
+type MsgID struct {
+	Client ProcID
+	Seq    uint64
+}
+
+// String renders the id as used in histories: "<client>.<seq>".
+func (id MsgID) String() string { return fmt.Sprintf("%d.%d", id.Client, id.Seq) }
+
+// Less orders message ids (client, then sequence).
+func (id MsgID) Less(o MsgID) bool {
+	if id.Client != o.Client {
+		return id.Client < o.Client
+	}
+	return id.Seq < o.Seq
+}
+
+// Timestamp is a Skeen timestamp (time, group). Timestamps are ordered
+// lexicographically; ties on time are broken by group id. The zero value is
+// the bottom timestamp ⊥: real timestamps have T >= 1.
+type Timestamp struct {
+	T uint64
+	G GroupID
+}
+
+// Less reports whether ts < o.
+func (ts Timestamp) Less(o Timestamp) bool {
+	if ts.T != o.T {
+		return ts.T < o.T
+	}
+	return ts.G < o.G
+}
+
+// LessEq reports whether ts <= o.
+func (ts Timestamp) LessEq(o Timestamp) bool { return !o.Less(ts) }
+
+// IsZero reports whether ts is ⊥.
+func (ts Timestamp) IsZero() bool { return ts == Timestamp{} }
+
+// Compare returns -1, 0 or +1.
+func (ts Timestamp) Compare(o Timestamp) int {
+	switch {
+	case ts.Less(o):
+		return -1
+	case o.Less(ts):
+		return 1
+	}
+	return 0
+}
+
+func (ts Timestamp) String() string { return fmt.Sprintf("%d.g%d", ts.T, ts.G) }
+
+// MaxTS returns the larger of two timestamps.
+func MaxTS(a, b Timestamp) Timestamp {
+	if a.Less(b) {
+		return b
+	}
+	return a
+}
+
+// Ballot is a per-group Paxos ballot (N, P). Ballots are totally ordered by
+// (N, P) and the leader of a ballot is P, so every ballot has one leader.
+type Ballot struct {
+	N uint32
+	P ProcID
+}
+
+// Less reports whether b < o.
+func (b Ballot) Less(o Ballot) bool {
+	if b.N != o.N {
+		return b.N < o.N
+	}
+	return b.P < o.P
+}
+
+// Leader returns the process that leads ballot b.
+func (b Ballot) Leader() ProcID { return b.P }
+
+func (b Ballot) String() string { return fmt.Sprintf("%d.p%d", b.N, b.P) }
+
+// AppMsg is an application message: an id, its destination groups (sorted,
+// without duplicates) and an opaque payload.
+type AppMsg struct {
+	ID      MsgID
+	Dest    []GroupID
+	Payload []byte
+}
+
+// Validate checks Dest is non-empty, sorted and duplicate-free and every
+// group is below numGroups (numGroups <= 0 skips the range check).
+func (m *AppMsg) Validate(numGroups int) error {
+	if len(m.Dest) == 0 {
+		return fmt.Errorf("wire: message %s has no destination groups", m.ID)
+	}
+	for i, g := range m.Dest {
+		if i > 0 && m.Dest[i-1] >= g {
+			return fmt.Errorf("wire: message %s: destination groups %v not strictly increasing", m.ID, m.Dest)
+		}
+		if numGroups > 0 && int(g) >= numGroups {
+			return fmt.Errorf("wire: message %s: destination group %d out of range [0,%d)", m.ID, g, numGroups)
+		}
+	}
+	return nil
+}
+
+// DestIndex returns the index of g in m.Dest, or -1.
+func (m *AppMsg) DestIndex(g GroupID) int {
+	i, ok := slices.BinarySearch(m.Dest, g)
+	if !ok {
+		return -1
+	}
+	return i
+}
+
+// Kind is the one-byte message type on the wire. ONLY APPEND: the values are
+// part of the protocol.
+type Kind uint8
+
+// Message kinds. Records (durable state) use the range 100 and above.
+const (
+	KindInvalid Kind = iota
+	KindMulticast
+	KindPropose
+	KindAccept
+	KindAcceptAck
+	KindDeliver
+	KindDelivered
+	KindNewLeader
+	KindNewLeaderAck
+	KindNewState
+	KindNewStateAck
+	KindHeartbeat
+	kindEndMessages
+)
+
+// Record kinds.
+const (
+	KindRecBallot Kind = 100 + iota
+	KindRecAccepted
+	KindRecDelivered
+	KindRecNewState
+	kindEndRecords
+)
+
+var kindNames = map[Kind]string{
+	KindMulticast:    "MULTICAST",
+	KindPropose:      "PROPOSE",
+	KindAccept:       "ACCEPT",
+	KindAcceptAck:    "ACCEPT_ACK",
+	KindDeliver:      "DELIVER",
+	KindDelivered:    "DELIVERED",
+	KindNewLeader:    "NEW_LEADER",
+	KindNewLeaderAck: "NEW_LEADER_ACK",
+	KindNewState:     "NEW_STATE",
+	KindNewStateAck:  "NEW_STATE_ACK",
+	KindHeartbeat:    "HEARTBEAT",
+	KindRecBallot:    "REC_BALLOT",
+	KindRecAccepted:  "REC_ACCEPTED",
+	KindRecDelivered: "REC_DELIVERED",
+	KindRecNewState:  "REC_NEW_STATE",
+}
+
+func (k Kind) String() string {
+	if s, ok := kindNames[k]; ok {
+		return s
+	}
+	return fmt.Sprintf("Kind(%d)", uint8(k))
+}
+
+// Message is any protocol message or durable record.
+type Message interface {
+	Kind() Kind
+}
+
+// Envelope is a message with its sender and recipient.
+type Envelope struct {
+	From, To ProcID
+	Msg      Message
+}
+
+// Multicast (MULTICAST) carries a client's message to a destination group's
+// leader (WbCast) or process (Skeen). Also used by replicas to re-multicast.
+type Multicast struct {
+	M AppMsg
+}
+
+// Propose (Skeen's PROPOSE) carries group G's local timestamp for message ID.
+type Propose struct {
+	ID  MsgID
+	G   GroupID
+	LTS Timestamp
+}
+
+// Accept (WbCast ACCEPT) is the leader of group G proposing local timestamp
+// LTS for M under ballot B. It goes to every member of every destination group.
+type Accept struct {
+	M   AppMsg
+	G   GroupID
+	B   Ballot
+	LTS Timestamp
+}
+
+// AcceptAck (WbCast ACCEPT_ACK) is sent by a member of group G, which holds
+// ACCEPTs for message ID from every destination group with ballots Ballots
+// (aligned with the message's sorted Dest), to the leaders of those ballots.
+// GTS is the maximum of the accepted local timestamps. MaxDelivered is the
+// sender's max_delivered_gts (for garbage collection).
+type AcceptAck struct {
+	ID           MsgID
+	G            GroupID
+	Ballots      []Ballot
+	GTS          Timestamp
+	MaxDelivered Timestamp
+}
+
+// Deliver (WbCast DELIVER) tells the members of the leader's group to deliver
+// message ID with global timestamp GTS. B is the leader's cballot.
+type Deliver struct {
+	ID  MsgID
+	B   Ballot
+	LTS Timestamp
+	GTS Timestamp
+}
+
+// Delivered is the reply to the client: message ID was delivered in group G
+// with global timestamp GTS. Leader is the sender's view of G's leader.
+type Delivered struct {
+	ID     MsgID
+	G      GroupID
+	GTS    Timestamp
+	Leader ProcID
+}
+
+// NewLeader (NEW_LEADER) starts ballot B in a group.
+type NewLeader struct {
+	B Ballot
+}
+
+// Phase is a message's phase at a process.
+type Phase uint8
+
+// Phases, in increasing order of progress.
+const (
+	PhaseStart Phase = iota
+	PhaseProposed
+	PhaseAccepted
+	PhaseCommitted
+)
+
+func (p Phase) String() string {
+	switch p {
+	case PhaseStart:
+		return "START"
+	case PhaseProposed:
+		return "PROPOSED"
+	case PhaseAccepted:
+		return "ACCEPTED"
+	case PhaseCommitted:
+		return "COMMITTED"
+	}
+	return fmt.Sprintf("Phase(%d)", uint8(p))
+}
+
+// MsgState is one message's state as shipped in recovery messages and
+// records: the message, its phase, the group's local timestamp, the global
+// timestamp and the ballot vector of its last accepted ACCEPT set.
+type MsgState struct {
+	M       AppMsg
+	Phase   Phase
+	LTS     Timestamp
+	GTS     Timestamp
+	Ballots []Ballot
+}
+
+// NewLeaderAck (NEW_LEADER_ACK) is a member's promise for ballot B with its
+// last adopted ballot CBallot, clock, max delivered gts and message states.
+type NewLeaderAck struct {
+	B            Ballot
+	CBallot      Ballot
+	Clock        uint64
+	MaxDelivered Timestamp
+	State        []MsgState
+}
+
+// NewState (NEW_STATE) is the new leader's merged state for ballot B.
+type NewState struct {
+	B     Ballot
+	Clock uint64
+	State []MsgState
+}
+
+// NewStateAck (NEW_STATE_ACK) confirms a member adopted ballot B's state.
+type NewStateAck struct {
+	B            Ballot
+	MaxDelivered Timestamp
+}
+
+// Heartbeat is a liveness beacon between members of a group. B is the
+// sender's ballot; Leader is true if the sender leads it.
+type Heartbeat struct {
+	B      Ballot
+	Leader bool
+}
+
+// RecBallot records a promise: the process joined Ballot and last adopted
+// CBallot. It must be durable before any message acting on the ballot.
+type RecBallot struct {
+	Ballot  Ballot
+	CBallot Ballot
+}
+
+// RecAccepted records that the process accepted message state S (phase
+// ACCEPTED with its local and global timestamps and ballot vector). It must be
+// durable before the ACCEPT_ACK that reports it is sent.
+type RecAccepted struct {
+	S MsgState
+}
+
+// RecDelivered records that message ID was delivered with GTS. It must be
+// durable before the delivery is handed to the application.
+type RecDelivered struct {
+	ID  MsgID
+	GTS Timestamp
+}
+
+// RecNewState records an adopted NEW_STATE (ballot, clock, messages).
+type RecNewState struct {
+	B     Ballot
+	Clock uint64
+	State []MsgState
+}
+
+// Kind implementations.
+func (*Multicast) Kind() Kind    { return KindMulticast }
+func (*Propose) Kind() Kind      { return KindPropose }
+func (*Accept) Kind() Kind       { return KindAccept }
+func (*AcceptAck) Kind() Kind    { return KindAcceptAck }
+func (*Deliver) Kind() Kind      { return KindDeliver }
+func (*Delivered) Kind() Kind    { return KindDelivered }
+func (*NewLeader) Kind() Kind    { return KindNewLeader }
+func (*NewLeaderAck) Kind() Kind { return KindNewLeaderAck }
+func (*NewState) Kind() Kind     { return KindNewState }
+func (*NewStateAck) Kind() Kind  { return KindNewStateAck }
+func (*Heartbeat) Kind() Kind    { return KindHeartbeat }
+func (*RecBallot) Kind() Kind    { return KindRecBallot }
+func (*RecAccepted) Kind() Kind  { return KindRecAccepted }
+func (*RecDelivered) Kind() Kind { return KindRecDelivered }
+func (*RecNewState) Kind() Kind  { return KindRecNewState }
