@@ -1,0 +1,889 @@
+package check
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Termination selects which termination property Check enforces.
+type Termination int
+
+const (
+	// TermNone checks no termination (nor agreement).
+	TermNone Termination = iota
+	// TermAll: every replica of every destination group delivers every
+	// multicast message (failure-free runs), except processes excused by
+	// Options.Exclude.
+	TermAll
+	// TermQuorum: at least Replicas/2+1 replicas of every destination group
+	// deliver every multicast message.
+	TermQuorum
+)
+
+func (t Termination) String() string {
+	switch t {
+	case TermNone:
+		return "none"
+	case TermAll:
+		return "all"
+	case TermQuorum:
+		return "quorum"
+	}
+	return "Termination(" + strconv.Itoa(int(t)) + ")"
+}
+
+// Options tunes Check.
+type Options struct {
+	// Termination selects the termination property. Agreement is checked
+	// whenever it is not TermNone.
+	Termination Termination
+	// MaxViolations caps Report.Violations (Report.Total still counts all).
+	// 0 means 20; a negative value means no cap.
+	MaxViolations int
+	// Exclude reports processes excused from TermAll (for example replicas
+	// that crashed for good). nil excuses none. It does not affect
+	// TermQuorum or agreement.
+	Exclude func(proc int) bool
+}
+
+// Violation kinds.
+const (
+	KindValidity    = "validity"
+	KindIntegrity   = "integrity"
+	KindOrder       = "order"
+	KindGTS         = "gts"
+	KindTermination = "termination"
+	KindAgreement   = "agreement"
+)
+
+var kinds = [...]string{KindValidity, KindIntegrity, KindOrder, KindGTS, KindTermination, KindAgreement}
+
+// Violation is one property violation found in a history.
+type Violation struct {
+	Kind   string // one of the Kind* constants
+	Detail string
+}
+
+func (v Violation) String() string { return v.Kind + ": " + v.Detail }
+
+// Report is the result of Check.
+type Report struct {
+	// Violations holds the first violations found, at most
+	// Options.MaxViolations of them.
+	Violations []Violation
+	// Total counts all violations, including those not kept.
+	Total int
+	// Multicasts and Deliveries count the multicast and deliver events.
+	Multicasts, Deliveries int
+
+	counts [len(kinds)]int
+}
+
+// OK reports whether no violation was found.
+func (r *Report) OK() bool { return r.Total == 0 }
+
+// Count returns the number of violations of the given kind, including those
+// beyond MaxViolations.
+func (r *Report) Count(kind string) int {
+	for i, k := range kinds {
+		if k == kind {
+			return r.counts[i]
+		}
+	}
+	n := 0
+	for _, v := range r.Violations {
+		if v.Kind == kind {
+			n++
+		}
+	}
+	return n
+}
+
+// Error summarises the report: the counts by kind and the first violations.
+func (r *Report) Error() string {
+	var sb strings.Builder
+	if r.OK() {
+		fmt.Fprintf(&sb, "check: ok (%d multicasts, %d deliveries)", r.Multicasts, r.Deliveries)
+		return sb.String()
+	}
+	fmt.Fprintf(&sb, "check: %d violation(s) in %d multicasts, %d deliveries (", r.Total, r.Multicasts, r.Deliveries)
+	first := true
+	for i, k := range kinds {
+		if r.counts[i] == 0 {
+			continue
+		}
+		if !first {
+			sb.WriteString(", ")
+		}
+		first = false
+		fmt.Fprintf(&sb, "%s: %d", k, r.counts[i])
+	}
+	if first { // a Report built by hand
+		fmt.Fprintf(&sb, "%d listed", len(r.Violations))
+	}
+	sb.WriteString(")")
+	const show = 10
+	for i, v := range r.Violations {
+		if i == show {
+			fmt.Fprintf(&sb, "\n  ... %d more", r.Total-show)
+			break
+		}
+		sb.WriteString("\n  ")
+		sb.WriteString(v.String())
+	}
+	return sb.String()
+}
+
+// Check checks h against the atomic multicast properties and returns a
+// report of the violations found. It never panics on a malformed history:
+// malformed input is reported as violations.
+//
+// Checks (all linear in the size of the history, except the search for the
+// shortest cycle, which is bounded):
+//
+//   - validity: every deliver is of a multicast id, at a valid replica of
+//     the group it states, that group is a destination, it is not before the
+//     multicast (T), its Digest matches the multicast's (when both are
+//     nonzero), and the process is not crashed. Malformed multicasts
+//     (duplicate id, bad destination list) and unknown events are validity
+//     violations too.
+//   - integrity: no process delivers an id twice (crashes included).
+//   - order: (a) within each group, every member's delivery sequence is a
+//     prefix of the longest one, S_g; (b) the graph of sequence edges
+//     S_g[i]→S_g[i+1] and gap edges last(S_g)→m′ (m′ addressed to g but not
+//     in S_g) is acyclic. A cycle is reported as "a <g0 b <g1 a", naming the
+//     group that ordered each edge ("<g1(gap)" for a gap edge).
+//   - gts (deliveries with a nonzero GTS): one GTS per id, distinct ids have
+//     distinct GTSs, and each process delivers in strictly increasing GTS
+//     order.
+//   - termination per opt.Termination, and agreement (when it is not
+//     TermNone): a message delivered anywhere is delivered by a quorum of
+//     every destination group.
+//
+// Deliveries that fail the identity part of validity (unknown id or process,
+// wrong group, group not a destination) and duplicate deliveries are reported
+// once and then left out of the other checks, so one fault gives one kind of
+// violation where possible.
+func Check(h *History, opt Options) *Report {
+	c := &checker{h: h, opt: opt, rep: &Report{}}
+	c.max = opt.MaxViolations
+	if c.max == 0 {
+		c.max = 20
+	}
+	c.run()
+	return c.rep
+}
+
+type checker struct {
+	h   *History
+	opt Options
+	rep *Report
+	max int
+
+	G, R, N, Q int
+
+	ids  map[string]int32
+	name []string  // per message
+	dest [][]int   // per message: sanitized destination groups
+	mT   []int64   // per message: multicast time
+	mDig []uint64  // per message: multicast digest
+	slot []int32   // per message: index of its first (message, dest group) slot; len M+1
+	cnt  []int32   // per slot: valid deliveries
+	bits []uint64  // per slot*R + replica: delivered
+	seq  [][]int32 // per process: delivery sequence (valid, first deliveries)
+
+	mGTS     []GTS   // per message: first GTS seen
+	mGTSProc []int32 // per message: process that delivered with mGTS
+	gtsBad   []bool  // per message: GTS disagreement reported
+}
+
+func (c *checker) want() bool { return c.max < 0 || len(c.rep.Violations) < c.max }
+
+func (c *checker) add(kind string, detail string) {
+	c.count(kind)
+	if c.want() {
+		c.rep.Violations = append(c.rep.Violations, Violation{Kind: kind, Detail: detail})
+	}
+}
+
+// addf is add with formatting done only when the violation is kept.
+func (c *checker) addf(kind string, format string, args ...any) {
+	keep := c.want()
+	c.count(kind)
+	if keep {
+		c.rep.Violations = append(c.rep.Violations, Violation{Kind: kind, Detail: fmt.Sprintf(format, args...)})
+	}
+}
+
+func (c *checker) count(kind string) {
+	c.rep.Total++
+	for i, k := range kinds {
+		if k == kind {
+			c.rep.counts[i]++
+			return
+		}
+	}
+}
+
+func (c *checker) run() {
+	cfg := c.h.Config
+	if cfg.Groups < 1 || cfg.Replicas < 1 || cfg.Groups > maxProcs || cfg.Replicas > maxProcs || cfg.Groups*cfg.Replicas > maxProcs {
+		for _, ev := range c.h.Events {
+			switch ev.Ev {
+			case EvMulticast:
+				c.rep.Multicasts++
+			case EvDeliver:
+				c.rep.Deliveries++
+			}
+		}
+		c.addf(KindValidity, "invalid config: groups=%d replicas=%d", cfg.Groups, cfg.Replicas)
+		return
+	}
+	c.G, c.R = cfg.Groups, cfg.Replicas
+	c.N, c.Q = c.G*c.R, cfg.Quorum()
+
+	c.multicasts()
+	c.events()
+	c.distinctGTS()
+	c.prefixes()
+	c.graph()
+	c.termination()
+}
+
+// multicasts indexes the multicast events (pass 1).
+func (c *checker) multicasts() {
+	evs := c.h.Events
+	c.ids = make(map[string]int32)
+	total := int32(0)
+	for i := range evs {
+		ev := &evs[i]
+		if ev.Ev != EvMulticast {
+			continue
+		}
+		c.rep.Multicasts++
+		if m, dup := c.ids[ev.ID]; dup {
+			c.addf(KindValidity, "message %s multicast twice (t=%d, first at t=%d)", ev.ID, ev.T, c.mT[m])
+			continue
+		}
+		dest := ev.Dest
+		if !validDest(dest, c.G) {
+			c.addf(KindValidity, "message %s multicast with invalid dest %v (want non-empty, sorted, distinct, in [0,%d))", ev.ID, dest, c.G)
+			dest = sanitizeDest(dest, c.G)
+		}
+		m := int32(len(c.name))
+		c.ids[ev.ID] = m
+		c.name = append(c.name, ev.ID)
+		c.dest = append(c.dest, dest)
+		c.mT = append(c.mT, ev.T)
+		c.mDig = append(c.mDig, ev.Digest)
+		c.slot = append(c.slot, total)
+		total += int32(len(dest))
+	}
+	c.slot = append(c.slot, total)
+	M := len(c.name)
+	c.cnt = make([]int32, total)
+	c.bits = make([]uint64, (int(total)*c.R+63)/64)
+	c.mGTS = make([]GTS, M)
+	c.mGTSProc = make([]int32, M)
+	c.gtsBad = make([]bool, M)
+	c.seq = make([][]int32, c.N)
+}
+
+func validDest(d []int, G int) bool {
+	if len(d) == 0 {
+		return false
+	}
+	for i, g := range d {
+		if g < 0 || g >= G || (i > 0 && d[i-1] >= g) {
+			return false
+		}
+	}
+	return true
+}
+
+func sanitizeDest(d []int, G int) []int {
+	out := make([]int, 0, len(d))
+	for _, g := range d {
+		if g >= 0 && g < G {
+			out = append(out, g)
+		}
+	}
+	sort.Ints(out)
+	k := 0
+	for i, g := range out {
+		if i == 0 || out[k-1] != g {
+			out[k] = g
+			k++
+		}
+	}
+	return out[:k]
+}
+
+// destIndex returns the position of g in dest(m), or -1.
+func (c *checker) destIndex(m int32, g int) int {
+	for i, x := range c.dest[m] {
+		if x == g {
+			return i
+		}
+		if x > g {
+			break
+		}
+	}
+	return -1
+}
+
+// events checks validity, integrity and per-process GTS order, and builds
+// the per-process sequences (pass 2).
+func (c *checker) events() {
+	crashed := make([]bool, c.N)
+	lastGTS := make([]GTS, c.N)
+	lastMsg := make([]int32, c.N)
+	evs := c.h.Events
+	for i := range evs {
+		ev := &evs[i]
+		switch ev.Ev {
+		case EvMulticast:
+		case EvCrash, EvRestart:
+			if ev.Proc < 0 || ev.Proc >= c.N {
+				c.addf(KindValidity, "%s of unknown process %d at t=%d", ev.Ev, ev.Proc, ev.T)
+				continue
+			}
+			crashed[ev.Proc] = ev.Ev == EvCrash
+		case EvDeliver:
+			c.rep.Deliveries++
+			c.deliver(ev, crashed, lastGTS, lastMsg)
+		default:
+			c.addf(KindValidity, "event %d: unknown ev %q", i, ev.Ev)
+		}
+	}
+}
+
+func (c *checker) deliver(ev *Event, crashed []bool, lastGTS []GTS, lastMsg []int32) {
+	p := ev.Proc
+	if p < 0 || p >= c.N {
+		c.addf(KindValidity, "%s delivered at unknown process %d (t=%d)", ev.ID, p, ev.T)
+		return
+	}
+	g := p / c.R
+	if ev.Group != g {
+		c.addf(KindValidity, "%s delivered at proc %d stated as group %d, but proc %d is in group %d (t=%d)", ev.ID, p, ev.Group, p, g, ev.T)
+		return
+	}
+	m, ok := c.ids[ev.ID]
+	if !ok {
+		c.addf(KindValidity, "proc %d (g%d) delivered %s, which was never multicast (t=%d)", p, g, ev.ID, ev.T)
+		return
+	}
+	di := c.destIndex(m, g)
+	if di < 0 {
+		c.addf(KindValidity, "proc %d delivered %s in group %d, not in its dest %v (t=%d)", p, ev.ID, g, c.dest[m], ev.T)
+		return
+	}
+	if crashed[p] {
+		c.addf(KindValidity, "proc %d delivered %s while crashed (t=%d)", p, ev.ID, ev.T)
+	}
+	if ev.T < c.mT[m] {
+		c.addf(KindValidity, "proc %d delivered %s at t=%d, before its multicast at t=%d", p, ev.ID, ev.T, c.mT[m])
+	}
+	if ev.Digest != 0 && c.mDig[m] != 0 && ev.Digest != c.mDig[m] {
+		c.addf(KindValidity, "proc %d delivered %s with payload digest %016x, multicast had %016x (t=%d)", p, ev.ID, ev.Digest, c.mDig[m], ev.T)
+	}
+	s := int(c.slot[m]) + di
+	bit := s*c.R + (p - g*c.R)
+	if c.bits[bit>>6]&(1<<(bit&63)) != 0 {
+		c.addf(KindIntegrity, "proc %d delivered %s more than once (again at t=%d)", p, ev.ID, ev.T)
+		return
+	}
+	c.bits[bit>>6] |= 1 << (bit & 63)
+	c.cnt[s]++
+	c.seq[p] = append(c.seq[p], m)
+
+	if ev.GTS.IsZero() {
+		return
+	}
+	switch first := c.mGTS[m]; {
+	case first.IsZero():
+		c.mGTS[m] = ev.GTS
+		c.mGTSProc[m] = int32(p)
+	case first != ev.GTS && !c.gtsBad[m]:
+		c.gtsBad[m] = true
+		c.addf(KindGTS, "%s delivered with gts %v at proc %d but %v at proc %d", ev.ID, first, c.mGTSProc[m], ev.GTS, p)
+	}
+	if last := lastGTS[p]; !last.IsZero() && !last.Less(ev.GTS) {
+		c.addf(KindGTS, "proc %d delivered %s with gts %v after %s with gts %v (not increasing)", p, ev.ID, ev.GTS, c.name[lastMsg[p]], last)
+	}
+	lastGTS[p] = ev.GTS
+	lastMsg[p] = m
+}
+
+// distinctGTS checks that distinct messages carry distinct GTSs.
+func (c *checker) distinctGTS() {
+	owner := make(map[GTS]int32)
+	for m, ts := range c.mGTS {
+		if ts.IsZero() {
+			continue
+		}
+		if o, dup := owner[ts]; dup {
+			c.addf(KindGTS, "%s and %s both delivered with gts %v", c.name[o], c.name[m], ts)
+			continue
+		}
+		owner[ts] = int32(m)
+	}
+}
+
+// longest returns the member of g with the longest sequence (lowest id on
+// ties).
+func (c *checker) longest(g int) int {
+	best := g * c.R
+	for p := g*c.R + 1; p < (g+1)*c.R; p++ {
+		if len(c.seq[p]) > len(c.seq[best]) {
+			best = p
+		}
+	}
+	return best
+}
+
+// prefixes checks that every member's sequence is a prefix of its group's
+// longest sequence.
+func (c *checker) prefixes() {
+	for g := 0; g < c.G; g++ {
+		L := c.longest(g)
+		S := c.seq[L]
+		for p := g * c.R; p < (g+1)*c.R; p++ {
+			if p == L {
+				continue
+			}
+			for i, m := range c.seq[p] {
+				if S[i] != m {
+					c.addf(KindOrder, "group %d: proc %d delivered %s as its delivery #%d, but proc %d delivered %s there (not a prefix)", g, p, c.name[m], i+1, L, c.name[S[i]])
+					break
+				}
+			}
+		}
+	}
+}
+
+// graph builds the ordering graph and reports its cycles.
+func (c *checker) graph() {
+	M := len(c.name)
+	if M == 0 {
+		return
+	}
+	S := make([][]int32, c.G)
+	inS := make([]bool, len(c.cnt))
+	nEdges := 0
+	for g := 0; g < c.G; g++ {
+		S[g] = c.seq[c.longest(g)]
+		for _, m := range S[g] {
+			inS[int(c.slot[m])+c.destIndex(m, g)] = true
+		}
+		if len(S[g]) > 1 {
+			nEdges += len(S[g]) - 1
+		}
+	}
+	// Gap edges: counted in the same loop that emits them below.
+	isGap := func(m int32, di int) bool {
+		g := c.dest[m][di]
+		return len(S[g]) > 0 && !inS[int(c.slot[m])+di]
+	}
+	outdeg := make([]int32, M+1)
+	for g := 0; g < c.G; g++ {
+		for i := 0; i+1 < len(S[g]); i++ {
+			outdeg[S[g][i]]++
+		}
+	}
+	for m := int32(0); int(m) < M; m++ {
+		for di, g := range c.dest[m] {
+			if isGap(m, di) {
+				outdeg[S[g][len(S[g])-1]]++
+				nEdges++
+			}
+		}
+	}
+	// CSR adjacency. Labels: g for a sequence edge, -(g+1) for a gap edge.
+	start := make([]int32, M+1)
+	for m := 0; m < M; m++ {
+		start[m+1] = start[m] + outdeg[m]
+	}
+	adj := make([]int32, nEdges)
+	lab := make([]int32, nEdges)
+	pos := outdeg[:M]
+	copy(pos, start[:M])
+	indeg := make([]int32, M)
+	for g := 0; g < c.G; g++ {
+		for i := 0; i+1 < len(S[g]); i++ {
+			u, v := S[g][i], S[g][i+1]
+			adj[pos[u]], lab[pos[u]] = v, int32(g)
+			pos[u]++
+			indeg[v]++
+		}
+	}
+	for m := int32(0); int(m) < M; m++ {
+		for di, g := range c.dest[m] {
+			if isGap(m, di) {
+				u := S[g][len(S[g])-1]
+				adj[pos[u]], lab[pos[u]] = m, int32(-(g + 1))
+				pos[u]++
+				indeg[m]++
+			}
+		}
+	}
+	gr := &digraph{start: start, adj: adj, lab: lab}
+
+	// Kahn's algorithm.
+	queue := make([]int32, 0, M)
+	for m := int32(0); int(m) < M; m++ {
+		if indeg[m] == 0 {
+			queue = append(queue, m)
+		}
+	}
+	for qi := 0; qi < len(queue); qi++ {
+		u := queue[qi]
+		for e := start[u]; e < start[u+1]; e++ {
+			v := adj[e]
+			indeg[v]--
+			if indeg[v] == 0 {
+				queue = append(queue, v)
+			}
+		}
+	}
+	if len(queue) == M {
+		return
+	}
+	removed := make([]bool, M)
+	for _, m := range queue {
+		removed[m] = true
+	}
+	comps := gr.sccs(removed)
+	budget := 4*nEdges + 1<<22
+	for _, comp := range comps {
+		if !c.want() {
+			c.count(KindOrder)
+			continue
+		}
+		cyc, labs, exact := gr.shortestCycle(comp, &budget)
+		var sb strings.Builder
+		fmt.Fprintf(&sb, "cycle in the delivery order (%d messages involved", len(comp))
+		if !exact {
+			sb.WriteString("; search truncated, cycle may not be the shortest")
+		}
+		sb.WriteString("): ")
+		for i, m := range cyc {
+			sb.WriteString(c.name[m])
+			sb.WriteString(" <g")
+			l := labs[i]
+			if l >= 0 {
+				sb.WriteString(strconv.Itoa(int(l)))
+			} else {
+				sb.WriteString(strconv.Itoa(int(-l - 1)))
+				sb.WriteString("(gap)")
+			}
+			sb.WriteByte(' ')
+		}
+		sb.WriteString(c.name[cyc[0]])
+		c.add(KindOrder, sb.String())
+	}
+}
+
+// digraph is a directed graph in CSR form: the out-edges of u are
+// adj[start[u]:start[u+1]], with labels lab[...].
+type digraph struct {
+	start []int32
+	adj   []int32
+	lab   []int32
+
+	comp  []int32 // per node: SCC id, -1 if removed/trivial
+	dist  []int32 // BFS scratch
+	stamp []int32 // BFS scratch: BFS id that set dist
+	par   []int32 // BFS scratch: edge index used to reach the node
+}
+
+// sccs returns the non-trivial strongly connected components among the
+// nodes not removed (iterative Tarjan). Since the graph has no self-loops,
+// non-trivial means at least two nodes. Components are returned in order of
+// their smallest node.
+func (gr *digraph) sccs(removed []bool) [][]int32 {
+	n := len(removed)
+	const unvisited = -1
+	index := make([]int32, n)
+	low := make([]int32, n)
+	onStack := make([]bool, n)
+	for i := range index {
+		index[i] = unvisited
+	}
+	gr.comp = make([]int32, n)
+	for i := range gr.comp {
+		gr.comp[i] = -1
+	}
+	var stack []int32
+	type frame struct {
+		u int32
+		e int32 // next edge to look at
+	}
+	var call []frame
+	next := int32(0)
+	var comps [][]int32
+	for root := int32(0); int(root) < n; root++ {
+		if removed[root] || index[root] != unvisited {
+			continue
+		}
+		index[root], low[root] = next, next
+		next++
+		stack = append(stack, root)
+		onStack[root] = true
+		call = append(call, frame{root, gr.start[root]})
+		for len(call) > 0 {
+			f := &call[len(call)-1]
+			u := f.u
+			if f.e < gr.start[u+1] {
+				v := gr.adj[f.e]
+				f.e++
+				if removed[v] {
+					continue
+				}
+				if index[v] == unvisited {
+					index[v], low[v] = next, next
+					next++
+					stack = append(stack, v)
+					onStack[v] = true
+					call = append(call, frame{v, gr.start[v]})
+				} else if onStack[v] && index[v] < low[u] {
+					low[u] = index[v]
+				}
+				continue
+			}
+			call = call[:len(call)-1]
+			if len(call) > 0 {
+				if p := call[len(call)-1].u; low[u] < low[p] {
+					low[p] = low[u]
+				}
+			}
+			if low[u] == index[u] {
+				k := len(stack) - 1
+				for stack[k] != u {
+					k--
+				}
+				members := stack[k:]
+				for _, v := range members {
+					onStack[v] = false
+				}
+				if len(members) > 1 {
+					comp := append([]int32(nil), members...)
+					id := int32(len(comps))
+					for _, v := range comp {
+						gr.comp[v] = id
+					}
+					comps = append(comps, comp)
+				}
+				stack = stack[:k]
+			}
+		}
+	}
+	for _, comp := range comps {
+		sortInt32(comp)
+	}
+	sort.Slice(comps, func(i, j int) bool { return comps[i][0] < comps[j][0] })
+	for id, comp := range comps {
+		for _, v := range comp {
+			gr.comp[v] = int32(id)
+		}
+	}
+	return comps
+}
+
+func sortInt32(s []int32) { sort.Slice(s, func(i, j int) bool { return s[i] < s[j] }) }
+
+// shortestCycle returns a shortest cycle within the component comp (which
+// must be a non-trivial SCC) as its nodes and the labels of the edges
+// cyc[i]→cyc[i+1] (the last edge closing the cycle). It runs a BFS from
+// every node of the component, pruned by the best length found so far, and
+// spends at most *budget edge visits beyond the first BFS; exact is false if
+// the budget ran out before the search was complete.
+func (gr *digraph) shortestCycle(comp []int32, budget *int) (cyc, labs []int32, exact bool) {
+	n := len(gr.comp)
+	if gr.dist == nil {
+		gr.dist = make([]int32, n)
+		gr.stamp = make([]int32, n)
+		gr.par = make([]int32, n)
+		for i := range gr.stamp {
+			gr.stamp[i] = -1
+		}
+	}
+	id := gr.comp[comp[0]]
+	best := int32(len(comp) + 1) // longer than any simple cycle in comp
+	bestSrc, bestClose := int32(-1), int32(-1)
+	var bestPar []int32 // path reconstruction for the best cycle
+	exact = true
+	queue := make([]int32, 0, len(comp))
+	bfsID := int32(0)
+	for k, s := range comp {
+		if k > 0 && *budget <= 0 {
+			exact = false
+			break
+		}
+		if best == 2 { // no cycle is shorter than 2 (no self-loops)
+			break
+		}
+		bfsID++
+		queue = append(queue[:0], s)
+		gr.stamp[s], gr.dist[s], gr.par[s] = bfsID, 0, -1
+		found := false
+		for qi := 0; qi < len(queue) && !found; qi++ {
+			u := queue[qi]
+			if gr.dist[u]+1 >= best {
+				break
+			}
+			for e := gr.start[u]; e < gr.start[u+1]; e++ {
+				*budget--
+				v := gr.adj[e]
+				if gr.comp[v] != id {
+					continue
+				}
+				if v == s {
+					best = gr.dist[u] + 1
+					bestSrc, bestClose = s, e
+					// Record the path s → ... → u.
+					bestPar = bestPar[:0]
+					for x := u; x != s; {
+						pe := gr.par[x]
+						bestPar = append(bestPar, pe)
+						x = gr.src(pe)
+					}
+					found = true
+					break
+				}
+				if gr.stamp[v] != bfsID {
+					gr.stamp[v], gr.dist[v], gr.par[v] = bfsID, gr.dist[u]+1, e
+					queue = append(queue, v)
+				}
+			}
+		}
+	}
+	// bestPar holds the edges from u back to s, reversed.
+	cyc = append(cyc, bestSrc)
+	for i := len(bestPar) - 1; i >= 0; i-- {
+		e := bestPar[i]
+		labs = append(labs, gr.lab[e])
+		cyc = append(cyc, gr.adj[e])
+	}
+	labs = append(labs, gr.lab[bestClose])
+	return cyc, labs, exact
+}
+
+// src returns the source node of edge e (binary search in start).
+func (gr *digraph) src(e int32) int32 {
+	lo, hi := 0, len(gr.start)-1 // start[lo] <= e < start[hi]
+	for hi-lo > 1 {
+		mid := (lo + hi) / 2
+		if gr.start[mid] <= e {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	return int32(lo)
+}
+
+// termination checks Options.Termination and agreement.
+func (c *checker) termination() {
+	if c.opt.Termination == TermNone {
+		return
+	}
+	var excluded []bool
+	if c.opt.Termination == TermAll && c.opt.Exclude != nil {
+		excluded = make([]bool, c.N)
+		for p := range excluded {
+			excluded[p] = c.opt.Exclude(p)
+		}
+	}
+	has := func(s, i int) bool {
+		bit := s*c.R + i
+		return c.bits[bit>>6]&(1<<(bit&63)) != 0
+	}
+	// lacking reports whether slot s (group g) fails the termination
+	// property, and appends a description to *desc if desc is not nil.
+	lacking := func(s, g int, desc *[]string) bool {
+		switch c.opt.Termination {
+		case TermAll:
+			bad := false
+			var procs []string
+			for i := 0; i < c.R; i++ {
+				p := g*c.R + i
+				if has(s, i) || (excluded != nil && excluded[p]) {
+					continue
+				}
+				bad = true
+				if desc == nil {
+					break
+				}
+				procs = append(procs, strconv.Itoa(p))
+			}
+			if bad && desc != nil {
+				*desc = append(*desc, "g"+strconv.Itoa(g)+" procs "+strings.Join(procs, ","))
+			}
+			return bad
+		case TermQuorum:
+			return c.underQuorum(s, g, desc)
+		}
+		return false
+	}
+	var desc []string
+	for m := range c.name {
+		base := int(c.slot[m])
+		anywhere := false
+		for di := range c.dest[m] {
+			if c.cnt[base+di] > 0 {
+				anywhere = true
+				break
+			}
+		}
+		for di, g := range c.dest[m] {
+			if !lacking(base+di, g, nil) {
+				continue
+			}
+			if !c.want() {
+				c.count(KindTermination)
+				break
+			}
+			desc = desc[:0]
+			for dj, h := range c.dest[m] {
+				lacking(base+dj, h, &desc)
+			}
+			c.addf(KindTermination, "%s (dest %v) not delivered by %s: %s", c.name[m], c.dest[m], c.opt.Termination, strings.Join(desc, "; "))
+			break
+		}
+		if !anywhere {
+			continue
+		}
+		for di, g := range c.dest[m] {
+			if !c.underQuorum(base+di, g, nil) {
+				continue
+			}
+			if !c.want() {
+				c.count(KindAgreement)
+				break
+			}
+			desc = desc[:0]
+			for dj, h := range c.dest[m] {
+				c.underQuorum(base+dj, h, &desc)
+			}
+			c.addf(KindAgreement, "%s (dest %v) was delivered, but not by a quorum (%d of %d) of: %s", c.name[m], c.dest[m], c.Q, c.R, strings.Join(desc, "; "))
+			break
+		}
+	}
+}
+
+// underQuorum reports whether fewer than a quorum of group g delivered the
+// message of slot s, describing the shortfall in *desc if desc is not nil.
+func (c *checker) underQuorum(s, g int, desc *[]string) bool {
+	n := int(c.cnt[s])
+	if n >= c.Q {
+		return false
+	}
+	if desc != nil {
+		*desc = append(*desc, "g"+strconv.Itoa(g)+" delivered by "+strconv.Itoa(n))
+	}
+	return true
+}
