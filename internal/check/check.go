@@ -160,13 +160,17 @@ func (r *Report) Error() string {
 //     order.
 //   - termination per opt.Termination, and agreement (when it is not
 //     TermNone): a message delivered anywhere is delivered by a quorum of
-//     every destination group.
+//     every destination group. Both are reported per message; a message
+//     short of a quorum somewhere can violate both.
 //
 // Deliveries that fail the identity part of validity (unknown id or process,
 // wrong group, group not a destination) and duplicate deliveries are reported
 // once and then left out of the other checks, so one fault gives one kind of
 // violation where possible.
 func Check(h *History, opt Options) *Report {
+	if h == nil {
+		h = &History{}
+	}
 	c := &checker{h: h, opt: opt, rep: &Report{}}
 	c.max = opt.MaxViolations
 	if c.max == 0 {
@@ -255,11 +259,26 @@ func (c *checker) run() {
 // multicasts indexes the multicast events (pass 1).
 func (c *checker) multicasts() {
 	evs := c.h.Events
-	c.ids = make(map[string]int32)
+	nm := 0
+	for i := range evs {
+		if evs[i].Ev == EvMulticast {
+			nm++
+		}
+	}
+	c.ids = make(map[string]int32, nm)
+	c.name = make([]string, 0, nm)
+	c.dest = make([][]int, 0, nm)
+	c.mT = make([]int64, 0, nm)
+	c.mDig = make([]uint64, 0, nm)
+	c.slot = make([]int32, 0, nm+1)
 	total := int32(0)
+	perProc := make([]int32, c.N) // deliveries per process, to size c.seq
 	for i := range evs {
 		ev := &evs[i]
 		if ev.Ev != EvMulticast {
+			if ev.Ev == EvDeliver && ev.Proc >= 0 && ev.Proc < c.N {
+				perProc[ev.Proc]++
+			}
 			continue
 		}
 		c.rep.Multicasts++
@@ -289,6 +308,9 @@ func (c *checker) multicasts() {
 	c.mGTSProc = make([]int32, M)
 	c.gtsBad = make([]bool, M)
 	c.seq = make([][]int32, c.N)
+	for p, n := range perProc {
+		c.seq[p] = make([]int32, 0, n)
+	}
 }
 
 func validDest(d []int, G int) bool {
@@ -565,12 +587,19 @@ func (c *checker) graph() {
 		}
 		cyc, labs, exact := gr.shortestCycle(comp, &budget)
 		var sb strings.Builder
-		fmt.Fprintf(&sb, "cycle in the delivery order (%d messages involved", len(comp))
+		fmt.Fprintf(&sb, "cycle of %d messages in the delivery order (component of %d", len(cyc), len(comp))
 		if !exact {
-			sb.WriteString("; search truncated, cycle may not be the shortest")
+			sb.WriteString("; search truncated, a shorter cycle may exist")
 		}
 		sb.WriteString("): ")
+		const keep = 20 // edges shown at each end of a long cycle
 		for i, m := range cyc {
+			if len(cyc) > 2*keep+1 && i == keep {
+				fmt.Fprintf(&sb, "... (%d more) ... ", len(cyc)-2*keep)
+			}
+			if len(cyc) > 2*keep+1 && i >= keep && i < len(cyc)-keep {
+				continue
+			}
 			sb.WriteString(c.name[m])
 			sb.WriteString(" <g")
 			l := labs[i]
@@ -598,6 +627,7 @@ type digraph struct {
 	dist  []int32 // BFS scratch
 	stamp []int32 // BFS scratch: BFS id that set dist
 	par   []int32 // BFS scratch: edge index used to reach the node
+	bfsID int32   // BFS scratch: id of the current BFS
 }
 
 // sccs returns the non-trivial strongly connected components among the
@@ -713,20 +743,31 @@ func (gr *digraph) shortestCycle(comp []int32, budget *int) (cyc, labs []int32, 
 	}
 	id := gr.comp[comp[0]]
 	best := int32(len(comp) + 1) // longer than any simple cycle in comp
+	// A component with as many internal edges as nodes is a single simple
+	// cycle: the first BFS finds it and it is the shortest.
+	internal := 0
+	for _, u := range comp {
+		for e := gr.start[u]; e < gr.start[u+1]; e++ {
+			if gr.comp[gr.adj[e]] == id {
+				internal++
+			}
+		}
+	}
+	single := internal == len(comp)
 	bestSrc, bestClose := int32(-1), int32(-1)
 	var bestPar []int32 // path reconstruction for the best cycle
 	exact = true
 	queue := make([]int32, 0, len(comp))
-	bfsID := int32(0)
 	for k, s := range comp {
 		if k > 0 && *budget <= 0 {
 			exact = false
 			break
 		}
-		if best == 2 { // no cycle is shorter than 2 (no self-loops)
+		if best == 2 || (k > 0 && single) { // no cycle is shorter than 2 (no self-loops)
 			break
 		}
-		bfsID++
+		gr.bfsID++
+		bfsID := gr.bfsID
 		queue = append(queue[:0], s)
 		gr.stamp[s], gr.dist[s], gr.par[s] = bfsID, 0, -1
 		found := false
