@@ -87,6 +87,9 @@ func (p *Process) send(to wire.ProcID, m wire.Message) {
 
 // Step implements amcast.Machine.
 func (p *Process) Step(env wire.Envelope) error {
+	if env.To != p.id {
+		return fmt.Errorf("%w: envelope for p%d delivered to p%d", amcast.ErrBadMessage, env.To, p.id)
+	}
 	if err := p.step(env); err != nil {
 		return err
 	}
@@ -134,6 +137,14 @@ func (p *Process) onMulticast(mc *wire.Multicast) error {
 		return nil // duplicate MULTICAST: the proposal is already out
 	}
 	r.m, r.known = m, true
+	// Proposals that arrived before the MULTICAST: keep only destinations'.
+	kept := r.props[:0]
+	for _, x := range r.props {
+		if m.DestIndex(x.g) >= 0 {
+			kept = append(kept, x)
+		}
+	}
+	r.props = kept
 	p.clock++
 	r.lts = wire.Timestamp{T: p.clock, G: p.g}
 	r.phase = wire.PhaseProposed
@@ -149,6 +160,9 @@ func (p *Process) onPropose(from wire.ProcID, pr *wire.Propose) error {
 		return fmt.Errorf("%w: PROPOSE for group %d from process %d", amcast.ErrBadMessage, pr.G, from)
 	}
 	r := p.rec(pr.ID)
+	if r.known && r.m.DestIndex(pr.G) < 0 {
+		return fmt.Errorf("%w: PROPOSE for %s from group %d, not a destination", amcast.ErrBadMessage, pr.ID, pr.G)
+	}
 	if r.phase == wire.PhaseCommitted {
 		return nil
 	}

@@ -1,0 +1,750 @@
+// Package amcasttest is an interaction environment for datadriven tests of
+// weft's atomic multicast protocols, in the spirit of etcd-io/raft's
+// interaction tests. A script builds a topology of protocol machines and
+// clients, multicasts messages and then moves messages between machines by
+// hand or until quiescence; the golden output is the protocol's message
+// flow, one line per message, record and delivery.
+//
+// The environment keeps one FIFO queue of in-flight envelopes per ordered
+// (from, to) pair. Every protocol message passes through the wire codec on
+// its way into a queue, as in the simulator. After each input the recipient's
+// Ready is drained: messages go into the queues, Persist records are counted
+// and printed, deliveries are recorded. After every command the deliveries
+// so far are checked (see CheckSafety); a violation fails the test.
+//
+// # Commands
+//
+//	topology protocol=wbcast groups=2 replicas=3 [clients=1]
+//	topology protocol=wbcast sizes=(1,5) [clients=1]
+//	    Creates the replicas (group g holds the next replicas ids, so with
+//	    groups x replicas the members of g are g*replicas+i) and the clients
+//	    (ids after the replicas), and prints the layout. The first member of
+//	    each group is its initial leader.
+//	multicast [client=0] dest=0,1 [payload=hello]
+//	    The client with that index multicasts a new message, whose id is
+//	    "<client id>.<seq>" (seq counts from 1 per client). Prints what the
+//	    client sends. A refused multicast prints "error: ...".
+//	resend [client=0] seq=1 [to=P,...]
+//	    A client retry: the MULTICAST of an earlier message of the client is
+//	    queued again, to the given processes or to the initial leaders of its
+//	    destination groups. The message keeps its id.
+//	deliver [from=P,...] [to=P,...] [kind=K,...] [msg=ID,...] [n=N]
+//	    Delivers the queued messages that match every given filter, visiting
+//	    links in (from, to) order and each link in FIFO order. Only messages
+//	    in flight when the command starts are delivered; messages they cause
+//	    wait for the next command. A link whose head does not match stops
+//	    there (links are FIFO); matching messages held behind it are noted.
+//	    n caps the number delivered. Each delivered envelope is printed with,
+//	    indented under it, what its recipient produced, in Ready order:
+//	    "persist: <record>" lines, sent envelopes, and deliveries, printed
+//	    as "DELIVER p3 <msg> gts=<ts>" (replicas) or "DONE c6 <msg> gts=<ts>"
+//	    (clients). A refused message prints "error: ...".
+//	drop [from=] [to=] [kind=] [msg=] [n=]
+//	    Discards the queued messages matching the filters (anywhere in their
+//	    link) and prints them.
+//	stabilize
+//	    Delivers everything in flight, round after round, until nothing is
+//	    left. Round k delivers the messages sent in round k-1, so with the
+//	    multicast queued before round 1, "round k" is time kδ.
+//	inject from=P to=P kind=K msg=ID [dest=] [payload=] [g=] [b=] [lts=]
+//	       [gts=] [ballots=] [maxd=] [leader=]
+//	    Hands a forged message to its recipient at once (bypassing the
+//	    queues and the codec) and prints the result as deliver does. The
+//	    message body comes from msg's multicast unless dest= is given.
+//	queued
+//	    Lists the messages in flight, link by link.
+//	deliveries
+//	    Per process, its deliveries (clients: completions) in order, as
+//	    <msg>@<gts>.
+//	status
+//	    One line per process with what the machine exposes: Status(),
+//	    Ballot(), Clock(), MaxDelivered(), Outstanding().
+//	tick [p=P,...] [n=1]
+//	    Calls Tick on the given machines (default all), n times, draining
+//	    their Ready after each call.
+//
+// Replicas print as p<id> and clients as c<id> in the environment's own
+// lines; envelopes print every process as p<id> (wire.DescribeEnvelope).
+// Process arguments accept "3", "p3" and "c3". Commands that print nothing
+// else print "ok".
+//
+// Protocol tests can add commands through Env.Commands.
+//
+// The package is pure like the protocol cores: no I/O, clock or randomness.
+package amcasttest
+
+import (
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/cockroachdb/datadriven"
+
+	"github.com/weft-dev/weft/amcast"
+	"github.com/weft-dev/weft/wire"
+)
+
+// ReplicaFunc builds the replica id of the named protocol (sim.NewReplica
+// has this signature).
+type ReplicaFunc func(protocol string, topo *amcast.Topology, id wire.ProcID) (amcast.Machine, error)
+
+// Command is an extra script command. It returns the command's output.
+type Command func(t *testing.T, e *Env, d *datadriven.TestData) string
+
+// MaxStabilizeRounds caps the rounds of one stabilize command.
+const MaxStabilizeRounds = 1000
+
+type link struct{ from, to wire.ProcID }
+
+// Env is an interaction environment. Create it with New and feed it script
+// commands with Handle.
+type Env struct {
+	// NewReplica builds replicas.
+	NewReplica ReplicaFunc
+	// DefaultProtocol is used by topology when protocol= is absent.
+	DefaultProtocol string
+	// Commands holds extra commands, looked up after the built-in ones.
+	Commands map[string]Command
+
+	// Protocol is the protocol of the current topology.
+	Protocol string
+	// Topo is the current topology (nil before the topology command).
+	Topo *amcast.Topology
+	// Procs holds every process, indexed by id: replicas, then clients.
+	Procs []amcast.Machine
+	// Clients holds the clients, by client index.
+	Clients []*amcast.Client
+
+	queues    map[link][]wire.Envelope
+	delivered [][]amcast.Delivery
+	persisted []int
+	msgs      map[wire.MsgID]wire.AppMsg
+	seq       []uint64
+}
+
+// New returns an environment that builds replicas with newReplica.
+func New(newReplica ReplicaFunc) *Env {
+	return &Env{NewReplica: newReplica, Commands: map[string]Command{}}
+}
+
+// Handle runs one script command and returns its output. It is meant to be
+// passed to datadriven.RunTest.
+func (e *Env) Handle(t *testing.T, d *datadriven.TestData) string {
+	t.Helper()
+	var w strings.Builder
+	switch d.Cmd {
+	case "topology":
+		e.cmdTopology(t, d, &w)
+	default:
+		if e.Topo == nil {
+			d.Fatalf(t, "%s before topology", d.Cmd)
+		}
+		switch d.Cmd {
+		case "multicast":
+			e.cmdMulticast(t, d, &w)
+		case "resend":
+			e.cmdResend(t, d, &w)
+		case "deliver":
+			f := e.parseFilter(t, d)
+			if e.deliverMatching(t, f, &w) == 0 && w.Len() == 0 {
+				w.WriteString("no messages to deliver\n")
+			}
+		case "drop":
+			e.cmdDrop(t, d, &w)
+		case "stabilize":
+			e.cmdStabilize(t, d, &w)
+		case "inject":
+			e.cmdInject(t, d, &w)
+		case "queued":
+			e.cmdQueued(&w)
+		case "deliveries":
+			e.cmdDeliveries(&w)
+		case "status":
+			for id := range e.Procs {
+				w.WriteString(e.StatusLine(wire.ProcID(id)))
+				w.WriteByte('\n')
+			}
+		case "tick":
+			e.cmdTick(t, d, &w)
+		default:
+			cmd, ok := e.Commands[d.Cmd]
+			if !ok {
+				d.Fatalf(t, "unknown command %q", d.Cmd)
+			}
+			w.WriteString(cmd(t, e, d))
+		}
+	}
+	if e.Topo != nil {
+		if err := e.CheckSafety(); err != nil {
+			d.Fatalf(t, "safety violation: %v\noutput so far:\n%s", err, w.String())
+		}
+	}
+	if w.Len() == 0 {
+		return "ok\n"
+	}
+	return w.String()
+}
+
+// Name returns "p<id>" for a replica and "c<id>" for a client.
+func (e *Env) Name(id wire.ProcID) string {
+	if e.Topo != nil && !e.Topo.IsReplica(id) {
+		return fmt.Sprintf("c%d", id)
+	}
+	return fmt.Sprintf("p%d", id)
+}
+
+// Machine returns process id, or nil.
+func (e *Env) Machine(id wire.ProcID) amcast.Machine {
+	if int(id) >= len(e.Procs) {
+		return nil
+	}
+	return e.Procs[id]
+}
+
+// Deliveries returns process id's deliveries (a client's completions) so far.
+func (e *Env) Deliveries(id wire.ProcID) []amcast.Delivery {
+	if int(id) >= len(e.delivered) {
+		return nil
+	}
+	return e.delivered[id]
+}
+
+// Message returns a message multicast earlier in the script.
+func (e *Env) Message(id wire.MsgID) (wire.AppMsg, bool) {
+	m, ok := e.msgs[id]
+	return m, ok
+}
+
+// Queued returns the messages in flight, link by link in (from, to) order.
+func (e *Env) Queued() []wire.Envelope {
+	var out []wire.Envelope
+	for _, l := range e.links() {
+		out = append(out, e.queues[l]...)
+	}
+	return out
+}
+
+// InFlight returns the number of messages in flight.
+func (e *Env) InFlight() int {
+	n := 0
+	for _, q := range e.queues {
+		n += len(q)
+	}
+	return n
+}
+
+// links returns the links with messages in flight, in (from, to) order.
+func (e *Env) links() []link {
+	ls := make([]link, 0, len(e.queues))
+	for l, q := range e.queues {
+		if len(q) > 0 {
+			ls = append(ls, l)
+		}
+	}
+	slices.SortFunc(ls, func(a, b link) int {
+		if a.from != b.from {
+			return int(a.from) - int(b.from)
+		}
+		return int(a.to) - int(b.to)
+	})
+	return ls
+}
+
+// Send puts env at the tail of its link, through the wire codec.
+func (e *Env) Send(t *testing.T, env wire.Envelope) {
+	t.Helper()
+	if int(env.To) >= len(e.Procs) {
+		t.Fatalf("%s sent %s to unknown process %d", e.Name(env.From), wire.Describe(env.Msg), env.To)
+	}
+	msg, err := wire.Decode(wire.Append(nil, env.Msg))
+	if err != nil {
+		t.Fatalf("%s: codec round trip: %v", wire.DescribeEnvelope(env), err)
+	}
+	env.Msg = msg
+	l := link{env.From, env.To}
+	e.queues[l] = append(e.queues[l], env)
+}
+
+// Step hands env to its recipient now, then drains the recipient's Ready.
+// It prints env and, indented, the result.
+func (e *Env) Step(t *testing.T, env wire.Envelope, w *strings.Builder) {
+	t.Helper()
+	w.WriteString(wire.DescribeEnvelope(env))
+	w.WriteByte('\n')
+	m := e.Machine(env.To)
+	if m == nil {
+		fmt.Fprintf(w, "  error: no process %d\n", env.To)
+		return
+	}
+	if err := m.Step(env); err != nil {
+		fmt.Fprintf(w, "  error: %v\n", err)
+	}
+	e.Drain(t, env.To, w, "  ")
+}
+
+// Drain handles process id's Ready until it has none, printing each record,
+// message and delivery on its own line prefixed with indent.
+func (e *Env) Drain(t *testing.T, id wire.ProcID, w *strings.Builder, indent string) {
+	t.Helper()
+	m := e.Procs[id]
+	for i := 0; m.HasReady(); i++ {
+		if i == 100 {
+			t.Fatalf("%s: HasReady still true after %d Advance calls", e.Name(id), i)
+		}
+		rd := m.Ready()
+		if len(rd.Persist) > 0 && !rd.MustSync {
+			t.Fatalf("%s: Ready has %d Persist records but MustSync is false", e.Name(id), len(rd.Persist))
+		}
+		for _, r := range rd.Persist {
+			e.persisted[id]++
+			fmt.Fprintf(w, "%spersist: %s\n", indent, wire.Describe(r))
+		}
+		for _, env := range rd.Messages {
+			if env.From != id {
+				t.Fatalf("%s: Ready message with sender p%d: %s", e.Name(id), env.From, wire.DescribeEnvelope(env))
+			}
+			fmt.Fprintf(w, "%s%s\n", indent, wire.DescribeEnvelope(env))
+			e.Send(t, env)
+		}
+		for _, dl := range rd.Deliveries {
+			dl.M.Dest = slices.Clone(dl.M.Dest)
+			dl.M.Payload = slices.Clone(dl.M.Payload)
+			e.delivered[id] = append(e.delivered[id], dl)
+			if e.Topo.IsReplica(id) {
+				fmt.Fprintf(w, "%sDELIVER %s %s gts=%s\n", indent, e.Name(id), dl.M.ID, dl.GTS)
+			} else {
+				fmt.Fprintf(w, "%sDONE %s %s gts=%s\n", indent, e.Name(id), dl.M.ID, dl.GTS)
+			}
+		}
+		m.Advance()
+	}
+}
+
+func (e *Env) cmdTopology(t *testing.T, d *datadriven.TestData, w *strings.Builder) {
+	protocol, ok := argOne(t, d, "protocol")
+	if !ok {
+		protocol = e.DefaultProtocol
+	}
+	sizes, ok := argInts(t, d, "sizes")
+	if !ok {
+		groups := argInt(t, d, "groups", 1)
+		replicas := argInt(t, d, "replicas", 1)
+		for range groups {
+			sizes = append(sizes, replicas)
+		}
+	}
+	nclients := argInt(t, d, "clients", 1)
+	if nclients < 0 {
+		d.Fatalf(t, "clients=%d", nclients)
+	}
+	var groups [][]wire.ProcID
+	next := wire.ProcID(0)
+	for _, n := range sizes {
+		var ms []wire.ProcID
+		for range n {
+			ms = append(ms, next)
+			next++
+		}
+		groups = append(groups, ms)
+	}
+	topo, err := amcast.TopologyOf(groups)
+	if err != nil {
+		d.Fatalf(t, "%v", err)
+	}
+	if len(groups) == 0 {
+		d.Fatalf(t, "no groups")
+	}
+	*e = Env{
+		NewReplica: e.NewReplica, DefaultProtocol: e.DefaultProtocol, Commands: e.Commands,
+		Protocol: protocol, Topo: topo,
+		queues: map[link][]wire.Envelope{}, msgs: map[wire.MsgID]wire.AppMsg{},
+	}
+	for id := wire.ProcID(0); id < next; id++ {
+		m, err := e.NewReplica(protocol, topo, id)
+		if err != nil {
+			d.Fatalf(t, "%v", err)
+		}
+		if m.ID() != id {
+			d.Fatalf(t, "replica %d reports id %d", id, m.ID())
+		}
+		e.Procs = append(e.Procs, m)
+	}
+	for i := range nclients {
+		c, err := amcast.NewClient(topo, next+wire.ProcID(i))
+		if err != nil {
+			d.Fatalf(t, "%v", err)
+		}
+		e.Procs = append(e.Procs, c)
+		e.Clients = append(e.Clients, c)
+	}
+	e.delivered = make([][]amcast.Delivery, len(e.Procs))
+	e.persisted = make([]int, len(e.Procs))
+	e.seq = make([]uint64, len(e.Clients))
+
+	fmt.Fprintf(w, "%s: %d group(s), %d replica(s), %d client(s)\n", protocol, len(groups), next, nclients)
+	for g, ms := range groups {
+		fmt.Fprintf(w, "g%d:", g)
+		for _, p := range ms {
+			fmt.Fprintf(w, " p%d", p)
+		}
+		if len(ms) > 1 {
+			fmt.Fprintf(w, " leader=p%d quorum=%d", topo.InitialLeader(wire.GroupID(g)), topo.Quorum(wire.GroupID(g)))
+		}
+		w.WriteByte('\n')
+	}
+	if nclients > 0 {
+		w.WriteString("clients:")
+		for _, c := range e.Clients {
+			fmt.Fprintf(w, " %s", e.Name(c.ID()))
+		}
+		w.WriteByte('\n')
+	}
+}
+
+func (e *Env) client(t *testing.T, d *datadriven.TestData) (int, *amcast.Client) {
+	ci := argInt(t, d, "client", 0)
+	if ci < 0 || ci >= len(e.Clients) {
+		d.Fatalf(t, "client=%d: there are %d clients", ci, len(e.Clients))
+	}
+	return ci, e.Clients[ci]
+}
+
+func (e *Env) cmdMulticast(t *testing.T, d *datadriven.TestData, w *strings.Builder) {
+	ci, c := e.client(t, d)
+	dest, ok := argGroups(t, d, "dest")
+	if !ok {
+		d.Fatalf(t, "multicast needs dest=")
+	}
+	payload, _ := argOne(t, d, "payload")
+	m := wire.AppMsg{ID: wire.MsgID{Client: c.ID(), Seq: e.seq[ci] + 1}, Dest: dest, Payload: []byte(payload)}
+	if err := c.Multicast(m); err != nil {
+		fmt.Fprintf(w, "error: %v\n", err)
+	} else {
+		e.seq[ci]++
+		e.msgs[m.ID] = wire.AppMsg{ID: m.ID, Dest: slices.Clone(dest), Payload: []byte(payload)}
+	}
+	e.Drain(t, c.ID(), w, "")
+}
+
+func (e *Env) cmdResend(t *testing.T, d *datadriven.TestData, w *strings.Builder) {
+	_, c := e.client(t, d)
+	seq := argInt(t, d, "seq", 0)
+	id := wire.MsgID{Client: c.ID(), Seq: uint64(seq)}
+	m, ok := e.msgs[id]
+	if !ok {
+		d.Fatalf(t, "%s did not multicast %s", e.Name(c.ID()), id)
+	}
+	to, ok := argProcs(t, d, "to")
+	if !ok {
+		for _, g := range m.Dest {
+			to = append(to, e.Topo.InitialLeader(g))
+		}
+	}
+	for _, p := range to {
+		env := wire.Envelope{From: c.ID(), To: p, Msg: &wire.Multicast{M: m}}
+		w.WriteString(wire.DescribeEnvelope(env))
+		w.WriteByte('\n')
+		e.Send(t, env)
+	}
+}
+
+// filter selects queued messages; nil fields match everything.
+type filter struct {
+	from, to []wire.ProcID
+	kinds    []wire.Kind
+	ids      []wire.MsgID
+	n        int // 0: no limit
+}
+
+func (e *Env) parseFilter(t *testing.T, d *datadriven.TestData) filter {
+	var f filter
+	f.from, _ = argProcs(t, d, "from")
+	f.to, _ = argProcs(t, d, "to")
+	f.kinds, _ = argKinds(t, d, "kind")
+	f.ids, _ = argMsgIDs(t, d, "msg")
+	f.n = argInt(t, d, "n", 0)
+	if f.n < 0 {
+		d.Fatalf(t, "n=%d", f.n)
+	}
+	return f
+}
+
+func (f *filter) match(env wire.Envelope) bool {
+	if f.from != nil && !slices.Contains(f.from, env.From) {
+		return false
+	}
+	if f.to != nil && !slices.Contains(f.to, env.To) {
+		return false
+	}
+	if f.kinds != nil && !slices.Contains(f.kinds, env.Msg.Kind()) {
+		return false
+	}
+	if f.ids != nil {
+		id, ok := MsgIDOf(env.Msg)
+		if !ok || !slices.Contains(f.ids, id) {
+			return false
+		}
+	}
+	return true
+}
+
+// MsgIDOf returns the application message id a protocol message is about.
+func MsgIDOf(m wire.Message) (wire.MsgID, bool) {
+	switch m := m.(type) {
+	case *wire.Multicast:
+		return m.M.ID, true
+	case *wire.Propose:
+		return m.ID, true
+	case *wire.Accept:
+		return m.M.ID, true
+	case *wire.AcceptAck:
+		return m.ID, true
+	case *wire.Deliver:
+		return m.ID, true
+	case *wire.Delivered:
+		return m.ID, true
+	case *wire.RecAccepted:
+		return m.S.M.ID, true
+	case *wire.RecDelivered:
+		return m.ID, true
+	}
+	return wire.MsgID{}, false
+}
+
+// deliverMatching delivers the in-flight messages matching f (see the
+// deliver command) and returns how many it delivered.
+func (e *Env) deliverMatching(t *testing.T, f filter, w *strings.Builder) int {
+	t.Helper()
+	links := e.links()
+	avail := make(map[link]int, len(links))
+	for _, l := range links {
+		avail[l] = len(e.queues[l])
+	}
+	count := 0
+	for _, l := range links {
+		for avail[l] > 0 {
+			if f.n > 0 && count >= f.n {
+				return count
+			}
+			q := e.queues[l]
+			head := q[0]
+			if !f.match(head) {
+				held := 0
+				for _, env := range q[1:avail[l]] {
+					if f.match(env) {
+						held++
+					}
+				}
+				if held > 0 {
+					fmt.Fprintf(w, "(p%d->p%d: %d matching message(s) held behind %s: links are FIFO)\n", l.from, l.to, held, wire.Describe(head.Msg))
+				}
+				break
+			}
+			e.pop(l)
+			avail[l]--
+			e.Step(t, head, w)
+			count++
+		}
+	}
+	return count
+}
+
+func (e *Env) pop(l link) {
+	q := e.queues[l]
+	q[0] = wire.Envelope{}
+	if len(q) == 1 {
+		delete(e.queues, l)
+		return
+	}
+	e.queues[l] = q[1:]
+}
+
+func (e *Env) cmdDrop(t *testing.T, d *datadriven.TestData, w *strings.Builder) {
+	f := e.parseFilter(t, d)
+	count := 0
+	for _, l := range e.links() {
+		var keep []wire.Envelope
+		for _, env := range e.queues[l] {
+			if (f.n == 0 || count < f.n) && f.match(env) {
+				fmt.Fprintf(w, "dropped %s\n", wire.DescribeEnvelope(env))
+				count++
+				continue
+			}
+			keep = append(keep, env)
+		}
+		if len(keep) == 0 {
+			delete(e.queues, l)
+		} else {
+			e.queues[l] = keep
+		}
+	}
+	if count == 0 {
+		w.WriteString("no messages to drop\n")
+	}
+}
+
+func (e *Env) cmdStabilize(t *testing.T, d *datadriven.TestData, w *strings.Builder) {
+	if e.InFlight() == 0 {
+		w.WriteString("no messages in flight\n")
+		return
+	}
+	for round := 1; e.InFlight() > 0; round++ {
+		if round > MaxStabilizeRounds {
+			d.Fatalf(t, "still %d messages in flight after %d rounds:\n%s", e.InFlight(), MaxStabilizeRounds, w.String())
+		}
+		fmt.Fprintf(w, "round %d\n", round)
+		e.deliverMatching(t, filter{}, w)
+	}
+}
+
+func (e *Env) cmdInject(t *testing.T, d *datadriven.TestData, w *strings.Builder) {
+	from, ok1 := argProc(t, d, "from")
+	to, ok2 := argProc(t, d, "to")
+	kinds, ok3 := argKinds(t, d, "kind")
+	id, ok4 := argMsgID(t, d, "msg")
+	if !ok1 || !ok2 || !ok3 || !ok4 || len(kinds) != 1 {
+		d.Fatalf(t, "inject needs from=, to=, one kind= and msg=")
+	}
+	appMsg := func() wire.AppMsg {
+		m, ok := e.msgs[id]
+		m.ID = id
+		if dest, has := argGroups(t, d, "dest"); has {
+			m.Dest = dest
+		} else if !ok {
+			d.Fatalf(t, "message %s was not multicast: give dest=", id)
+		}
+		if p, has := argOne(t, d, "payload"); has {
+			m.Payload = []byte(p)
+		}
+		return m
+	}
+	g := wire.GroupID(argInt(t, d, "g", 0))
+	b, _ := argBallot(t, d, "b")
+	lts, _ := argTS(t, d, "lts")
+	gts, _ := argTS(t, d, "gts")
+	var msg wire.Message
+	switch kinds[0] {
+	case wire.KindMulticast:
+		msg = &wire.Multicast{M: appMsg()}
+	case wire.KindPropose:
+		msg = &wire.Propose{ID: id, G: g, LTS: lts}
+	case wire.KindAccept:
+		msg = &wire.Accept{M: appMsg(), G: g, B: b, LTS: lts}
+	case wire.KindAcceptAck:
+		bs, _ := argBallots(t, d, "ballots")
+		maxd, _ := argTS(t, d, "maxd")
+		msg = &wire.AcceptAck{ID: id, G: g, Ballots: bs, GTS: gts, MaxDelivered: maxd}
+	case wire.KindDeliver:
+		msg = &wire.Deliver{ID: id, B: b, LTS: lts, GTS: gts}
+	case wire.KindDelivered:
+		leader, _ := argProc(t, d, "leader")
+		msg = &wire.Delivered{ID: id, G: g, GTS: gts, Leader: leader}
+	default:
+		d.Fatalf(t, "inject does not build %s messages", kinds[0])
+	}
+	e.Step(t, wire.Envelope{From: from, To: to, Msg: msg}, w)
+}
+
+func (e *Env) cmdQueued(w *strings.Builder) {
+	q := e.Queued()
+	if len(q) == 0 {
+		w.WriteString("no messages in flight\n")
+		return
+	}
+	for _, env := range q {
+		w.WriteString(wire.DescribeEnvelope(env))
+		w.WriteByte('\n')
+	}
+}
+
+func (e *Env) cmdDeliveries(w *strings.Builder) {
+	for id, ds := range e.delivered {
+		w.WriteString(e.Name(wire.ProcID(id)))
+		w.WriteByte(':')
+		if len(ds) == 0 {
+			w.WriteString(" -")
+		}
+		for _, dl := range ds {
+			fmt.Fprintf(w, " %s@%s", dl.M.ID, dl.GTS)
+		}
+		w.WriteByte('\n')
+	}
+}
+
+// StatusLine describes process id on one line, with whatever the machine
+// exposes among Status(), Ballot(), Clock(), MaxDelivered() and
+// Outstanding().
+func (e *Env) StatusLine(id wire.ProcID) string {
+	m := e.Procs[id]
+	parts := []string{e.Name(id) + ":"}
+	if s, ok := statusOf(m); ok {
+		parts = append(parts, s)
+	}
+	if x, ok := m.(interface {
+		Ballot() (wire.Ballot, wire.Ballot)
+	}); ok {
+		b, cb := x.Ballot()
+		parts = append(parts, "ballot="+b.String(), "cballot="+cb.String())
+	}
+	if x, ok := m.(interface{ Clock() uint64 }); ok {
+		parts = append(parts, fmt.Sprintf("clock=%d", x.Clock()))
+	}
+	if x, ok := m.(interface{ MaxDelivered() wire.Timestamp }); ok {
+		md := "-"
+		if ts := x.MaxDelivered(); !ts.IsZero() {
+			md = ts.String()
+		}
+		parts = append(parts, "maxd="+md)
+	}
+	if x, ok := m.(interface{ Outstanding() int }); ok {
+		parts = append(parts, fmt.Sprintf("outstanding=%d", x.Outstanding()))
+	}
+	if e.Topo.IsReplica(id) {
+		parts = append(parts, fmt.Sprintf("delivered=%d persisted=%d", len(e.delivered[id]), e.persisted[id]))
+	} else {
+		parts = append(parts, fmt.Sprintf("done=%d", len(e.delivered[id])))
+	}
+	return strings.Join(parts, " ")
+}
+
+// statusOf returns the String of m's Status() result, if m has a Status
+// method without arguments whose single result is a fmt.Stringer. The
+// protocol packages' Status types differ, so this needs reflection rather
+// than an interface; amcasttest must not import the protocol packages.
+func statusOf(m amcast.Machine) (string, bool) {
+	v := reflect.ValueOf(m).MethodByName("Status")
+	if !v.IsValid() || v.Type().NumIn() != 0 || v.Type().NumOut() != 1 {
+		return "", false
+	}
+	s, ok := v.Call(nil)[0].Interface().(fmt.Stringer)
+	if !ok {
+		return "", false
+	}
+	return s.String(), true
+}
+
+func (e *Env) cmdTick(t *testing.T, d *datadriven.TestData, w *strings.Builder) {
+	ps, ok := argProcs(t, d, "p")
+	if !ok {
+		for id := range e.Procs {
+			ps = append(ps, wire.ProcID(id))
+		}
+	}
+	n := argInt(t, d, "n", 1)
+	for range n {
+		for _, id := range ps {
+			m := e.Machine(id)
+			if m == nil {
+				d.Fatalf(t, "no process %d", id)
+			}
+			m.Tick()
+			var sub strings.Builder
+			e.Drain(t, id, &sub, "  ")
+			if sub.Len() > 0 {
+				fmt.Fprintf(w, "tick %s\n%s", e.Name(id), sub.String())
+			}
+		}
+	}
+}
