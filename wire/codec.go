@@ -319,9 +319,13 @@ func Decode(b []byte) (Message, error) {
 	var m Message
 	switch d.kind {
 	case KindMulticast:
-		x := new(Multicast)
+		box := new(struct {
+			Multicast
+			dest [inlineDest]GroupID
+		})
+		x := &box.Multicast
 		d.ctx = "m"
-		d.appMsg(&x.M)
+		d.appMsg(&x.M, box.dest[:])
 		d.ctx = ""
 		m = x
 	case KindPropose:
@@ -331,9 +335,13 @@ func Decode(b []byte) (Message, error) {
 		x.LTS = d.ts("lts")
 		m = x
 	case KindAccept:
-		x := new(Accept)
+		box := new(struct {
+			Accept
+			dest [inlineDest]GroupID
+		})
+		x := &box.Accept
 		d.ctx = "m"
-		d.appMsg(&x.M)
+		d.appMsg(&x.M, box.dest[:])
 		d.ctx = ""
 		x.G = GroupID(d.u32("g"))
 		x.B = d.ballot("b")
@@ -445,31 +453,42 @@ func (d *decoder) fail(sentinel error, field, reason string) {
 	d.err = fmt.Errorf("%w: %s field %s at byte %d: %s", sentinel, d.kind, field, d.off, reason)
 }
 
+// uvarint reads a minimal uvarint. After an error it returns 0.
 func (d *decoder) uvarint(field string) uint64 {
+	b, off := d.b, d.off
+	if off < len(b) && b[off] < 0x80 && d.err == nil { // common case: one byte
+		d.off = off + 1
+		return uint64(b[off])
+	}
 	if d.err != nil {
 		return 0
 	}
-	if d.off < len(d.b) && d.b[d.off] < 0x80 { // fast path: one byte
-		v := d.b[d.off]
-		d.off++
-		return uint64(v)
+	var x uint64
+	for i := 0; i < binary.MaxVarintLen64; i++ {
+		if off+i >= len(b) {
+			d.fail(ErrMalformed, field, "truncated input")
+			return 0
+		}
+		c := b[off+i]
+		if c < 0x80 {
+			switch {
+			case i == binary.MaxVarintLen64-1 && c > 1:
+				d.fail(ErrMalformed, field, "varint overflows 64 bits")
+				return 0
+			case c == 0 && i > 0:
+				d.fail(ErrMalformed, field, "non-minimal varint")
+				return 0
+			}
+			d.off = off + i + 1
+			return x | uint64(c)<<(7*i)
+		}
+		x |= uint64(c&0x7f) << (7 * i)
 	}
-	v, n := binary.Uvarint(d.b[d.off:])
-	switch {
-	case n == 0:
-		d.fail(ErrMalformed, field, "truncated input")
-		return 0
-	case n < 0:
-		d.fail(ErrMalformed, field, "varint overflows 64 bits")
-		return 0
-	case d.b[d.off+n-1] == 0:
-		d.fail(ErrMalformed, field, "non-minimal varint")
-		return 0
-	}
-	d.off += n
-	return v
+	d.fail(ErrMalformed, field, "varint overflows 64 bits")
+	return 0
 }
 
+// u32 reads a uvarint that must fit in 32 bits.
 func (d *decoder) u32(field string) uint32 {
 	v := d.uvarint(field)
 	if v > math.MaxUint32 {
@@ -534,14 +553,30 @@ func (d *decoder) ts(field string) Timestamp {
 }
 
 func (d *decoder) ballot(field string) Ballot {
+	// Fast path: both halves are one-byte varints, as they usually are.
+	if off := d.off; off+1 < len(d.b) && d.b[off]|d.b[off+1] < 0x80 && d.err == nil {
+		d.off = off + 2
+		return Ballot{N: uint32(d.b[off]), P: ProcID(d.b[off+1])}
+	}
 	return Ballot{N: d.u32(field), P: ProcID(d.u32(field))}
 }
 
-// appMsg decodes an AppMsg; d.ctx names it in errors.
-func (d *decoder) appMsg(m *AppMsg) {
+// inlineDest is how many Dest groups Decode stores in the same allocation as
+// a Multicast or Accept, saving an allocation for typical messages.
+const inlineDest = 4
+
+// appMsg decodes an AppMsg; d.ctx names it in errors. If the message has at
+// most len(inline) destination groups, Dest uses inline's memory (with its
+// capacity clipped, so appending to Dest never writes into inline).
+func (d *decoder) appMsg(m *AppMsg, inline []GroupID) {
 	m.ID = d.msgID("id")
 	if n := d.count("dest", MaxGroups, minGroupSize); n > 0 {
-		dest := make([]GroupID, n)
+		var dest []GroupID
+		if n <= len(inline) {
+			dest = inline[:n:n]
+		} else {
+			dest = make([]GroupID, n)
+		}
 		for i := range dest {
 			start := d.off
 			g := GroupID(d.u32("dest"))
@@ -575,7 +610,7 @@ func (d *decoder) ballots(field string) []Ballot {
 // state decodes a MsgState named ctx in errors; mctx names its AppMsg.
 func (d *decoder) state(s *MsgState, ctx, mctx string) {
 	d.ctx = mctx
-	d.appMsg(&s.M)
+	d.appMsg(&s.M, nil)
 	d.ctx = ctx
 	if p := Phase(d.byte1("phase")); p <= PhaseCommitted {
 		s.Phase = p
