@@ -10,6 +10,13 @@ import (
 )
 
 func main() {
+	if err := newRoot().Execute(); err != nil {
+		fmt.Fprintln(os.Stderr, "weft:", err)
+		os.Exit(1)
+	}
+}
+
+func newRoot() *cobra.Command {
 	root := &cobra.Command{
 		Use:           "weft",
 		Short:         "weft: atomic multicast and gossip membership for partitioned, replicated services",
@@ -17,8 +24,5 @@ func main() {
 		SilenceErrors: true,
 	}
 	root.AddCommand(simCmd())
-	if err := root.Execute(); err != nil {
-		fmt.Fprintln(os.Stderr, "weft:", err)
-		os.Exit(1)
-	}
+	return root
 }
