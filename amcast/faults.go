@@ -1,0 +1,47 @@
+package amcast
+
+import "github.com/weft-dev/weft/wire"
+
+// Store is a process's durable state: the image of every record the process
+// persisted (Ready.Persist), applied in order. A driver keeps one Store per
+// process across crashes and restores the process from it; whatever the
+// process had not persisted is lost. Stores compact as they apply (garbage
+// collection records drop state), so their size follows the protocol's
+// retained state, not the length of the run.
+type Store interface {
+	Apply(rec wire.Message) error
+}
+
+// Coverage counts protocol events that fault sweeps must reach to be
+// meaningful. Counters are cumulative for one incarnation of a process.
+type Coverage struct {
+	BallotsStarted         int // NEW_LEADER sent (recovery attempts)
+	LeaderChanges          int // recoveries completed (became leader of a new ballot)
+	RecoveriesWithAccepted int // recoveries whose merged state held an ACCEPTED, undelivered message
+	Retried                int // messages re-sent by a new leader (H10.4)
+	Remulticasts           int // liveness re-multicasts (H12)
+	CatchUps               int // DELIVERs re-sent to lagging followers
+	Collected              int // messages garbage-collected
+}
+
+// Add accumulates o into c.
+func (c *Coverage) Add(o Coverage) {
+	c.BallotsStarted += o.BallotsStarted
+	c.LeaderChanges += o.LeaderChanges
+	c.RecoveriesWithAccepted += o.RecoveriesWithAccepted
+	c.Retried += o.Retried
+	c.Remulticasts += o.Remulticasts
+	c.CatchUps += o.CatchUps
+	c.Collected += o.Collected
+}
+
+// Observable is implemented by fault-tolerant machines so drivers can
+// observe roles, memory and coverage without reaching into protocol state.
+type Observable interface {
+	// IsLeader reports whether the process currently leads its group.
+	IsLeader() bool
+	// Retained returns the number of messages the process holds in memory.
+	Retained() int
+	// Coverage returns this incarnation's counters.
+	Coverage() Coverage
+}
