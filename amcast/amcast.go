@@ -41,9 +41,17 @@ var ErrBadMessage = errors.New("amcast: bad message")
 
 // Delivery is one application message delivered at a process, with the
 // global timestamp that placed it in the total order.
+//
+// Rec is the index in the same Ready's Persist of the record that makes the
+// delivery durable, or -1 if the protocol keeps no durable record of it. A
+// delivery takes effect exactly when that record is durable: a driver that
+// crashes after persisting a prefix of Persist must treat the deliveries
+// whose Rec lies in the prefix as done (the application replays them from
+// the log), and the others as never having happened.
 type Delivery struct {
 	M   wire.AppMsg
 	GTS wire.Timestamp
+	Rec int
 }
 
 // Ready is the batch of outputs a Machine produced since the last Advance.
@@ -103,9 +111,16 @@ func (o *Outbox) Persist(r wire.Message) {
 	o.rd.MustSync = true
 }
 
-// Deliver queues an application delivery.
+// Deliver queues an application delivery without a durable record.
 func (o *Outbox) Deliver(m wire.AppMsg, gts wire.Timestamp) {
-	o.rd.Deliveries = append(o.rd.Deliveries, Delivery{M: m, GTS: gts})
+	o.rd.Deliveries = append(o.rd.Deliveries, Delivery{M: m, GTS: gts, Rec: -1})
+}
+
+// DeliverDurable persists rec and queues a delivery that takes effect when
+// rec is durable.
+func (o *Outbox) DeliverDurable(m wire.AppMsg, gts wire.Timestamp, rec wire.Message) {
+	o.Persist(rec)
+	o.rd.Deliveries = append(o.rd.Deliveries, Delivery{M: m, GTS: gts, Rec: len(o.rd.Persist) - 1})
 }
 
 // HasReady implements Machine.

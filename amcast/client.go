@@ -10,12 +10,27 @@ import (
 // deterministic state machine. It sends MULTICAST(m) to its view of the
 // leader of each destination group and completes m on the first DELIVERED
 // reply. Completions come out as Ready.Deliveries.
+//
+// Retries: a message without a reply after RetryTicks ticks is sent again,
+// with the same id, to every member of its destination groups (the leader
+// may have changed; followers ignore it), with exponential backoff up to
+// 8 x RetryTicks.
 type Client struct {
 	Outbox
-	id      wire.ProcID
-	topo    *Topology
-	leaders []wire.ProcID
-	out     map[wire.MsgID]*wire.AppMsg
+	// RetryTicks is the reply timeout in ticks (default 20; 0 disables).
+	RetryTicks int
+	id         wire.ProcID
+	topo       *Topology
+	leaders    []wire.ProcID
+	out        map[wire.MsgID]*outstanding
+	ticks      uint64
+	retries    int
+}
+
+type outstanding struct {
+	m       wire.AppMsg
+	due     uint64
+	backoff uint64
 }
 
 // NewClient returns a client whose leader view is every group's initial
@@ -24,7 +39,7 @@ func NewClient(topo *Topology, id wire.ProcID) (*Client, error) {
 	if topo.IsReplica(id) {
 		return nil, fmt.Errorf("amcast: client id %d is a replica id", id)
 	}
-	c := &Client{id: id, topo: topo, out: map[wire.MsgID]*wire.AppMsg{}}
+	c := &Client{id: id, topo: topo, out: map[wire.MsgID]*outstanding{}, RetryTicks: 20}
 	for g := range topo.Groups {
 		c.leaders = append(c.leaders, topo.InitialLeader(wire.GroupID(g)))
 	}
@@ -36,8 +51,39 @@ var _ Machine = (*Client)(nil)
 // ID implements Machine.
 func (c *Client) ID() wire.ProcID { return c.id }
 
-// Tick implements Machine.
-func (c *Client) Tick() {}
+// Retries returns how many times the client re-sent a message.
+func (c *Client) Retries() int { return c.retries }
+
+// Tick implements Machine: it re-sends messages whose reply is overdue.
+func (c *Client) Tick() {
+	c.ticks++
+	if c.RetryTicks <= 0 {
+		return
+	}
+	var due []*outstanding
+	for _, o := range c.out {
+		if c.ticks >= o.due {
+			due = append(due, o)
+		}
+	}
+	// Deterministic order: by message id.
+	for i := 1; i < len(due); i++ {
+		for j := i; j > 0 && due[j].m.ID.Less(due[j-1].m.ID); j-- {
+			due[j], due[j-1] = due[j-1], due[j]
+		}
+	}
+	for _, o := range due {
+		c.retries++
+		o.backoff = min(o.backoff*2, 8*uint64(c.RetryTicks))
+		o.due = c.ticks + o.backoff
+		mc := &wire.Multicast{M: o.m}
+		for _, g := range o.m.Dest {
+			for _, q := range c.topo.Members(g) {
+				c.Send(c.id, q, mc)
+			}
+		}
+	}
+}
 
 // Outstanding returns the number of messages awaiting a reply.
 func (c *Client) Outstanding() int { return len(c.out) }
@@ -53,7 +99,8 @@ func (c *Client) Multicast(m wire.AppMsg) error {
 	if _, dup := c.out[m.ID]; dup {
 		return fmt.Errorf("amcast: message %s is already outstanding", m.ID)
 	}
-	c.out[m.ID] = &m
+	rt := uint64(max(c.RetryTicks, 1))
+	c.out[m.ID] = &outstanding{m: m, due: c.ticks + rt, backoff: rt}
 	mc := &wire.Multicast{M: m}
 	for _, g := range m.Dest {
 		c.Send(c.id, c.leaders[g], mc)
@@ -71,11 +118,11 @@ func (c *Client) Step(env wire.Envelope) error {
 		return fmt.Errorf("%w: DELIVERED for group %d with leader %d", ErrBadMessage, d.G, d.Leader)
 	}
 	c.leaders[d.G] = d.Leader
-	m, ok := c.out[d.ID]
+	o, ok := c.out[d.ID]
 	if !ok {
 		return nil // a late duplicate reply
 	}
 	delete(c.out, d.ID)
-	c.Deliver(*m, d.GTS)
+	c.Deliver(o.m, d.GTS)
 	return nil
 }

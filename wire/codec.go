@@ -51,7 +51,9 @@ const (
 const (
 	minGroupSize    = 1  // one uvarint
 	minBallotSize   = 2  // N P
-	minMsgStateSize = 10 // AppMsg(4) Phase(1) LTS(2) GTS(2) len(Ballots)(1)
+	minMsgStateSize = 11 // AppMsg(4) Phase(1) LTS(2) GTS(2) len(Ballots)(1) len(LTSs)(1)
+	minTSSize       = 2  // T G
+	minMsgIDSize    = 2  // Client Seq
 )
 
 // Decode errors. Decode wraps them with the kind and field at fault; test
@@ -87,17 +89,24 @@ func Append(buf []byte, m Message) []byte {
 		buf = binary.AppendUvarint(buf, uint64(m.G))
 		buf = appendBallot(buf, m.B)
 		buf = appendTS(buf, m.LTS)
+		buf = appendTS(buf, m.Linf)
 	case *AcceptAck:
 		buf = appendMsgID(buf, m.ID)
 		buf = binary.AppendUvarint(buf, uint64(m.G))
 		buf = appendBallots(buf, m.Ballots)
 		buf = appendTS(buf, m.GTS)
-		buf = appendTS(buf, m.MaxDelivered)
+		buf = appendTS(buf, m.Linf)
 	case *Deliver:
 		buf = appendMsgID(buf, m.ID)
 		buf = appendBallot(buf, m.B)
 		buf = appendTS(buf, m.LTS)
 		buf = appendTS(buf, m.GTS)
+		buf = appendTS(buf, m.Prev)
+		buf = appendTS(buf, m.Linf)
+		buf = appendBool(buf, m.M != nil)
+		if m.M != nil {
+			buf = appendAppMsg(buf, m.M)
+		}
 	case *Delivered:
 		buf = appendMsgID(buf, m.ID)
 		buf = binary.AppendUvarint(buf, uint64(m.G))
@@ -120,19 +129,28 @@ func Append(buf []byte, m Message) []byte {
 		buf = appendTS(buf, m.MaxDelivered)
 	case *Heartbeat:
 		buf = appendBallot(buf, m.B)
+		buf = appendBallot(buf, m.CBallot)
 		buf = appendBool(buf, m.Leader)
+		buf = appendTS(buf, m.MaxDelivered)
+		buf = appendTS(buf, m.Linf)
 	case *RecBallot:
 		buf = appendBallot(buf, m.Ballot)
 		buf = appendBallot(buf, m.CBallot)
 	case *RecAccepted:
 		buf = appendState(buf, &m.S)
 	case *RecDelivered:
-		buf = appendMsgID(buf, m.ID)
+		buf = appendAppMsg(buf, &m.M)
+		buf = appendTS(buf, m.LTS)
 		buf = appendTS(buf, m.GTS)
 	case *RecNewState:
 		buf = appendBallot(buf, m.B)
 		buf = binary.AppendUvarint(buf, m.Clock)
 		buf = appendStates(buf, m.State)
+	case *RecCollected:
+		buf = binary.AppendUvarint(buf, uint64(len(m.IDs)))
+		for _, id := range m.IDs {
+			buf = appendMsgID(buf, id)
+		}
 	}
 	return buf
 }
@@ -182,7 +200,12 @@ func appendState(buf []byte, s *MsgState) []byte {
 	buf = append(buf, byte(s.Phase))
 	buf = appendTS(buf, s.LTS)
 	buf = appendTS(buf, s.GTS)
-	return appendBallots(buf, s.Ballots)
+	buf = appendBallots(buf, s.Ballots)
+	buf = binary.AppendUvarint(buf, uint64(len(s.LTSs)))
+	for _, ts := range s.LTSs {
+		buf = appendTS(buf, ts)
+	}
+	return buf
 }
 
 func appendStates(buf []byte, ss []MsgState) []byte {
@@ -207,16 +230,20 @@ func Size(m Message) int {
 		}
 	case *Accept:
 		if m != nil {
-			return n + sizeAppMsg(&m.M) + uvarintLen(uint64(m.G)) + sizeBallot(m.B) + sizeTS(m.LTS)
+			return n + sizeAppMsg(&m.M) + uvarintLen(uint64(m.G)) + sizeBallot(m.B) + sizeTS(m.LTS) + sizeTS(m.Linf)
 		}
 	case *AcceptAck:
 		if m != nil {
 			return n + sizeMsgID(m.ID) + uvarintLen(uint64(m.G)) + sizeBallots(m.Ballots) +
-				sizeTS(m.GTS) + sizeTS(m.MaxDelivered)
+				sizeTS(m.GTS) + sizeTS(m.Linf)
 		}
 	case *Deliver:
 		if m != nil {
-			return n + sizeMsgID(m.ID) + sizeBallot(m.B) + sizeTS(m.LTS) + sizeTS(m.GTS)
+			n += sizeMsgID(m.ID) + sizeBallot(m.B) + sizeTS(m.LTS) + sizeTS(m.GTS) + sizeTS(m.Prev) + sizeTS(m.Linf) + 1
+			if m.M != nil {
+				n += sizeAppMsg(m.M)
+			}
+			return n
 		}
 	case *Delivered:
 		if m != nil {
@@ -241,7 +268,7 @@ func Size(m Message) int {
 		}
 	case *Heartbeat:
 		if m != nil {
-			return n + sizeBallot(m.B) + 1
+			return n + sizeBallot(m.B) + sizeBallot(m.CBallot) + 1 + sizeTS(m.MaxDelivered) + sizeTS(m.Linf)
 		}
 	case *RecBallot:
 		if m != nil {
@@ -253,11 +280,19 @@ func Size(m Message) int {
 		}
 	case *RecDelivered:
 		if m != nil {
-			return n + sizeMsgID(m.ID) + sizeTS(m.GTS)
+			return n + sizeAppMsg(&m.M) + sizeTS(m.LTS) + sizeTS(m.GTS)
 		}
 	case *RecNewState:
 		if m != nil {
 			return n + sizeBallot(m.B) + uvarintLen(m.Clock) + sizeStates(m.State)
+		}
+	case *RecCollected:
+		if m != nil {
+			n += uvarintLen(uint64(len(m.IDs)))
+			for _, id := range m.IDs {
+				n += sizeMsgID(id)
+			}
+			return n
 		}
 	default:
 		if m == nil {
@@ -291,7 +326,11 @@ func sizeBallots(bs []Ballot) int {
 }
 
 func sizeState(s *MsgState) int {
-	return sizeAppMsg(&s.M) + 1 + sizeTS(s.LTS) + sizeTS(s.GTS) + sizeBallots(s.Ballots)
+	n := sizeAppMsg(&s.M) + 1 + sizeTS(s.LTS) + sizeTS(s.GTS) + sizeBallots(s.Ballots) + uvarintLen(uint64(len(s.LTSs)))
+	for _, ts := range s.LTSs {
+		n += sizeTS(ts)
+	}
+	return n
 }
 
 func sizeStates(ss []MsgState) int {
@@ -346,6 +385,7 @@ func Decode(b []byte) (Message, error) {
 		x.G = GroupID(d.u32("g"))
 		x.B = d.ballot("b")
 		x.LTS = d.ts("lts")
+		x.Linf = d.ts("linf")
 		m = x
 	case KindAcceptAck:
 		x := new(AcceptAck)
@@ -353,7 +393,7 @@ func Decode(b []byte) (Message, error) {
 		x.G = GroupID(d.u32("g"))
 		x.Ballots = d.ballots("ballots")
 		x.GTS = d.ts("gts")
-		x.MaxDelivered = d.ts("max_delivered")
+		x.Linf = d.ts("linf")
 		m = x
 	case KindDeliver:
 		x := new(Deliver)
@@ -361,6 +401,14 @@ func Decode(b []byte) (Message, error) {
 		x.B = d.ballot("b")
 		x.LTS = d.ts("lts")
 		x.GTS = d.ts("gts")
+		x.Prev = d.ts("prev")
+		x.Linf = d.ts("linf")
+		if d.bool("has_m") {
+			x.M = new(AppMsg)
+			d.ctx = "m"
+			d.appMsg(x.M, nil)
+			d.ctx = ""
+		}
 		m = x
 	case KindDelivered:
 		x := new(Delivered)
@@ -395,7 +443,10 @@ func Decode(b []byte) (Message, error) {
 	case KindHeartbeat:
 		x := new(Heartbeat)
 		x.B = d.ballot("b")
+		x.CBallot = d.ballot("cballot")
 		x.Leader = d.bool("leader")
+		x.MaxDelivered = d.ts("max_delivered")
+		x.Linf = d.ts("linf")
 		m = x
 	case KindRecBallot:
 		x := new(RecBallot)
@@ -408,7 +459,10 @@ func Decode(b []byte) (Message, error) {
 		m = x
 	case KindRecDelivered:
 		x := new(RecDelivered)
-		x.ID = d.msgID("id")
+		d.ctx = "m"
+		d.appMsg(&x.M, nil)
+		d.ctx = ""
+		x.LTS = d.ts("lts")
 		x.GTS = d.ts("gts")
 		m = x
 	case KindRecNewState:
@@ -416,6 +470,15 @@ func Decode(b []byte) (Message, error) {
 		x.B = d.ballot("b")
 		x.Clock = d.uvarint("clock")
 		x.State = d.states()
+		m = x
+	case KindRecCollected:
+		x := new(RecCollected)
+		if n := d.count("ids", MaxStateEntries, minMsgIDSize); n > 0 {
+			x.IDs = make([]MsgID, n)
+			for i := range x.IDs {
+				x.IDs[i] = d.msgID("ids")
+			}
+		}
 		m = x
 	default:
 		return nil, fmt.Errorf("%w: kind byte %d", ErrUnknownKind, b[1])
@@ -621,6 +684,12 @@ func (d *decoder) state(s *MsgState, ctx, mctx string) {
 	s.LTS = d.ts("lts")
 	s.GTS = d.ts("gts")
 	s.Ballots = d.ballots("ballots")
+	if n := d.count("ltss", MaxGroups, minTSSize); n > 0 {
+		s.LTSs = make([]Timestamp, n)
+		for i := range s.LTSs {
+			s.LTSs[i] = d.ts("ltss")
+		}
+	}
 	d.ctx = ""
 }
 

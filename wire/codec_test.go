@@ -21,6 +21,7 @@ func sampleState(seq uint64, ph Phase) MsgState {
 		LTS:     Timestamp{T: 4, G: 1},
 		GTS:     Timestamp{T: 6, G: 3},
 		Ballots: []Ballot{{N: 2, P: 3}, {N: 1, P: 9}},
+		LTSs:    []Timestamp{{T: 4, G: 1}, {T: 6, G: 3}},
 	}
 }
 
@@ -49,10 +50,13 @@ func samples() []struct {
 			`ACCEPT 4294967295.18446744073709551615 dest=[5] g=5 b=4294967295.p4294967295 lts=18446744073709551615.g5`},
 		{&AcceptAck{ID: MsgID{7, 1}, G: 2, Ballots: []Ballot{{0, 0}, {1, 6}}, GTS: Timestamp{3, 2}},
 			`ACCEPT_ACK 7.1 g=2 B=[0.p0 1.p6] gts=3.g2`},
-		{&AcceptAck{ID: MsgID{7, 1}, G: 2, GTS: Timestamp{3, 2}, MaxDelivered: Timestamp{2, 0}},
-			`ACCEPT_ACK 7.1 g=2 B=[] gts=3.g2 maxd=2.g0`},
+		{&AcceptAck{ID: MsgID{7, 1}, G: 2, GTS: Timestamp{3, 2}, Linf: Timestamp{2, 0}},
+			`ACCEPT_ACK 7.1 g=2 B=[] gts=3.g2 linf=2.g0`},
 		{&Deliver{ID: MsgID{7, 1}, B: Ballot{0, 0}, LTS: Timestamp{1, 0}, GTS: Timestamp{3, 2}},
 			`DELIVER 7.1 b=0.p0 lts=1.g0 gts=3.g2`},
+		{&Deliver{ID: MsgID{7, 2}, B: Ballot{1, 1}, LTS: Timestamp{4, 0}, GTS: Timestamp{5, 2}, Prev: Timestamp{3, 2}, Linf: Timestamp{2, 1},
+			M: &AppMsg{ID: MsgID{7, 2}, Dest: []GroupID{0, 2}, Payload: []byte("x")}},
+			`DELIVER 7.2 b=1.p1 lts=4.g0 gts=5.g2 prev=3.g2 linf=2.g1 +msg`},
 		{&Delivered{ID: MsgID{7, 1}, G: 2, GTS: Timestamp{3, 2}, Leader: 6},
 			`DELIVERED 7.1 g=2 gts=3.g2 leader=p6`},
 		{&NewLeader{B: Ballot{1, 4}},
@@ -66,16 +70,18 @@ func samples() []struct {
 			`NEW_STATE b=1.p4 clock=20 state=[{3.3 START dest=[] lts=0.g0 gts=0.g0 B=[]}]`},
 		{&NewStateAck{B: Ballot{1, 4}, MaxDelivered: Timestamp{5, 1}},
 			`NEW_STATE_ACK b=1.p4 maxd=5.g1`},
-		{&Heartbeat{B: Ballot{1, 4}, Leader: true},
-			`HEARTBEAT b=1.p4 leader=true`},
+		{&Heartbeat{B: Ballot{1, 4}, CBallot: Ballot{1, 4}, Leader: true, MaxDelivered: Timestamp{3, 1}, Linf: Timestamp{2, 0}},
+			`HEARTBEAT b=1.p4 cb=1.p4 leader=true maxd=3.g1 linf=2.g0`},
 		{&Heartbeat{B: Ballot{1, 4}},
-			`HEARTBEAT b=1.p4 leader=false`},
+			`HEARTBEAT b=1.p4 cb=0.p0 leader=false`},
 		{&RecBallot{Ballot: Ballot{2, 5}, CBallot: Ballot{1, 4}},
 			`REC_BALLOT b=2.p5 cb=1.p4`},
 		{&RecAccepted{S: sampleState(8, PhaseProposed)},
 			`REC_ACCEPTED {9.8 PROPOSED dest=[1 3] lts=4.g1 gts=6.g3 B=[2.p3 1.p9]}`},
-		{&RecDelivered{ID: MsgID{7, 1}, GTS: Timestamp{3, 2}},
-			`REC_DELIVERED 7.1 gts=3.g2`},
+		{&RecDelivered{M: AppMsg{ID: MsgID{7, 1}, Dest: []GroupID{2}}, LTS: Timestamp{3, 2}, GTS: Timestamp{3, 2}},
+			`REC_DELIVERED 7.1 lts=3.g2 gts=3.g2`},
+		{&RecCollected{IDs: []MsgID{{7, 1}, {8, 3}}},
+			`REC_COLLECTED ids=[7.1 8.3]`},
 		{&RecNewState{B: Ballot{2, 5}, Clock: 1 << 40, State: []MsgState{sampleState(1, PhaseStart)}},
 			`REC_NEW_STATE b=2.p5 clock=1099511627776 state=[{9.1 START dest=[1 3] lts=4.g1 gts=6.g3 B=[2.p3 1.p9]}]`},
 	}
@@ -271,7 +277,20 @@ func randState(r *rand.Rand) MsgState {
 		LTS:     randTS(r),
 		GTS:     randTS(r),
 		Ballots: randBallots(r),
+		LTSs:    randTSs(r),
 	}
+}
+
+func randTSs(r *rand.Rand) []Timestamp {
+	n := r.IntN(4)
+	if n == 0 {
+		return nil
+	}
+	ts := make([]Timestamp, n)
+	for i := range ts {
+		ts[i] = randTS(r)
+	}
+	return ts
 }
 
 func randStates(r *rand.Rand) []MsgState {
@@ -294,11 +313,16 @@ func randMessage(r *rand.Rand, k Kind) Message {
 	case KindPropose:
 		return &Propose{ID: randID(r), G: GroupID(randNum(r, 32)), LTS: randTS(r)}
 	case KindAccept:
-		return &Accept{M: randAppMsg(r), G: GroupID(randNum(r, 32)), B: randBallot(r), LTS: randTS(r)}
+		return &Accept{M: randAppMsg(r), G: GroupID(randNum(r, 32)), B: randBallot(r), LTS: randTS(r), Linf: randTS(r)}
 	case KindAcceptAck:
-		return &AcceptAck{ID: randID(r), G: GroupID(randNum(r, 32)), Ballots: randBallots(r), GTS: randTS(r), MaxDelivered: randTS(r)}
+		return &AcceptAck{ID: randID(r), G: GroupID(randNum(r, 32)), Ballots: randBallots(r), GTS: randTS(r), Linf: randTS(r)}
 	case KindDeliver:
-		return &Deliver{ID: randID(r), B: randBallot(r), LTS: randTS(r), GTS: randTS(r)}
+		d := &Deliver{ID: randID(r), B: randBallot(r), LTS: randTS(r), GTS: randTS(r), Prev: randTS(r), Linf: randTS(r)}
+		if r.IntN(2) == 0 {
+			m := randAppMsg(r)
+			d.M = &m
+		}
+		return d
 	case KindDelivered:
 		return &Delivered{ID: randID(r), G: GroupID(randNum(r, 32)), GTS: randTS(r), Leader: ProcID(randNum(r, 32))}
 	case KindNewLeader:
@@ -310,13 +334,19 @@ func randMessage(r *rand.Rand, k Kind) Message {
 	case KindNewStateAck:
 		return &NewStateAck{B: randBallot(r), MaxDelivered: randTS(r)}
 	case KindHeartbeat:
-		return &Heartbeat{B: randBallot(r), Leader: r.IntN(2) == 1}
+		return &Heartbeat{B: randBallot(r), CBallot: randBallot(r), Leader: r.IntN(2) == 1, MaxDelivered: randTS(r), Linf: randTS(r)}
 	case KindRecBallot:
 		return &RecBallot{Ballot: randBallot(r), CBallot: randBallot(r)}
 	case KindRecAccepted:
 		return &RecAccepted{S: randState(r)}
 	case KindRecDelivered:
-		return &RecDelivered{ID: randID(r), GTS: randTS(r)}
+		return &RecDelivered{M: randAppMsg(r), LTS: randTS(r), GTS: randTS(r)}
+	case KindRecCollected:
+		var ids []MsgID
+		for range r.IntN(4) {
+			ids = append(ids, randID(r))
+		}
+		return &RecCollected{IDs: ids}
 	case KindRecNewState:
 		return &RecNewState{B: randBallot(r), Clock: randNum(r, 64), State: randStates(r)}
 	}
@@ -377,7 +407,7 @@ func TestDecodeErrors(t *testing.T) {
 		{"kind 0", raw(Version, KindInvalid), ErrUnknownKind, "kind byte 0"},
 		{"kind end of messages", raw(Version, kindEndMessages), ErrUnknownKind, "kind byte 12"},
 		{"kind 99", raw(Version, 99), ErrUnknownKind, "kind byte 99"},
-		{"kind end of records", raw(Version, kindEndRecords), ErrUnknownKind, "kind byte 104"},
+		{"kind end of records", raw(Version, kindEndRecords), ErrUnknownKind, "kind byte 105"},
 		{"kind 255", raw(Version, 255), ErrUnknownKind, "kind byte 255"},
 		{"trailing byte", withTrailing, ErrMalformed, "1 trailing bytes"},
 		{"trailing after empty body", raw(Version, KindNewLeader, 1, 2, 3), ErrMalformed, "trailing"},
@@ -390,7 +420,7 @@ func TestDecodeErrors(t *testing.T) {
 		{"varint too long", raw(Version, KindNewLeader, bytes.Repeat([]byte{0x80}, 11)), ErrMalformed, "overflow"},
 		{"non-minimal varint", raw(Version, KindNewLeader, []byte{0x81, 0x00}, 0), ErrMalformed, "non-minimal"},
 		{"non-minimal zero", raw(Version, KindNewLeader, []byte{0x80, 0x00}, 0), ErrMalformed, "non-minimal"},
-		{"heartbeat bool 2", raw(Version, KindHeartbeat, 1, 1, 2), ErrMalformed, "leader"},
+		{"heartbeat bool 2", raw(Version, KindHeartbeat, 1, 1, 1, 1, 2), ErrMalformed, "leader"},
 		{"phase out of range", raw(Version, KindRecAccepted, 1, 1, 0, 0, []byte{byte(PhaseCommitted) + 1}, 0, 0, 0, 0, 0), ErrMalformed, "s.phase"},
 		{"phase 255", raw(Version, KindRecAccepted, 1, 1, 0, 0, []byte{255}, 0, 0, 0, 0, 0), ErrMalformed, "phase 255"},
 		{"oversized payload", raw(Version, KindMulticast, 1, 1, 1, 0, MaxPayload+1), ErrTooLarge, "m.payload"},

@@ -59,17 +59,23 @@ func describe(sb *strings.Builder, m Message) {
 		descGroup(sb, "g", m.G)
 		descBallot(sb, "b", m.B)
 		descTS(sb, "lts", m.LTS)
+		descOptTS(sb, "linf", m.Linf)
 	case *AcceptAck:
 		descID(sb, m.ID)
 		descGroup(sb, "g", m.G)
 		descBallots(sb, m.Ballots)
 		descTS(sb, "gts", m.GTS)
-		descMaxDelivered(sb, m.MaxDelivered)
+		descOptTS(sb, "linf", m.Linf)
 	case *Deliver:
 		descID(sb, m.ID)
 		descBallot(sb, "b", m.B)
 		descTS(sb, "lts", m.LTS)
 		descTS(sb, "gts", m.GTS)
+		descOptTS(sb, "prev", m.Prev)
+		descOptTS(sb, "linf", m.Linf)
+		if m.M != nil {
+			sb.WriteString(" +msg")
+		}
 	case *Delivered:
 		descID(sb, m.ID)
 		descGroup(sb, "g", m.G)
@@ -93,8 +99,11 @@ func describe(sb *strings.Builder, m Message) {
 		descMaxDelivered(sb, m.MaxDelivered)
 	case *Heartbeat:
 		descBallot(sb, "b", m.B)
+		descBallot(sb, "cb", m.CBallot)
 		sb.WriteString(" leader=")
 		sb.WriteString(strconv.FormatBool(m.Leader))
+		descMaxDelivered(sb, m.MaxDelivered)
+		descOptTS(sb, "linf", m.Linf)
 	case *RecBallot:
 		descBallot(sb, "b", m.Ballot)
 		descBallot(sb, "cb", m.CBallot)
@@ -102,8 +111,18 @@ func describe(sb *strings.Builder, m Message) {
 		sb.WriteByte(' ')
 		descState(sb, &m.S)
 	case *RecDelivered:
-		descID(sb, m.ID)
+		descID(sb, m.M.ID)
+		descTS(sb, "lts", m.LTS)
 		descTS(sb, "gts", m.GTS)
+	case *RecCollected:
+		sb.WriteString(" ids=[")
+		for i, id := range m.IDs {
+			if i > 0 {
+				sb.WriteByte(' ')
+			}
+			sb.WriteString(id.String())
+		}
+		sb.WriteByte(']')
 	case *RecNewState:
 		descBallot(sb, "b", m.B)
 		descClock(sb, m.Clock)
@@ -146,6 +165,8 @@ func isNilPtr(m Message) bool {
 		return m == nil
 	case *RecNewState:
 		return m == nil
+	case *RecCollected:
+		return m == nil
 	}
 	return false
 }
@@ -167,6 +188,12 @@ func descTS(sb *strings.Builder, name string, ts Timestamp) {
 	sb.WriteString(name)
 	sb.WriteByte('=')
 	sb.WriteString(ts.String())
+}
+
+func descOptTS(sb *strings.Builder, name string, ts Timestamp) {
+	if !ts.IsZero() {
+		descTS(sb, name, ts)
+	}
 }
 
 func descMaxDelivered(sb *strings.Builder, ts Timestamp) {

@@ -157,6 +157,7 @@ const (
 	KindRecAccepted
 	KindRecDelivered
 	KindRecNewState
+	KindRecCollected
 	kindEndRecords
 )
 
@@ -176,6 +177,7 @@ var kindNames = map[Kind]string{
 	KindRecAccepted:  "REC_ACCEPTED",
 	KindRecDelivered: "REC_DELIVERED",
 	KindRecNewState:  "REC_NEW_STATE",
+	KindRecCollected: "REC_COLLECTED",
 }
 
 func (k Kind) String() string {
@@ -212,32 +214,43 @@ type Propose struct {
 // Accept (WbCast ACCEPT) is the leader of group G proposing local timestamp
 // LTS for M under ballot B. It goes to every member of every destination group.
 type Accept struct {
-	M   AppMsg
-	G   GroupID
-	B   Ballot
-	LTS Timestamp
+	M    AppMsg
+	G    GroupID
+	B    Ballot
+	LTS  Timestamp
+	Linf Timestamp // the sender's view of group G's delivered floor (GC)
 }
 
 // AcceptAck (WbCast ACCEPT_ACK) is sent by a member of group G, which holds
 // ACCEPTs for message ID from every destination group with ballots Ballots
 // (aligned with the message's sorted Dest), to the leaders of those ballots.
-// GTS is the maximum of the accepted local timestamps. MaxDelivered is the
-// sender's max_delivered_gts (for garbage collection).
+// GTS is the maximum of the accepted local timestamps. Linf is the sender's
+// view of group G's delivered floor: every member of G delivered every
+// message addressed to G with a global timestamp at or below it (for
+// garbage collection).
 type AcceptAck struct {
-	ID           MsgID
-	G            GroupID
-	Ballots      []Ballot
-	GTS          Timestamp
-	MaxDelivered Timestamp
+	ID      MsgID
+	G       GroupID
+	Ballots []Ballot
+	GTS     Timestamp
+	Linf    Timestamp
 }
 
 // Deliver (WbCast DELIVER) tells the members of the leader's group to deliver
-// message ID with global timestamp GTS. B is the leader's cballot.
+// message ID with global timestamp GTS. B is the leader's cballot. Prev is
+// the global timestamp of the group's delivery just before this one: a
+// follower delivers only if Prev equals its own last delivery, so a lost
+// DELIVER is noticed instead of skipped. M carries the message when the
+// follower may not hold it (catch-up after loss, crash or recovery). Linf is
+// the group's delivered floor (for garbage collection).
 type Deliver struct {
-	ID  MsgID
-	B   Ballot
-	LTS Timestamp
-	GTS Timestamp
+	ID   MsgID
+	B    Ballot
+	LTS  Timestamp
+	GTS  Timestamp
+	Prev Timestamp
+	Linf Timestamp
+	M    *AppMsg
 }
 
 // Delivered is the reply to the client: message ID was delivered in group G
@@ -281,13 +294,15 @@ func (p Phase) String() string {
 
 // MsgState is one message's state as shipped in recovery messages and
 // records: the message, its phase, the group's local timestamp, the global
-// timestamp and the ballot vector of its last accepted ACCEPT set.
+// timestamp, and the latest ACCEPT held from each destination group
+// (Ballots and LTSs, aligned with M.Dest; zero entries where none is held).
 type MsgState struct {
 	M       AppMsg
 	Phase   Phase
 	LTS     Timestamp
 	GTS     Timestamp
 	Ballots []Ballot
+	LTSs    []Timestamp
 }
 
 // NewLeaderAck (NEW_LEADER_ACK) is a member's promise for ballot B with its
@@ -313,11 +328,16 @@ type NewStateAck struct {
 	MaxDelivered Timestamp
 }
 
-// Heartbeat is a liveness beacon between members of a group. B is the
-// sender's ballot; Leader is true if the sender leads it.
+// Heartbeat is a liveness beacon between members of a group. B and CBallot
+// are the sender's ballot and adopted ballot; Leader is true if the sender
+// currently leads B. MaxDelivered is the sender's last delivery; Linf its
+// view of the group's delivered floor (the leader computes it).
 type Heartbeat struct {
-	B      Ballot
-	Leader bool
+	B            Ballot
+	CBallot      Ballot
+	Leader       bool
+	MaxDelivered Timestamp
+	Linf         Timestamp
 }
 
 // RecBallot records a promise: the process joined Ballot and last adopted
@@ -334,11 +354,20 @@ type RecAccepted struct {
 	S MsgState
 }
 
-// RecDelivered records that message ID was delivered with GTS. It must be
-// durable before the delivery is handed to the application.
+// RecDelivered records that message M was delivered with local timestamp
+// LTS and global timestamp GTS. It must be durable before the delivery is
+// handed to the application.
 type RecDelivered struct {
-	ID  MsgID
+	M   AppMsg
+	LTS Timestamp
 	GTS Timestamp
+}
+
+// RecCollected records that messages IDs were garbage-collected: every
+// process of every destination group delivered them. The process keeps
+// only their ids (for duplicate suppression).
+type RecCollected struct {
+	IDs []MsgID
 }
 
 // RecNewState records an adopted NEW_STATE (ballot, clock, messages).
@@ -364,3 +393,4 @@ func (*RecBallot) Kind() Kind    { return KindRecBallot }
 func (*RecAccepted) Kind() Kind  { return KindRecAccepted }
 func (*RecDelivered) Kind() Kind { return KindRecDelivered }
 func (*RecNewState) Kind() Kind  { return KindRecNewState }
+func (*RecCollected) Kind() Kind { return KindRecCollected }

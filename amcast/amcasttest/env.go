@@ -508,7 +508,7 @@ func MsgIDOf(m wire.Message) (wire.MsgID, bool) {
 	case *wire.RecAccepted:
 		return m.S.M.ID, true
 	case *wire.RecDelivered:
-		return m.ID, true
+		return m.M.ID, true
 	}
 	return wire.MsgID{}, false
 }
@@ -634,10 +634,11 @@ func (e *Env) cmdInject(t *testing.T, d *datadriven.TestData, w *strings.Builder
 		msg = &wire.Accept{M: appMsg(), G: g, B: b, LTS: lts}
 	case wire.KindAcceptAck:
 		bs, _ := argBallots(t, d, "ballots")
-		maxd, _ := argTS(t, d, "maxd")
-		msg = &wire.AcceptAck{ID: id, G: g, Ballots: bs, GTS: gts, MaxDelivered: maxd}
+		linf, _ := argTS(t, d, "linf")
+		msg = &wire.AcceptAck{ID: id, G: g, Ballots: bs, GTS: gts, Linf: linf}
 	case wire.KindDeliver:
-		msg = &wire.Deliver{ID: id, B: b, LTS: lts, GTS: gts}
+		prev, _ := argTS(t, d, "prev")
+		msg = &wire.Deliver{ID: id, B: b, LTS: lts, GTS: gts, Prev: prev}
 	case wire.KindDelivered:
 		leader, _ := argProc(t, d, "leader")
 		msg = &wire.Delivered{ID: id, G: g, GTS: gts, Leader: leader}

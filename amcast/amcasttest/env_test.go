@@ -40,7 +40,7 @@ func (p *echo) Step(env wire.Envelope) error {
 	case *wire.Multicast:
 		g, _ := p.topo.GroupOf(p.id)
 		gts := wire.Timestamp{T: m.M.ID.Seq, G: wire.GroupID(m.M.ID.Client)}
-		p.Persist(&wire.RecDelivered{ID: m.M.ID, GTS: gts})
+		p.Persist(&wire.RecDelivered{M: m.M, GTS: gts})
 		p.Deliver(m.M, gts)
 		p.Send(p.id, m.M.ID.Client, &wire.Delivered{ID: m.M.ID, G: g, GTS: gts, Leader: p.id})
 		return nil

@@ -1,27 +1,141 @@
 package wbcast
 
 import (
+	"fmt"
+	"slices"
+
 	"github.com/weft-dev/weft/amcast"
 	"github.com/weft-dev/weft/wire"
 )
 
-// Store is a WbCast process's durable image (see amcast.Store).
+// Store is a WbCast process's durable image (amcast.Store): the result of
+// applying its records in order. It holds the promise (ballot, cballot),
+// the clock of the last adopted state, every message accepted or delivered
+// and not yet collected, and the ids of collected messages.
 type Store struct {
-	recs []wire.Message // placeholder until recovery lands
+	Ballot, CBallot wire.Ballot
+	Clock           uint64
+	msgs            map[wire.MsgID]*storedMsg
+	maxDelivered    wire.Timestamp
+	done            doneSet
+	records         int
+}
+
+type storedMsg struct {
+	s         wire.MsgState
+	delivered bool
 }
 
 var _ amcast.Store = (*Store)(nil)
 
 // NewStore returns an empty store (a process that never persisted anything).
-func NewStore() *Store { return &Store{} }
+func NewStore() *Store {
+	return &Store{msgs: map[wire.MsgID]*storedMsg{}, done: doneSet{}}
+}
+
+// Messages returns the number of messages the store holds.
+func (st *Store) Messages() int { return len(st.msgs) }
+
+// Records returns the number of records applied.
+func (st *Store) Records() int { return st.records }
 
 // Apply implements amcast.Store.
-func (s *Store) Apply(rec wire.Message) error {
-	s.recs = append(s.recs, rec)
+func (st *Store) Apply(rec wire.Message) error {
+	st.records++
+	switch r := rec.(type) {
+	case *wire.RecBallot:
+		st.Ballot, st.CBallot = r.Ballot, r.CBallot
+	case *wire.RecAccepted:
+		if st.done.has(r.S.M.ID) {
+			return nil
+		}
+		if m := st.msgs[r.S.M.ID]; m != nil && m.delivered {
+			return nil
+		}
+		st.msgs[r.S.M.ID] = &storedMsg{s: r.S}
+	case *wire.RecDelivered:
+		m := st.msgs[r.M.ID]
+		if m == nil {
+			m = &storedMsg{s: wire.MsgState{M: r.M}}
+			st.msgs[r.M.ID] = m
+		}
+		m.s.Phase, m.s.LTS, m.s.GTS = wire.PhaseCommitted, r.LTS, r.GTS
+		m.delivered = true
+		st.maxDelivered = wire.MaxTS(st.maxDelivered, r.GTS)
+	case *wire.RecNewState:
+		st.Ballot, st.CBallot = r.B, r.B
+		st.Clock = max(st.Clock, r.Clock)
+		in := make(map[wire.MsgID]bool, len(r.State))
+		for _, s := range r.State {
+			if st.done.has(s.M.ID) {
+				continue
+			}
+			in[s.M.ID] = true
+			if m := st.msgs[s.M.ID]; m != nil && m.delivered {
+				continue
+			}
+			st.msgs[s.M.ID] = &storedMsg{s: s}
+		}
+		for id, m := range st.msgs {
+			if !in[id] && !m.delivered {
+				delete(st.msgs, id) // back to START: nothing durable about it
+			}
+		}
+	case *wire.RecCollected:
+		for _, id := range r.IDs {
+			delete(st.msgs, id)
+			st.done.add(id)
+		}
+	default:
+		return fmt.Errorf("wbcast: store cannot apply %s", rec.Kind())
+	}
 	return nil
 }
 
-// Restore rebuilds a process after a crash from its durable image.
+// Restore rebuilds a process after a crash from its durable image. The
+// process comes back as a follower of its last adopted ballot (RECOVERING
+// if it had joined a later one); every volatile thing — proposals it made
+// as leader, ack tallies, messages it held but had not accepted — is gone.
+// Config.Detector must be fresh (or nil) for the new incarnation.
 func Restore(cfg Config, st *Store) (*Process, error) {
-	return New(cfg)
+	if err := cfg.withDefaults(); err != nil {
+		return nil, err
+	}
+	p := newProcess(cfg)
+	p.ballot, p.cballot = st.Ballot, st.CBallot
+	if st.Ballot == (wire.Ballot{}) && st.CBallot == (wire.Ballot{}) {
+		b0 := wire.Ballot{N: 0, P: cfg.Topology.InitialLeader(p.g)}
+		p.ballot, p.cballot = b0, b0
+	}
+	p.status = Follower
+	if p.ballot != p.cballot {
+		p.status = Recovering
+	}
+	p.clock = st.Clock
+	p.maxDelivered = st.maxDelivered
+	p.done = st.done.clone()
+	for id, m := range st.msgs {
+		r := &record{}
+		s := m.s
+		r.m, r.known = s.M, true
+		r.acc = make([]accEntry, len(s.M.Dest))
+		if len(s.Ballots) == len(r.acc) && len(s.LTSs) == len(r.acc) {
+			for i := range r.acc {
+				if !s.LTSs[i].IsZero() {
+					r.acc[i] = accEntry{b: s.Ballots[i], lts: s.LTSs[i], ok: true}
+					r.nacc++
+				}
+			}
+		}
+		r.phase, r.lts, r.gts = s.Phase, s.LTS, s.GTS
+		r.issued = m.delivered
+		p.clock = max(p.clock, s.GTS.T)
+		p.recs[id] = r
+		if m.delivered {
+			p.dlog = append(p.dlog, logEntry{gts: s.GTS, id: id})
+		}
+	}
+	slices.SortFunc(p.dlog, func(a, b logEntry) int { return a.gts.Compare(b.gts) })
+	p.clock = max(p.clock, p.maxDelivered.T)
+	return p, nil
 }

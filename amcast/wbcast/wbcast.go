@@ -1,6 +1,6 @@
 // Package wbcast implements White-Box Atomic Multicast (Gotsman, Lefort,
 // Chockler, DSN 2019) as a deterministic state machine; weft spec
-// ../shared/spec/wbcast.md §4 (normal case) and §5 (recovery).
+// ../shared/spec/wbcast.md §4 (normal case), §5 (recovery), §6 (GC).
 //
 // Each group of 2f+1 processes has a leader. Skeen's two clock actions —
 // assigning a local timestamp and advancing the clock past the global
@@ -16,10 +16,23 @@
 //
 // Leaders deliver after 3δ without contention and 5δ with it; followers
 // one δ later. Messages to self are handled inside the machine, instantly.
+//
+// Fault tolerance (recovery.go, timers.go, gc.go): a failure detector fed by
+// heartbeats decides when the designated successor starts a ballot
+// (NEW_LEADER / NEW_LEADER_ACK / NEW_STATE / NEW_STATE_ACK, merging the
+// quorum's states with the highest cballot and highest phase per message);
+// a new leader re-sends ACCEPTED messages with their old local timestamps;
+// DELIVERs are chained (each names the previous delivery) so a lost one is
+// noticed and re-sent from the leader's delivery log; stuck messages are
+// re-multicast (H12); delivered messages are garbage-collected once every
+// process of every destination group delivered them, keeping their ids so
+// retries are never delivered twice; every promise and delivery is a
+// durable record (store.go) from which a crashed process restarts.
 package wbcast
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/weft-dev/weft/amcast"
 	"github.com/weft-dev/weft/amcast/internal/tsheap"
@@ -48,12 +61,64 @@ func (s Status) String() string {
 	return fmt.Sprintf("Status(%d)", uint8(s))
 }
 
-// Config configures one WbCast process.
+// Config configures one WbCast process. Durations are in ticks; zero fields
+// take the documented defaults.
 type Config struct {
 	// Topology is the group layout; every process must use the same one.
 	Topology *amcast.Topology
 	// ID is this process; it must be a replica in Topology.
 	ID wire.ProcID
+	// HeartbeatTicks: ticks between heartbeats to the group (default 1).
+	HeartbeatTicks int
+	// ElectionTicks: a member silent this long is suspected by the default
+	// detector; a candidate that has not won after 2x this retries with a
+	// higher ballot (default 10).
+	ElectionTicks int
+	// RetryTicks: a message known here but not delivered after this many
+	// ticks without progress is re-multicast to its destination groups
+	// (H12; default 12).
+	RetryTicks int
+	// CatchUpBatch: DELIVERs re-sent per lagging follower per round
+	// (default 256).
+	CatchUpBatch int
+	// MaxDeferred: cross-group messages held while recovering (default
+	// 4096); older ones are dropped (retries re-send them).
+	MaxDeferred int
+	// Detector judges the liveness of group members. Default: a timeout
+	// detector with ElectionTicks. Real nodes plug in phi-accrual.
+	Detector Detector
+}
+
+func (c *Config) withDefaults() error {
+	if c.Topology == nil {
+		return fmt.Errorf("wbcast: Config.Topology is nil")
+	}
+	if !c.Topology.IsReplica(c.ID) {
+		return fmt.Errorf("wbcast: process %d is not a replica of the topology", c.ID)
+	}
+	def := func(v *int, d int, name string) error {
+		if *v == 0 {
+			*v = d
+		}
+		if *v < 0 {
+			return fmt.Errorf("wbcast: Config.%s must be positive, got %d", name, *v)
+		}
+		return nil
+	}
+	for _, f := range []struct {
+		v    *int
+		d    int
+		name string
+	}{{&c.HeartbeatTicks, 1, "HeartbeatTicks"}, {&c.ElectionTicks, 10, "ElectionTicks"}, {&c.RetryTicks, 12, "RetryTicks"},
+		{&c.CatchUpBatch, 256, "CatchUpBatch"}, {&c.MaxDeferred, 4096, "MaxDeferred"}} {
+		if err := def(f.v, f.d, f.name); err != nil {
+			return err
+		}
+	}
+	if c.Detector == nil {
+		c.Detector = NewTimeoutDetector(uint64(c.ElectionTicks))
+	}
+	return nil
 }
 
 type accEntry struct {
@@ -73,7 +138,8 @@ type record struct {
 	acc  []accEntry // latest ACCEPT per destination group, indexed like m.Dest
 	nacc int
 
-	issued bool // delivered here (leader: DELIVER issued)
+	issued bool   // delivered here (a leader issues DELIVER when it delivers)
+	since  uint64 // tick of the last progress (H12)
 
 	// Leader only: ACCEPT_ACK tally for one exact ballot vector.
 	ackB    []wire.Ballot
@@ -81,48 +147,86 @@ type record struct {
 	ackFrom []uint64 // per destination group, bitmask of member indexes
 }
 
+// peer is what a process knows of a member of its group.
+type peer struct {
+	maxDelivered wire.Timestamp
+	cballot      wire.Ballot
+	claimsLead   bool   // its last heartbeat claimed to lead (or establish) its ballot
+	heardHB      bool   // a heartbeat arrived at all
+	catchAt      uint64 // last catch-up sent (leader)
+	stateAt      uint64 // last NEW_STATE re-sent (leader)
+	caughtUp     bool   // catchAt is meaningful
+	stateSent    bool
+}
+
+type logEntry struct {
+	gts wire.Timestamp
+	id  wire.MsgID
+}
+
 // Process is one WbCast replica.
 type Process struct {
 	amcast.Outbox
+	cfg  Config
 	id   wire.ProcID
 	g    wire.GroupID
+	gi   int // index in the group
 	topo *amcast.Topology
 
 	status  Status
 	ballot  wire.Ballot // highest ballot joined (a promise)
 	cballot wire.Ballot // ballot whose leader's state was adopted
 	clock   uint64
+	ticks   uint64
 
 	recs         map[wire.MsgID]*record
 	maxDelivered wire.Timestamp
-	pending      tsheap.Heap // leader: PROPOSED/ACCEPTED messages by LocalTS (lazy)
-	committed    tsheap.Heap // leader: COMMITTED, not issued, by GlobalTS
+	dlog         []logEntry // deliveries in gts order, trimmed by GC
+	pending      tsheap.Heap
+	committed    tsheap.Heap
+	done         doneSet // ids delivered and garbage-collected
+	linf         []wire.Timestamp
+
+	peers     []peer
+	cand      *candidate
+	joinedAt  uint64 // tick when the current ballot was joined
+	lastStart uint64 // tick when this process last started a ballot
+	started   bool
+	deferred  []wire.Envelope
+	cov       amcast.Coverage
 
 	local []wire.Envelope // messages to self, handled before Step returns
 }
 
-var _ amcast.Machine = (*Process)(nil)
+var (
+	_ amcast.Machine    = (*Process)(nil)
+	_ amcast.Observable = (*Process)(nil)
+)
 
 // New returns a process in its initial state: every group's first member is
 // the leader of ballot (0, first member); the others follow it.
 func New(cfg Config) (*Process, error) {
-	if cfg.Topology == nil {
-		return nil, fmt.Errorf("wbcast: Config.Topology is nil")
+	if err := cfg.withDefaults(); err != nil {
+		return nil, err
 	}
-	g, ok := cfg.Topology.GroupOf(cfg.ID)
-	if !ok {
-		return nil, fmt.Errorf("wbcast: process %d is not a replica of the topology", cfg.ID)
-	}
-	b0 := wire.Ballot{N: 0, P: cfg.Topology.InitialLeader(g)}
-	p := &Process{
-		id: cfg.ID, g: g, topo: cfg.Topology,
-		ballot: b0, cballot: b0,
-		recs: map[wire.MsgID]*record{},
-	}
+	p := newProcess(cfg)
+	b0 := wire.Ballot{N: 0, P: cfg.Topology.InitialLeader(p.g)}
+	p.ballot, p.cballot = b0, b0
 	if b0.Leader() == p.id {
 		p.status = Leader
 	}
 	return p, nil
+}
+
+func newProcess(cfg Config) *Process {
+	g, _ := cfg.Topology.GroupOf(cfg.ID)
+	return &Process{
+		cfg: cfg, id: cfg.ID, g: g, gi: cfg.Topology.MemberIndex(cfg.ID), topo: cfg.Topology,
+		recs:  map[wire.MsgID]*record{},
+		linf:  make([]wire.Timestamp, cfg.Topology.NumGroups()),
+		peers: make([]peer, len(cfg.Topology.Members(g))),
+		done:  doneSet{},
+	}
 }
 
 // ID implements amcast.Machine.
@@ -130,6 +234,15 @@ func (p *Process) ID() wire.ProcID { return p.id }
 
 // Status returns the process's role.
 func (p *Process) Status() Status { return p.status }
+
+// IsLeader implements amcast.Observable.
+func (p *Process) IsLeader() bool { return p.status == Leader }
+
+// Retained implements amcast.Observable: messages held in memory.
+func (p *Process) Retained() int { return len(p.recs) }
+
+// Coverage implements amcast.Observable.
+func (p *Process) Coverage() amcast.Coverage { return p.cov }
 
 // Ballot returns the process's ballot and cballot.
 func (p *Process) Ballot() (ballot, cballot wire.Ballot) { return p.ballot, p.cballot }
@@ -140,9 +253,6 @@ func (p *Process) Clock() uint64 { return p.clock }
 // MaxDelivered returns the global timestamp of the last delivery.
 func (p *Process) MaxDelivered() wire.Timestamp { return p.maxDelivered }
 
-// Tick implements amcast.Machine.
-func (p *Process) Tick() {}
-
 func (p *Process) send(to wire.ProcID, m wire.Message) {
 	if to == p.id {
 		p.local = append(p.local, wire.Envelope{From: p.id, To: p.id, Msg: m})
@@ -151,14 +261,28 @@ func (p *Process) send(to wire.ProcID, m wire.Message) {
 	p.Send(p.id, to, m)
 }
 
+func (p *Process) sendGroup(g wire.GroupID, m wire.Message) {
+	for _, q := range p.topo.Members(g) {
+		p.send(q, m)
+	}
+}
+
 // Step implements amcast.Machine.
 func (p *Process) Step(env wire.Envelope) error {
 	if env.To != p.id {
 		return fmt.Errorf("%w: envelope for p%d delivered to p%d", amcast.ErrBadMessage, env.To, p.id)
 	}
+	if g, ok := p.topo.GroupOf(env.From); ok && g == p.g && env.From != p.id {
+		p.cfg.Detector.Heard(env.From, p.ticks)
+	}
 	if err := p.step(env); err != nil {
 		return err
 	}
+	p.drainLocal()
+	return nil
+}
+
+func (p *Process) drainLocal() {
 	for i := 0; i < len(p.local); i++ {
 		if err := p.step(p.local[i]); err != nil {
 			panic(fmt.Sprintf("wbcast: p%d refused its own message %s: %v", p.id, wire.Describe(p.local[i].Msg), err))
@@ -166,28 +290,55 @@ func (p *Process) Step(env wire.Envelope) error {
 	}
 	clear(p.local)
 	p.local = p.local[:0]
-	return nil
 }
 
 func (p *Process) step(env wire.Envelope) error {
 	switch m := env.Msg.(type) {
 	case *wire.Multicast:
-		return p.onMulticast(env.From, m)
+		return p.onMulticast(env, m)
 	case *wire.Accept:
-		return p.onAccept(env.From, m)
+		return p.onAccept(env, m)
 	case *wire.AcceptAck:
 		return p.onAcceptAck(env.From, m)
 	case *wire.Deliver:
 		return p.onDeliver(env.From, m)
+	case *wire.Heartbeat:
+		return p.onHeartbeat(env.From, m)
+	case *wire.NewLeader:
+		return p.onNewLeader(env.From, m)
+	case *wire.NewLeaderAck:
+		return p.onNewLeaderAck(env.From, m)
+	case *wire.NewState:
+		return p.onNewState(env.From, m)
+	case *wire.NewStateAck:
+		return p.onNewStateAck(env.From, m)
 	default:
 		return fmt.Errorf("%w: wbcast does not handle %s", amcast.ErrBadMessage, env.Msg.Kind())
+	}
+}
+
+// deferMsg holds a cross-group message while recovering (P10).
+func (p *Process) deferMsg(env wire.Envelope) {
+	if len(p.deferred) >= p.cfg.MaxDeferred {
+		copy(p.deferred, p.deferred[1:])
+		p.deferred = p.deferred[:len(p.deferred)-1]
+	}
+	p.deferred = append(p.deferred, env)
+}
+
+// replayDeferred re-handles messages held while recovering.
+func (p *Process) replayDeferred() {
+	ds := p.deferred
+	p.deferred = nil
+	for _, env := range ds {
+		_ = p.step(env) // they were validated when they arrived
 	}
 }
 
 func (p *Process) rec(id wire.MsgID) *record {
 	r := p.recs[id]
 	if r == nil {
-		r = &record{}
+		r = &record{since: p.ticks}
 		p.recs[id] = r
 	}
 	return r
@@ -212,43 +363,62 @@ func (p *Process) checkMsg(m *wire.AppMsg) error {
 	return nil
 }
 
+// reply answers the client if this group is the message's designated
+// replier (its first destination).
+func (p *Process) reply(m *wire.AppMsg, gts wire.Timestamp) {
+	if m.Dest[0] == p.g && !p.topo.IsReplica(m.ID.Client) {
+		p.send(m.ID.Client, &wire.Delivered{ID: m.ID, G: p.g, GTS: gts, Leader: p.id})
+	}
+}
+
 // onMulticast is H1: the leader proposes a local timestamp (once) and sends
 // ACCEPT to every member of every destination group.
-func (p *Process) onMulticast(from wire.ProcID, mc *wire.Multicast) error {
+func (p *Process) onMulticast(env wire.Envelope, mc *wire.Multicast) error {
 	if err := p.checkMsg(&mc.M); err != nil {
 		return err
 	}
-	if p.status != Leader {
-		return nil // not the leader: the client retries elsewhere
+	switch p.status {
+	case Recovering:
+		if p.cand != nil {
+			p.deferMsg(env)
+		}
+		return nil
+	case Follower:
+		return nil // the client retries to every member; the leader acts
+	}
+	if p.done.has(mc.M.ID) {
+		p.reply(&mc.M, wire.Timestamp{}) // delivered everywhere and collected (P15)
+		return nil
 	}
 	r := p.rec(mc.M.ID)
 	p.learn(r, &mc.M)
 	if r.issued {
-		// Already delivered here: answer the client again, propose nothing.
-		if r.m.Dest[0] == p.g {
-			p.send(r.m.ID.Client, &wire.Delivered{ID: r.m.ID, G: p.g, GTS: r.gts, Leader: p.id})
-		}
+		p.reply(&r.m, r.gts) // already delivered: answer again, propose nothing
 		return nil
 	}
 	if r.phase == wire.PhaseStart {
 		p.clock++
 		r.lts = wire.Timestamp{T: p.clock, G: p.g}
 		r.phase = wire.PhaseProposed
+		r.since = p.ticks
 		p.pending.Push(tsheap.Entry{TS: r.lts, ID: r.m.ID})
 	}
-	acc := &wire.Accept{M: r.m, G: p.g, B: p.cballot, LTS: r.lts}
-	for _, g := range r.m.Dest {
-		for _, q := range p.topo.Members(g) {
-			p.send(q, acc)
-		}
-	}
+	p.sendAccept(r)
 	return nil
+}
+
+func (p *Process) sendAccept(r *record) {
+	acc := &wire.Accept{M: r.m, G: p.g, B: p.cballot, LTS: r.lts, Linf: p.linf[p.g]}
+	for _, g := range r.m.Dest {
+		p.sendGroup(g, acc)
+	}
 }
 
 // onAccept is H2: record the ACCEPT of group a.G; once ACCEPTs from every
 // destination group are held, advance the clock to the global timestamp
 // and acknowledge to the leaders of all destination groups.
-func (p *Process) onAccept(from wire.ProcID, a *wire.Accept) error {
+func (p *Process) onAccept(env wire.Envelope, a *wire.Accept) error {
+	from := env.From
 	if err := p.checkMsg(&a.M); err != nil {
 		return err
 	}
@@ -259,8 +429,15 @@ func (p *Process) onAccept(from wire.ProcID, a *wire.Accept) error {
 	if idx < 0 {
 		return fmt.Errorf("%w: ACCEPT from group %d, which is not a destination of %s", amcast.ErrBadMessage, a.G, a.M.ID)
 	}
+	p.raiseLinf(a.G, a.Linf)
 	if p.status == Recovering {
-		return nil // P10: no acks while recovering; the new leader retries
+		if a.G != p.g {
+			p.deferMsg(env) // P10: no acks while recovering
+		}
+		return nil
+	}
+	if p.done.has(a.M.ID) {
+		return nil // delivered everywhere and collected: a stale ACCEPT
 	}
 	r := p.rec(a.M.ID)
 	p.learn(r, &a.M)
@@ -275,6 +452,7 @@ func (p *Process) onAccept(from wire.ProcID, a *wire.Accept) error {
 	if e.ok && e.b == a.B && e.lts != a.LTS {
 		panic(fmt.Sprintf("wbcast: p%d: two local timestamps %s and %s for %s under ballot %s (INV-2)", p.id, e.lts, a.LTS, a.M.ID, a.B))
 	}
+	changed := !e.ok || e.b != a.B
 	if !e.ok {
 		r.nacc++
 	}
@@ -291,6 +469,8 @@ func (p *Process) onAccept(from wire.ProcID, a *wire.Accept) error {
 	switch r.phase {
 	case wire.PhaseStart, wire.PhaseProposed:
 		r.phase = wire.PhaseAccepted
+		r.since = p.ticks
+		changed = true
 		fallthrough
 	case wire.PhaseAccepted:
 		r.lts = r.acc[r.m.DestIndex(p.g)].lts
@@ -301,12 +481,26 @@ func (p *Process) onAccept(from wire.ProcID, a *wire.Accept) error {
 		}
 	}
 	p.clock = max(p.clock, G.T)
-	p.Persist(&wire.RecAccepted{S: wire.MsgState{M: r.m, Phase: r.phase, LTS: r.lts, GTS: G, Ballots: B}})
-	ack := &wire.AcceptAck{ID: r.m.ID, G: p.g, Ballots: B, GTS: G, MaxDelivered: p.maxDelivered}
+	if changed && !r.issued {
+		p.Persist(&wire.RecAccepted{S: p.msgState(r)})
+	}
+	ack := &wire.AcceptAck{ID: r.m.ID, G: p.g, Ballots: B, GTS: G, Linf: p.linf[p.g]}
 	for _, b := range B {
 		p.send(b.Leader(), ack)
 	}
 	return nil
+}
+
+// msgState snapshots r for records and recovery messages.
+func (p *Process) msgState(r *record) wire.MsgState {
+	s := wire.MsgState{M: r.m, Phase: r.phase, LTS: r.lts, GTS: r.gts,
+		Ballots: make([]wire.Ballot, len(r.acc)), LTSs: make([]wire.Timestamp, len(r.acc))}
+	for i, e := range r.acc {
+		if e.ok {
+			s.Ballots[i], s.LTSs[i] = e.b, e.lts
+		}
+	}
+	return s
 }
 
 // vecCmp compares ballot vectors: -1 if a has a lower component than b
@@ -334,6 +528,7 @@ func (p *Process) onAcceptAck(from wire.ProcID, ak *wire.AcceptAck) error {
 	if !ok || sg != ak.G {
 		return fmt.Errorf("%w: ACCEPT_ACK for group %d from p%d", amcast.ErrBadMessage, ak.G, from)
 	}
+	p.raiseLinf(ak.G, ak.Linf)
 	if p.status != Leader {
 		return nil
 	}
@@ -393,6 +588,7 @@ func popcount(x uint64) int {
 func (p *Process) commit(r *record, gts wire.Timestamp) {
 	r.phase = wire.PhaseCommitted
 	r.gts = gts
+	r.since = p.ticks
 	r.ackB, r.ackFrom = nil, nil
 	p.clock = max(p.clock, gts.T) // P4: the acks may beat the ACCEPTs here
 	p.committed.Push(tsheap.Entry{TS: gts, ID: r.m.ID})
@@ -420,49 +616,88 @@ func (p *Process) tryDeliver() {
 		}
 		p.committed.Pop()
 		r := p.recs[c.ID]
-		r.issued = true
+		prev := p.maxDelivered
 		p.deliverLocal(r)
-		d := &wire.Deliver{ID: r.m.ID, B: p.cballot, LTS: r.lts, GTS: r.gts}
+		d := &wire.Deliver{ID: r.m.ID, B: p.cballot, LTS: r.lts, GTS: r.gts, Prev: prev, Linf: p.linf[p.g]}
 		for _, q := range p.topo.Members(p.g) {
 			if q != p.id {
 				p.send(q, d)
 			}
 		}
-		if r.m.Dest[0] == p.g {
-			p.send(r.m.ID.Client, &wire.Delivered{ID: r.m.ID, G: p.g, GTS: r.gts, Leader: p.id})
-		}
+		p.reply(&r.m, r.gts)
 	}
 }
 
-// deliverLocal hands r to the application (after its record is durable).
+// deliverLocal hands r to the application once its record is durable.
 func (p *Process) deliverLocal(r *record) {
 	if !p.maxDelivered.Less(r.gts) {
 		panic(fmt.Sprintf("wbcast: p%d delivers %s with gts %s after %s (INV-8)", p.id, r.m.ID, r.gts, p.maxDelivered))
 	}
+	r.issued = true
+	r.phase = wire.PhaseCommitted
 	p.maxDelivered = r.gts
 	p.clock = max(p.clock, r.gts.T)
-	p.Persist(&wire.RecDelivered{ID: r.m.ID, GTS: r.gts})
-	p.Deliver(r.m, r.gts)
+	p.dlog = append(p.dlog, logEntry{gts: r.gts, id: r.m.ID})
+	p.DeliverDurable(r.m, r.gts, &wire.RecDelivered{M: r.m, LTS: r.lts, GTS: r.gts})
 }
 
-// onDeliver is H5 at a follower.
+// onDeliver is H5 at a follower, with the chain check: a DELIVER is taken
+// only if it directly follows this process's last delivery.
 func (p *Process) onDeliver(from wire.ProcID, d *wire.Deliver) error {
-	if g, ok := p.topo.GroupOf(from); !ok || g != p.g {
-		return fmt.Errorf("%w: DELIVER from p%d outside group %d", amcast.ErrBadMessage, from, p.g)
+	if g, ok := p.topo.GroupOf(from); !ok || g != p.g || d.B.Leader() != from {
+		return fmt.Errorf("%w: DELIVER with ballot %s from p%d", amcast.ErrBadMessage, d.B, from)
 	}
-	if p.status == Recovering || d.B != p.cballot || d.B.Leader() != from {
+	if d.M != nil {
+		if err := p.checkMsg(d.M); err != nil {
+			return err
+		}
+		if d.M.ID != d.ID {
+			return fmt.Errorf("%w: DELIVER %s carries message %s", amcast.ErrBadMessage, d.ID, d.M.ID)
+		}
+	}
+	p.raiseLinf(p.g, d.Linf)
+	if p.status != Follower || d.B != p.cballot {
 		return nil
 	}
-	if d.GTS.LessEq(p.maxDelivered) {
-		return nil // duplicate (a new leader re-issues)
+	if d.GTS.LessEq(p.maxDelivered) || d.Prev != p.maxDelivered {
+		return nil // a duplicate, or a gap (the leader's catch-up fills it)
 	}
 	r := p.recs[d.ID]
 	if r == nil || !r.known {
-		panic(fmt.Sprintf("wbcast: p%d: DELIVER %s before its payload (P9)", p.id, d.ID))
+		if d.M == nil {
+			return nil // P9: no payload here; wait for a catch-up carrying it
+		}
+		r = p.rec(d.ID)
+		p.learn(r, d.M)
 	}
-	r.phase = wire.PhaseCommitted
 	r.lts, r.gts = d.LTS, d.GTS
-	r.issued = true
 	p.deliverLocal(r)
 	return nil
+}
+
+// raiseLinf records that every member of group g delivered everything
+// addressed to g up to ts.
+func (p *Process) raiseLinf(g wire.GroupID, ts wire.Timestamp) {
+	if int(g) < len(p.linf) && p.linf[g].Less(ts) {
+		p.linf[g] = ts
+	}
+}
+
+// sortedIDs returns the ids of the records, sorted (map order is random and
+// outputs must be deterministic).
+func (p *Process) sortedIDs() []wire.MsgID {
+	ids := make([]wire.MsgID, 0, len(p.recs))
+	for id := range p.recs {
+		ids = append(ids, id)
+	}
+	slices.SortFunc(ids, func(a, b wire.MsgID) int {
+		if a.Less(b) {
+			return -1
+		}
+		if b.Less(a) {
+			return 1
+		}
+		return 0
+	})
+	return ids
 }

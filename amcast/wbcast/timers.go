@@ -1,0 +1,199 @@
+package wbcast
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/weft-dev/weft/amcast"
+	"github.com/weft-dev/weft/wire"
+)
+
+// Tick implements amcast.Machine: heartbeats, failure detection and
+// elections, liveness re-multicasts (H12) and garbage collection.
+func (p *Process) Tick() {
+	p.ticks++
+	if p.ticks%uint64(p.cfg.HeartbeatTicks) == 0 {
+		p.heartbeat()
+	}
+	p.checkLeadership()
+	if p.ticks%uint64(max(p.cfg.RetryTicks/2, 1)) == 0 {
+		p.remulticast()
+	}
+	if p.ticks%4 == 0 {
+		p.collect()
+	}
+	p.drainLocal()
+}
+
+// claimsLead reports whether this process leads or is establishing its
+// ballot; its heartbeats say so.
+func (p *Process) claimsLead() bool {
+	return p.status == Leader || (p.status == Recovering && p.cand != nil)
+}
+
+func (p *Process) heartbeat() {
+	if p.status == Leader {
+		p.updateGroupLinf()
+	}
+	hb := &wire.Heartbeat{B: p.ballot, CBallot: p.cballot, Leader: p.claimsLead(), MaxDelivered: p.maxDelivered, Linf: p.linf[p.g]}
+	for _, q := range p.topo.Members(p.g) {
+		if q != p.id {
+			p.send(q, hb)
+		}
+	}
+}
+
+// onHeartbeat records a member's progress. The leader uses it to catch
+// lagging members up (re-sending DELIVERs, or its state to a member that
+// missed the recovery) and to compute the group's delivered floor.
+func (p *Process) onHeartbeat(from wire.ProcID, hb *wire.Heartbeat) error {
+	if g, ok := p.topo.GroupOf(from); !ok || g != p.g || from == p.id {
+		return fmt.Errorf("%w: HEARTBEAT from p%d outside group %d", amcast.ErrBadMessage, from, p.g)
+	}
+	i := p.topo.MemberIndex(from)
+	pr := &p.peers[i]
+	pr.heardHB = true
+	pr.cballot = hb.CBallot
+	pr.claimsLead = hb.Leader && hb.B.Leader() == from
+	pr.maxDelivered = wire.MaxTS(pr.maxDelivered, hb.MaxDelivered)
+	p.raiseLinf(p.g, hb.Linf)
+	if p.status != Leader {
+		return nil
+	}
+	switch {
+	case hb.CBallot.Less(p.cballot) && !p.ballot.Less(hb.B):
+		// It missed this ballot's NEW_STATE: send the current state.
+		if !pr.stateSent || p.ticks >= pr.stateAt+uint64(p.cfg.ElectionTicks)/2 {
+			pr.stateSent, pr.stateAt = true, p.ticks
+			p.send(from, &wire.NewState{B: p.cballot, Clock: p.clock, State: p.snapshot()})
+		}
+	case hb.CBallot == p.cballot && hb.MaxDelivered.Less(p.maxDelivered):
+		if !pr.caughtUp || p.ticks >= pr.catchAt+2 {
+			p.catchUp(i)
+		}
+	}
+	return nil
+}
+
+// catchUp re-sends, with payloads, the DELIVERs that follow member i's
+// last reported delivery, chained from it.
+func (p *Process) catchUp(i int) {
+	pr := &p.peers[i]
+	q := p.topo.Members(p.g)[i]
+	if q == p.id || !pr.maxDelivered.Less(p.maxDelivered) {
+		return
+	}
+	pr.caughtUp, pr.catchAt = true, p.ticks
+	k := sort.Search(len(p.dlog), func(j int) bool { return pr.maxDelivered.Less(p.dlog[j].gts) })
+	prev := pr.maxDelivered
+	for n := 0; k < len(p.dlog) && n < p.cfg.CatchUpBatch; k, n = k+1, n+1 {
+		e := p.dlog[k]
+		r := p.recs[e.id]
+		if r == nil {
+			// Collected: the member is past this point already (its report
+			// was stale); wait for a fresher one.
+			break
+		}
+		m := r.m
+		p.send(q, &wire.Deliver{ID: e.id, B: p.cballot, LTS: r.lts, GTS: r.gts, Prev: prev, Linf: p.linf[p.g], M: &m})
+		prev = e.gts
+	}
+	p.cov.CatchUps++
+}
+
+// updateGroupLinf (leader) raises the group's delivered floor to the
+// minimum of every member's last delivery.
+func (p *Process) updateGroupLinf() {
+	low := p.maxDelivered
+	for i := range p.peers {
+		if i == p.gi {
+			continue
+		}
+		if p.peers[i].maxDelivered.Less(low) {
+			low = p.peers[i].maxDelivered
+		}
+	}
+	p.raiseLinf(p.g, low)
+}
+
+// checkLeadership runs the failure detector's verdicts: a leader that lost
+// touch with a quorum steps down (so a partitioned leader cannot keep the
+// group waiting); the designated successor of a suspected leader starts a
+// ballot; a candidate that has not won in time retries higher.
+func (p *Process) checkLeadership() {
+	det := p.cfg.Detector
+	heard := 1
+	for i, q := range p.topo.Members(p.g) {
+		if i != p.gi && !det.Suspected(q, p.ticks) {
+			heard++
+		}
+	}
+	quorum := heard >= p.topo.Quorum(p.g)
+	et := uint64(p.cfg.ElectionTicks)
+	switch {
+	case p.status == Leader:
+		if !quorum {
+			p.stepDown()
+		}
+		return
+	case p.cand != nil:
+		if p.ticks >= p.cand.start+2*et && quorum {
+			p.startBallot() // candidate timeout: retry with a higher ballot
+		}
+		return
+	}
+	if !quorum || (p.started && p.ticks < p.lastStart+et) {
+		return
+	}
+	L := p.ballot.Leader()
+	if L == p.id {
+		p.startBallot() // led this ballot before a restart or a step-down
+		return
+	}
+	li := p.topo.MemberIndex(L)
+	dead := det.Suspected(L, p.ticks) ||
+		(p.peers[li].heardHB && !p.peers[li].claimsLead) ||
+		(p.status == Recovering && p.ticks >= p.joinedAt+3*et)
+	if !dead {
+		return
+	}
+	// The designated successor: the first member after L, in group order,
+	// that this process does not suspect.
+	ms := p.topo.Members(p.g)
+	for k := 1; k < len(ms); k++ {
+		q := ms[(li+k)%len(ms)]
+		if q == p.id {
+			p.startBallot()
+			return
+		}
+		if !det.Suspected(q, p.ticks) {
+			return
+		}
+	}
+}
+
+// remulticast is H12: a message known here that has made no progress for
+// RetryTicks is sent again as MULTICAST to every member of its destination
+// groups, so a leader (new or old) proposes or re-sends it.
+func (p *Process) remulticast() {
+	rt := uint64(p.cfg.RetryTicks)
+	if p.status == Recovering {
+		return
+	}
+	var stuck []wire.MsgID
+	for id, r := range p.recs {
+		if r.known && !r.issued && p.ticks >= r.since+rt {
+			stuck = append(stuck, id)
+		}
+	}
+	sort.Slice(stuck, func(i, j int) bool { return stuck[i].Less(stuck[j]) })
+	for _, id := range stuck {
+		r := p.recs[id]
+		r.since = p.ticks
+		p.cov.Remulticasts++
+		mc := &wire.Multicast{M: r.m}
+		for _, g := range r.m.Dest {
+			p.sendGroup(g, mc)
+		}
+	}
+}
