@@ -299,10 +299,14 @@ func (p *Process) becomeLeader() {
 			retry = append(retry, r)
 		case wire.PhaseCommitted:
 			p.committed.Push(tsheap.Entry{TS: r.gts, ID: id})
+			retry = append(retry, r) // other groups may still need our acks
 		}
 	}
-	if len(retry) > 0 {
-		p.cov.RecoveriesWithAccepted++
+	for _, r := range retry {
+		if r.phase == wire.PhaseAccepted {
+			p.cov.RecoveriesWithAccepted++
+			break
+		}
 	}
 	slices.SortFunc(retry, func(a, b *record) int { return a.lts.Compare(b.lts) })
 	for _, r := range retry {

@@ -393,7 +393,13 @@ func (p *Process) onMulticast(env wire.Envelope, mc *wire.Multicast) error {
 	r := p.rec(mc.M.ID)
 	p.learn(r, &mc.M)
 	if r.issued {
-		p.reply(&r.m, r.gts) // already delivered: answer again, propose nothing
+		// Already delivered: answer again and re-send the ACCEPT (H1.7), so
+		// another destination group whose leader changed can collect this
+		// group's acks again (P2).
+		p.reply(&r.m, r.gts)
+		if len(r.m.Dest) > 1 {
+			p.sendAccept(r)
+		}
 		return nil
 	}
 	if r.phase == wire.PhaseStart {
