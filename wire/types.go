@@ -254,7 +254,9 @@ type Deliver struct {
 }
 
 // Delivered is the reply to the client: message ID was delivered in group G
-// with global timestamp GTS. Leader is the sender's view of G's leader.
+// with global timestamp GTS. Leader is the sender's view of G's leader. A
+// zero GTS means the message was delivered long ago and garbage-collected:
+// the leader remembers that it was delivered, not its timestamp.
 type Delivered struct {
 	ID     MsgID
 	G      GroupID

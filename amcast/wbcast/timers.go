@@ -54,6 +54,7 @@ func (p *Process) onHeartbeat(from wire.ProcID, hb *wire.Heartbeat) error {
 	pr := &p.peers[i]
 	pr.heardHB = true
 	pr.cballot = hb.CBallot
+	pr.ballot = hb.B
 	pr.claimsLead = hb.Leader && hb.B.Leader() == from
 	pr.maxDelivered = wire.MaxTS(pr.maxDelivered, hb.MaxDelivered)
 	p.raiseLinf(p.g, hb.Linf)
@@ -152,7 +153,7 @@ func (p *Process) checkLeadership() {
 	}
 	li := p.topo.MemberIndex(L)
 	dead := det.Suspected(L, p.ticks) ||
-		(p.peers[li].heardHB && !p.peers[li].claimsLead) ||
+		(p.peers[li].heardHB && p.peers[li].ballot == p.ballot && !p.peers[li].claimsLead) ||
 		(p.status == Recovering && p.ticks >= p.joinedAt+3*et)
 	if !dead {
 		return

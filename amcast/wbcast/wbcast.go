@@ -151,11 +151,12 @@ type record struct {
 type peer struct {
 	maxDelivered wire.Timestamp
 	cballot      wire.Ballot
-	claimsLead   bool   // its last heartbeat claimed to lead (or establish) its ballot
-	heardHB      bool   // a heartbeat arrived at all
-	catchAt      uint64 // last catch-up sent (leader)
-	stateAt      uint64 // last NEW_STATE re-sent (leader)
-	caughtUp     bool   // catchAt is meaningful
+	ballot       wire.Ballot // the ballot in its last heartbeat
+	claimsLead   bool        // and whether it claimed to lead (or establish) it
+	heardHB      bool        // a heartbeat arrived at all
+	catchAt      uint64      // last catch-up sent (leader)
+	stateAt      uint64      // last NEW_STATE re-sent (leader)
+	caughtUp     bool        // catchAt is meaningful
 	stateSent    bool
 }
 
@@ -458,6 +459,20 @@ func (p *Process) onAccept(env wire.Envelope, a *wire.Accept) error {
 	if e.ok && e.b == a.B && e.lts != a.LTS {
 		panic(fmt.Sprintf("wbcast: p%d: two local timestamps %s and %s for %s under ballot %s (INV-2)", p.id, e.lts, a.LTS, a.M.ID, a.B))
 	}
+	if r.phase == wire.PhaseCommitted && r.nacc+b2i(!e.ok) == len(r.acc) {
+		// The final gts is known. An ACCEPT that would give another one is
+		// stale (a deposed leader's, delayed): ignore it rather than let it
+		// displace what decided the gts (P5, H2.10).
+		G := a.LTS
+		for i, x := range r.acc {
+			if i != idx {
+				G = wire.MaxTS(G, x.lts)
+			}
+		}
+		if G != r.gts {
+			return nil
+		}
+	}
 	changed := !e.ok || e.b != a.B
 	if !e.ok {
 		r.nacc++
@@ -579,6 +594,13 @@ func (p *Process) onAcceptAck(from wire.ProcID, ak *wire.AcceptAck) error {
 	}
 	p.commit(r, r.ackGTS)
 	return nil
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 func popcount(x uint64) int {
