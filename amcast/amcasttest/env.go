@@ -8,9 +8,19 @@
 // The environment keeps one FIFO queue of in-flight envelopes per ordered
 // (from, to) pair. Every protocol message passes through the wire codec on
 // its way into a queue, as in the simulator. After each input the recipient's
-// Ready is drained: messages go into the queues, Persist records are counted
-// and printed, deliveries are recorded. After every command the deliveries
-// so far are checked (see CheckSafety); a violation fails the test.
+// Ready is drained: Persist records are counted, printed and (when the
+// environment has Durability) passed through the codec and applied to the
+// process's Store, then messages go into the queues and deliveries are
+// recorded. After every command (and every round of run) the deliveries so
+// far are checked (see CheckSafety); a violation fails the test. A
+// process's deliveries are kept across its crashes and restarts, so the
+// check also catches a restarted process delivering again.
+//
+// Faults: a crashed process's machine is discarded; its store stays, the
+// messages it sent stay in flight, and messages to it are dropped when they
+// are delivered while it is down. Partitions act on directed links at
+// delivery time: a cut link drops its messages, a held link keeps them
+// queued (in FIFO order) until it heals.
 //
 // # Commands
 //
@@ -39,36 +49,72 @@
 //	    "persist: <record>" lines, sent envelopes, and deliveries, printed
 //	    as "DELIVER p3 <msg> gts=<ts>" (replicas) or "DONE c6 <msg> gts=<ts>"
 //	    (clients). A refused message prints "error: ...".
+//	    Messages on a cut link or to a crashed process are taken off the
+//	    queue and printed with "dropped: <why>"; held links are skipped.
 //	drop [from=] [to=] [kind=] [msg=] [n=]
 //	    Discards the queued messages matching the filters (anywhere in their
 //	    link) and prints them.
-//	stabilize
+//	stabilize [quiet]
 //	    Delivers everything in flight, round after round, until nothing is
-//	    left. Round k delivers the messages sent in round k-1, so with the
-//	    multicast queued before round 1, "round k" is time kδ.
+//	    left (messages on held links stay). Round k delivers the messages
+//	    sent in round k-1, so with the multicast queued before round 1,
+//	    "round k" is time kδ. No ticks. quiet prints only deliveries and a
+//	    summary.
+//	run ticks=N [quiet]
+//	stabilize ticks=N [quiet]
+//	    N rounds; each delivers every message in flight at its start (what
+//	    they cause waits for the next round), then ticks every live process
+//	    once, in id order: one round is one δ and one tick. Each round
+//	    prints what was delivered and what the ticks produced, leaving out
+//	    heartbeats that caused nothing but heartbeats, then role changes
+//	    ("p1 becomes RECOVERING b=1.p1 cb=0.p0", "p1 is ..." when only the
+//	    ballot changed), from Status() and Ballot(). quiet prints only
+//	    deliveries and role changes, each prefixed with its round. Both end
+//	    with a summary line (messages handled and dropped, deliveries, in
+//	    flight).
+//	crash p=P,...
+//	    Crashes replicas (see Faults above).
+//	restart p=P,...
+//	    Rebuilds crashed replicas from their stores with
+//	    Durability.Restore and prints their status.
+//	partition from=P,... to=Q,... [hold]
+//	partition a=P,... b=Q,... [hold]
+//	    Cuts the directed links from each P to each Q, or both ways between
+//	    each P and each Q; with hold, the links hold their messages instead
+//	    of dropping them.
+//	isolate p=P,... [dir=in|out|both]
+//	    Cuts every link into (in), out of (out) or both ways between P and
+//	    every other process, clients included. Default both.
+//	heal [p=P,...]
+//	    Restores every cut or held link, or only those touching P.
 //	inject from=P to=P kind=K msg=ID [dest=] [payload=] [g=] [b=] [lts=]
 //	       [gts=] [ballots=] [maxd=] [leader=]
 //	    Hands a forged message to its recipient at once (bypassing the
 //	    queues and the codec) and prints the result as deliver does. The
 //	    message body comes from msg's multicast unless dest= is given.
-//	queued
-//	    Lists the messages in flight, link by link.
+//	queued [from=] [to=] [kind=] [msg=] [n=]
+//	    Lists the messages in flight (those matching the filters), link by
+//	    link, marking those on cut or held links.
 //	deliveries
 //	    Per process, its deliveries (clients: completions) in order, as
 //	    <msg>@<gts>.
 //	status
 //	    One line per process with what the machine exposes: Status(),
-//	    Ballot(), Clock(), MaxDelivered(), Outstanding().
+//	    Ballot(), Clock(), MaxDelivered(), Outstanding(), and for an
+//	    amcast.Observable its Retained() and non-zero Coverage() counters;
+//	    stored= is the store's Messages() when it has that method. A crashed
+//	    process shows DOWN.
 //	tick [p=P,...] [n=1]
-//	    Calls Tick on the given machines (default all), n times, draining
-//	    their Ready after each call.
+//	    Calls Tick on the given machines (default all live ones), n times,
+//	    draining their Ready after each call.
 //
 // Replicas print as p<id> and clients as c<id> in the environment's own
 // lines; envelopes print every process as p<id> (wire.DescribeEnvelope).
 // Process arguments accept "3", "p3" and "c3". Commands that print nothing
 // else print "ok".
 //
-// Protocol tests can add commands through Env.Commands.
+// Protocol tests can add commands through Env.Commands, and drive the
+// environment from Go with Env.Do.
 //
 // The package is pure like the protocol cores: no I/O, clock or randomness.
 package amcasttest
@@ -112,7 +158,13 @@ type Env struct {
 	Protocol string
 	// Topo is the current topology (nil before the topology command).
 	Topo *amcast.Topology
+	// Durability, when set, gives replicas durable stores and lets scripts
+	// crash and restart them (see crash and restart). Nil: no stores;
+	// crash is still allowed (crash-stop), restart is not.
+	Durability *Durability
+
 	// Procs holds every process, indexed by id: replicas, then clients.
+	// A crashed process's entry is nil until it restarts.
 	Procs []amcast.Machine
 	// Clients holds the clients, by client index.
 	Clients []*amcast.Client
@@ -122,6 +174,29 @@ type Env struct {
 	persisted []int
 	msgs      map[wire.MsgID]wire.AppMsg
 	seq       []uint64
+
+	stores []amcast.Store   // per process; nil entries keep nothing
+	down   []bool           // crashed and not restarted
+	cut    map[link]cutMode // partitioned directed links
+}
+
+// cutMode is what a partitioned link does with the messages on it.
+type cutMode uint8
+
+const (
+	cutDrop cutMode = iota + 1 // messages are dropped at delivery time
+	cutHold                    // messages stay queued until the link heals
+)
+
+// Durability supplies a protocol's durable stores. The functions have the
+// shape of ReplicaFunc so a test can switch on the protocol.
+type Durability struct {
+	// NewStore returns the empty store of replica id, or nil if the
+	// protocol keeps no durable state.
+	NewStore func(protocol string, topo *amcast.Topology, id wire.ProcID) (amcast.Store, error)
+	// Restore rebuilds replica id after a crash from its store, as a new
+	// incarnation (as the replica constructor does for a fresh process).
+	Restore func(protocol string, topo *amcast.Topology, id wire.ProcID, st amcast.Store) (amcast.Machine, error)
 }
 
 // New returns an environment that builds replicas with newReplica.
@@ -154,11 +229,15 @@ func (e *Env) Handle(t *testing.T, d *datadriven.TestData) string {
 		case "drop":
 			e.cmdDrop(t, d, &w)
 		case "stabilize":
-			e.cmdStabilize(t, d, &w)
+			if d.HasArg("ticks") {
+				e.cmdRun(t, d, &w)
+			} else {
+				e.cmdStabilize(t, d, &w)
+			}
 		case "inject":
 			e.cmdInject(t, d, &w)
 		case "queued":
-			e.cmdQueued(&w)
+			e.cmdQueued(e.parseFilter(t, d), &w)
 		case "deliveries":
 			e.cmdDeliveries(&w)
 		case "status":
@@ -168,6 +247,18 @@ func (e *Env) Handle(t *testing.T, d *datadriven.TestData) string {
 			}
 		case "tick":
 			e.cmdTick(t, d, &w)
+		case "run":
+			e.cmdRun(t, d, &w)
+		case "crash":
+			e.cmdCrash(t, d, &w)
+		case "restart":
+			e.cmdRestart(t, d, &w)
+		case "partition":
+			e.cmdPartition(t, d, &w)
+		case "isolate":
+			e.cmdIsolate(t, d, &w)
+		case "heal":
+			e.cmdHeal(t, d, &w)
 		default:
 			cmd, ok := e.Commands[d.Cmd]
 			if !ok {
@@ -185,6 +276,18 @@ func (e *Env) Handle(t *testing.T, d *datadriven.TestData) string {
 		return "ok\n"
 	}
 	return w.String()
+}
+
+// Do runs one script command written as a script line, such as
+// "run ticks=10 quiet", and returns its output. It lets Go tests drive the
+// environment without a script file.
+func (e *Env) Do(t *testing.T, line string) string {
+	t.Helper()
+	cmd, args, err := datadriven.ParseLine(line)
+	if err != nil {
+		t.Fatalf("%q: %v", line, err)
+	}
+	return e.Handle(t, &datadriven.TestData{Pos: "Do: " + line, Cmd: cmd, CmdArgs: args})
 }
 
 // Name returns "p<id>" for a replica and "c<id>" for a client.
@@ -268,26 +371,82 @@ func (e *Env) Send(t *testing.T, env wire.Envelope) {
 }
 
 // Step hands env to its recipient now, then drains the recipient's Ready.
-// It prints env and, indented, the result.
+// It prints env and, indented, the result. A message to a crashed process
+// is dropped (and printed as such).
 func (e *Env) Step(t *testing.T, env wire.Envelope, w *strings.Builder) {
 	t.Helper()
-	w.WriteString(wire.DescribeEnvelope(env))
+	e.step(t, env).write(w, "  ")
+}
+
+// outLine is one line of what a process produced: a record, a message or
+// a delivery.
+type outLine struct {
+	text    string
+	hb      bool // a HEARTBEAT sent
+	deliver bool // an application delivery (DELIVER or DONE line)
+}
+
+// stepResult is what handing one envelope to its recipient did.
+type stepResult struct {
+	env     wire.Envelope
+	dropped string // why env did not reach its recipient; "" if it did
+	err     string // the error Step returned
+	out     []outLine
+}
+
+func (r *stepResult) write(w *strings.Builder, indent string) {
+	w.WriteString(wire.DescribeEnvelope(r.env))
 	w.WriteByte('\n')
+	if r.dropped != "" {
+		fmt.Fprintf(w, "%sdropped: %s\n", indent, r.dropped)
+	}
+	if r.err != "" {
+		fmt.Fprintf(w, "%serror: %s\n", indent, r.err)
+	}
+	writeLines(w, indent, r.out)
+}
+
+func writeLines(w *strings.Builder, indent string, ls []outLine) {
+	for _, l := range ls {
+		w.WriteString(indent)
+		w.WriteString(l.text)
+		w.WriteByte('\n')
+	}
+}
+
+// step hands env to its recipient, unless the recipient is down.
+func (e *Env) step(t *testing.T, env wire.Envelope) *stepResult {
+	t.Helper()
+	r := &stepResult{env: env}
+	if int(env.To) < len(e.down) && e.down[env.To] {
+		r.dropped = e.Name(env.To) + " is down"
+		return r
+	}
 	m := e.Machine(env.To)
 	if m == nil {
-		fmt.Fprintf(w, "  error: no process %d\n", env.To)
-		return
+		r.err = fmt.Sprintf("no process %d", env.To)
+		return r
 	}
 	if err := m.Step(env); err != nil {
-		fmt.Fprintf(w, "  error: %v\n", err)
+		r.err = err.Error()
 	}
-	e.Drain(t, env.To, w, "  ")
+	r.out = e.drain(t, env.To)
+	return r
 }
 
 // Drain handles process id's Ready until it has none, printing each record,
 // message and delivery on its own line prefixed with indent.
 func (e *Env) Drain(t *testing.T, id wire.ProcID, w *strings.Builder, indent string) {
 	t.Helper()
+	writeLines(w, indent, e.drain(t, id))
+}
+
+// drain handles process id's Ready until it has none: each Persist record
+// goes through the wire codec and into the process's store (if it has
+// one) before any message is queued or delivery recorded.
+func (e *Env) drain(t *testing.T, id wire.ProcID) []outLine {
+	t.Helper()
+	var out []outLine
 	m := e.Procs[id]
 	for i := 0; m.HasReady(); i++ {
 		if i == 100 {
@@ -299,27 +458,40 @@ func (e *Env) Drain(t *testing.T, id wire.ProcID, w *strings.Builder, indent str
 		}
 		for _, r := range rd.Persist {
 			e.persisted[id]++
-			fmt.Fprintf(w, "%spersist: %s\n", indent, wire.Describe(r))
+			out = append(out, outLine{text: "persist: " + wire.Describe(r)})
+			if st := e.stores[id]; st != nil {
+				rec, err := wire.Decode(wire.Append(nil, r))
+				if err != nil {
+					t.Fatalf("%s: record codec round trip of %s: %v", e.Name(id), wire.Describe(r), err)
+				}
+				if err := st.Apply(rec); err != nil {
+					t.Fatalf("%s: store refused %s: %v", e.Name(id), wire.Describe(r), err)
+				}
+			}
 		}
 		for _, env := range rd.Messages {
 			if env.From != id {
 				t.Fatalf("%s: Ready message with sender p%d: %s", e.Name(id), env.From, wire.DescribeEnvelope(env))
 			}
-			fmt.Fprintf(w, "%s%s\n", indent, wire.DescribeEnvelope(env))
+			out = append(out, outLine{text: wire.DescribeEnvelope(env), hb: env.Msg.Kind() == wire.KindHeartbeat})
 			e.Send(t, env)
 		}
 		for _, dl := range rd.Deliveries {
+			if dl.Rec < -1 || dl.Rec >= len(rd.Persist) {
+				t.Fatalf("%s: delivery of %s names record %d of a Ready with %d", e.Name(id), dl.M.ID, dl.Rec, len(rd.Persist))
+			}
 			dl.M.Dest = slices.Clone(dl.M.Dest)
 			dl.M.Payload = slices.Clone(dl.M.Payload)
 			e.delivered[id] = append(e.delivered[id], dl)
-			if e.Topo.IsReplica(id) {
-				fmt.Fprintf(w, "%sDELIVER %s %s gts=%s\n", indent, e.Name(id), dl.M.ID, dl.GTS)
-			} else {
-				fmt.Fprintf(w, "%sDONE %s %s gts=%s\n", indent, e.Name(id), dl.M.ID, dl.GTS)
+			verb := "DELIVER"
+			if !e.Topo.IsReplica(id) {
+				verb = "DONE"
 			}
+			out = append(out, outLine{text: fmt.Sprintf("%s %s %s gts=%s", verb, e.Name(id), dl.M.ID, dl.GTS), deliver: true})
 		}
 		m.Advance()
 	}
+	return out
 }
 
 func (e *Env) cmdTopology(t *testing.T, d *datadriven.TestData, w *strings.Builder) {
@@ -358,8 +530,9 @@ func (e *Env) cmdTopology(t *testing.T, d *datadriven.TestData, w *strings.Build
 	}
 	*e = Env{
 		NewReplica: e.NewReplica, DefaultProtocol: e.DefaultProtocol, Commands: e.Commands,
-		Protocol: protocol, Topo: topo,
+		Durability: e.Durability, Protocol: protocol, Topo: topo,
 		queues: map[link][]wire.Envelope{}, msgs: map[wire.MsgID]wire.AppMsg{},
+		cut: map[link]cutMode{},
 	}
 	for id := wire.ProcID(0); id < next; id++ {
 		m, err := e.NewReplica(protocol, topo, id)
@@ -370,6 +543,13 @@ func (e *Env) cmdTopology(t *testing.T, d *datadriven.TestData, w *strings.Build
 			d.Fatalf(t, "replica %d reports id %d", id, m.ID())
 		}
 		e.Procs = append(e.Procs, m)
+		var st amcast.Store
+		if e.Durability != nil && e.Durability.NewStore != nil {
+			if st, err = e.Durability.NewStore(protocol, topo, id); err != nil {
+				d.Fatalf(t, "%v", err)
+			}
+		}
+		e.stores = append(e.stores, st)
 	}
 	for i := range nclients {
 		c, err := amcast.NewClient(topo, next+wire.ProcID(i))
@@ -378,7 +558,9 @@ func (e *Env) cmdTopology(t *testing.T, d *datadriven.TestData, w *strings.Build
 		}
 		e.Procs = append(e.Procs, c)
 		e.Clients = append(e.Clients, c)
+		e.stores = append(e.stores, nil)
 	}
+	e.down = make([]bool, len(e.Procs))
 	e.delivered = make([][]amcast.Delivery, len(e.Procs))
 	e.persisted = make([]int, len(e.Procs))
 	e.seq = make([]uint64, len(e.Clients))
@@ -514,8 +696,18 @@ func MsgIDOf(m wire.Message) (wire.MsgID, bool) {
 }
 
 // deliverMatching delivers the in-flight messages matching f (see the
-// deliver command) and returns how many it delivered.
+// deliver command), printing each, and returns how many it took off the
+// queues.
 func (e *Env) deliverMatching(t *testing.T, f filter, w *strings.Builder) int {
+	t.Helper()
+	return e.deliverEach(t, f, w, func(r *stepResult) { r.write(w, "  ") })
+}
+
+// deliverEach delivers the in-flight messages matching f, handing each
+// result to emit. Messages on a partitioned link, or to a crashed process,
+// are taken off the queue and dropped. Notes about matching messages held
+// behind a non-matching head go to notes (if not nil).
+func (e *Env) deliverEach(t *testing.T, f filter, notes *strings.Builder, emit func(*stepResult)) int {
 	t.Helper()
 	links := e.links()
 	avail := make(map[link]int, len(links))
@@ -530,6 +722,18 @@ func (e *Env) deliverMatching(t *testing.T, f filter, w *strings.Builder) int {
 			}
 			q := e.queues[l]
 			head := q[0]
+			if e.cut[l] == cutHold {
+				held := 0
+				for _, env := range q[:avail[l]] {
+					if f.match(env) {
+						held++
+					}
+				}
+				if held > 0 && notes != nil {
+					fmt.Fprintf(notes, "(p%d->p%d: %d matching message(s) held: the link is held)\n", l.from, l.to, held)
+				}
+				break
+			}
 			if !f.match(head) {
 				held := 0
 				for _, env := range q[1:avail[l]] {
@@ -537,15 +741,19 @@ func (e *Env) deliverMatching(t *testing.T, f filter, w *strings.Builder) int {
 						held++
 					}
 				}
-				if held > 0 {
-					fmt.Fprintf(w, "(p%d->p%d: %d matching message(s) held behind %s: links are FIFO)\n", l.from, l.to, held, wire.Describe(head.Msg))
+				if held > 0 && notes != nil {
+					fmt.Fprintf(notes, "(p%d->p%d: %d matching message(s) held behind %s: links are FIFO)\n", l.from, l.to, held, wire.Describe(head.Msg))
 				}
 				break
 			}
 			e.pop(l)
 			avail[l]--
-			e.Step(t, head, w)
 			count++
+			if e.cut[l] == cutDrop {
+				emit(&stepResult{env: head, dropped: fmt.Sprintf("link %s->%s is cut", e.Name(l.from), e.Name(l.to))})
+				continue
+			}
+			emit(e.step(t, head))
 		}
 	}
 	return count
@@ -590,12 +798,28 @@ func (e *Env) cmdStabilize(t *testing.T, d *datadriven.TestData, w *strings.Buil
 		w.WriteString("no messages in flight\n")
 		return
 	}
-	for round := 1; e.InFlight() > 0; round++ {
+	quiet := d.HasArg("quiet")
+	handled := 0
+	round := 1
+	for ; e.InFlight() > 0; round++ {
 		if round > MaxStabilizeRounds {
 			d.Fatalf(t, "still %d messages in flight after %d rounds:\n%s", e.InFlight(), MaxStabilizeRounds, w.String())
 		}
-		fmt.Fprintf(w, "round %d\n", round)
-		e.deliverMatching(t, filter{}, w)
+		if !quiet {
+			fmt.Fprintf(w, "round %d\n", round)
+			e.deliverMatching(t, filter{}, w)
+			continue
+		}
+		handled += e.deliverEach(t, filter{}, nil, func(r *stepResult) {
+			for _, l := range r.out {
+				if l.deliver {
+					fmt.Fprintf(w, "round %d: %s\n", round, l.text)
+				}
+			}
+		})
+	}
+	if quiet {
+		fmt.Fprintf(w, "stable after %d round(s): %d message(s) handled\n", round-1, handled)
 	}
 }
 
@@ -648,15 +872,30 @@ func (e *Env) cmdInject(t *testing.T, d *datadriven.TestData, w *strings.Builder
 	e.Step(t, wire.Envelope{From: from, To: to, Msg: msg}, w)
 }
 
-func (e *Env) cmdQueued(w *strings.Builder) {
-	q := e.Queued()
-	if len(q) == 0 {
-		w.WriteString("no messages in flight\n")
-		return
+func (e *Env) cmdQueued(f filter, w *strings.Builder) {
+	n := 0
+	for _, l := range e.links() {
+		note := ""
+		switch e.cut[l] {
+		case cutDrop:
+			note = " (cut)"
+		case cutHold:
+			note = " (held)"
+		}
+		for _, env := range e.queues[l] {
+			if f.match(env) && (f.n == 0 || n < f.n) {
+				w.WriteString(wire.DescribeEnvelope(env))
+				w.WriteString(note)
+				w.WriteByte('\n')
+				n++
+			}
+		}
 	}
-	for _, env := range q {
-		w.WriteString(wire.DescribeEnvelope(env))
-		w.WriteByte('\n')
+	switch {
+	case e.InFlight() == 0:
+		w.WriteString("no messages in flight\n")
+	case n == 0:
+		w.WriteString("no matching messages in flight\n")
 	}
 }
 
@@ -680,6 +919,16 @@ func (e *Env) cmdDeliveries(w *strings.Builder) {
 func (e *Env) StatusLine(id wire.ProcID) string {
 	m := e.Procs[id]
 	parts := []string{e.Name(id) + ":"}
+	if m == nil {
+		parts = append(parts, "DOWN")
+		if st := e.stores[id]; st != nil {
+			if x, ok := st.(interface{ Messages() int }); ok {
+				parts = append(parts, fmt.Sprintf("stored=%d", x.Messages()))
+			}
+		}
+		parts = append(parts, fmt.Sprintf("delivered=%d persisted=%d", len(e.delivered[id]), e.persisted[id]))
+		return strings.Join(parts, " ")
+	}
 	if s, ok := statusOf(m); ok {
 		parts = append(parts, s)
 	}
@@ -701,6 +950,20 @@ func (e *Env) StatusLine(id wire.ProcID) string {
 	}
 	if x, ok := m.(interface{ Outstanding() int }); ok {
 		parts = append(parts, fmt.Sprintf("outstanding=%d", x.Outstanding()))
+	}
+	x, observable := m.(amcast.Observable)
+	if observable {
+		parts = append(parts, fmt.Sprintf("retained=%d", x.Retained()))
+	}
+	if st := e.stores[id]; st != nil {
+		if y, ok := st.(interface{ Messages() int }); ok {
+			parts = append(parts, fmt.Sprintf("stored=%d", y.Messages()))
+		}
+	}
+	if observable {
+		if c := coverageString(x.Coverage()); c != "" {
+			parts = append(parts, c)
+		}
 	}
 	if e.Topo.IsReplica(id) {
 		parts = append(parts, fmt.Sprintf("delivered=%d persisted=%d", len(e.delivered[id]), e.persisted[id]))
@@ -733,19 +996,33 @@ func (e *Env) cmdTick(t *testing.T, d *datadriven.TestData, w *strings.Builder) 
 			ps = append(ps, wire.ProcID(id))
 		}
 	}
+	for _, id := range ps {
+		if int(id) >= len(e.Procs) {
+			d.Fatalf(t, "no process %d", id)
+		}
+	}
+	live := ps[:0:0]
+	for _, id := range ps {
+		if !e.down[id] {
+			live = append(live, id)
+		} else if ok { // named explicitly
+			fmt.Fprintf(w, "%s is down: not ticked\n", e.Name(id))
+		}
+	}
 	n := argInt(t, d, "n", 1)
 	for range n {
-		for _, id := range ps {
-			m := e.Machine(id)
-			if m == nil {
-				d.Fatalf(t, "no process %d", id)
-			}
-			m.Tick()
-			var sub strings.Builder
-			e.Drain(t, id, &sub, "  ")
-			if sub.Len() > 0 {
-				fmt.Fprintf(w, "tick %s\n%s", e.Name(id), sub.String())
+		for _, id := range live {
+			if out := e.tick(t, id); len(out) > 0 {
+				fmt.Fprintf(w, "tick %s\n", e.Name(id))
+				writeLines(w, "  ", out)
 			}
 		}
 	}
+}
+
+// tick ticks live process id once and drains it.
+func (e *Env) tick(t *testing.T, id wire.ProcID) []outLine {
+	t.Helper()
+	e.Procs[id].Tick()
+	return e.drain(t, id)
 }

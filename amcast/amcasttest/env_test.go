@@ -56,10 +56,36 @@ type status string
 
 func (s status) String() string { return string(s) }
 
+// echoStore counts the records an echo replica persisted.
+type echoStore struct{ n int }
+
+func (s *echoStore) Apply(rec wire.Message) error {
+	if _, ok := rec.(*wire.RecDelivered); !ok {
+		return fmt.Errorf("echo store: unexpected %s", rec.Kind())
+	}
+	s.n++
+	return nil
+}
+
+func (s *echoStore) Messages() int { return s.n }
+
+var echoDurability = &Durability{
+	NewStore: func(protocol string, _ *amcast.Topology, _ wire.ProcID) (amcast.Store, error) {
+		return &echoStore{}, nil
+	},
+	Restore: func(protocol string, topo *amcast.Topology, id wire.ProcID, st amcast.Store) (amcast.Machine, error) {
+		if _, ok := st.(*echoStore); !ok {
+			return nil, fmt.Errorf("echo cannot restore from %T", st)
+		}
+		return newEcho(protocol, topo, id)
+	},
+}
+
 func TestEnv(t *testing.T) {
 	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
 		e := New(newEcho)
 		e.DefaultProtocol = "echo"
+		e.Durability = echoDurability
 		e.Commands["hello"] = func(t *testing.T, e *Env, d *datadriven.TestData) string {
 			return fmt.Sprintf("hello from an extra command, %d in flight\n", e.InFlight())
 		}
@@ -155,5 +181,19 @@ func TestParse(t *testing.T) {
 	}
 	if _, err := ParseKind("NOPE"); err == nil || !strings.Contains(err.Error(), "NOPE") {
 		t.Errorf("ParseKind(NOPE): %v", err)
+	}
+}
+
+func TestDo(t *testing.T) {
+	e := New(newEcho)
+	e.DefaultProtocol = "echo"
+	e.Do(t, "topology groups=1 replicas=2")
+	e.Do(t, "multicast dest=0 payload=x")
+	if got, want := e.Do(t, "queued"), "p2->p0 MULTICAST 2.1 dest=[0] payload=\"x\"\n"; got != want {
+		t.Fatalf("queued: got %q, want %q", got, want)
+	}
+	e.Do(t, "stabilize")
+	if n := len(e.Deliveries(0)); n != 1 {
+		t.Fatalf("p0 delivered %d messages, want 1", n)
 	}
 }

@@ -1,13 +1,36 @@
 package wbcast_test
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/cockroachdb/datadriven"
 
+	"github.com/weft-dev/weft/amcast"
 	"github.com/weft-dev/weft/amcast/amcasttest"
+	"github.com/weft-dev/weft/amcast/wbcast"
 	"github.com/weft-dev/weft/sim"
+	"github.com/weft-dev/weft/wire"
 )
+
+// durability gives WbCast replicas a wbcast.Store each and restarts them
+// with wbcast.Restore and the default configuration (the one
+// sim.NewReplica uses), with a fresh failure detector.
+var durability = &amcasttest.Durability{
+	NewStore: func(protocol string, _ *amcast.Topology, _ wire.ProcID) (amcast.Store, error) {
+		if protocol != "wbcast" {
+			return nil, nil
+		}
+		return wbcast.NewStore(), nil
+	},
+	Restore: func(protocol string, topo *amcast.Topology, id wire.ProcID, st amcast.Store) (amcast.Machine, error) {
+		ws, ok := st.(*wbcast.Store)
+		if protocol != "wbcast" || !ok {
+			return nil, fmt.Errorf("cannot restore a %s replica from %T", protocol, st)
+		}
+		return wbcast.Restore(wbcast.Config{Topology: topo, ID: id}, ws)
+	},
+}
 
 // TestInteraction runs the golden scripts in testdata (see package
 // amcasttest for the commands). Rewrite them with
@@ -16,6 +39,7 @@ func TestInteraction(t *testing.T) {
 	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
 		env := amcasttest.New(sim.NewReplica)
 		env.DefaultProtocol = "wbcast"
+		env.Durability = durability
 		datadriven.RunTest(t, path, env.Handle)
 	})
 }

@@ -53,6 +53,7 @@ func (p *Process) onHeartbeat(from wire.ProcID, hb *wire.Heartbeat) error {
 	i := p.topo.MemberIndex(from)
 	pr := &p.peers[i]
 	pr.heardHB = true
+	stalled := pr.cballot == hb.CBallot && !pr.maxDelivered.Less(hb.MaxDelivered)
 	pr.cballot = hb.CBallot
 	pr.ballot = hb.B
 	pr.claimsLead = hb.Leader && hb.B.Leader() == from
@@ -68,7 +69,9 @@ func (p *Process) onHeartbeat(from wire.ProcID, hb *wire.Heartbeat) error {
 			pr.stateSent, pr.stateAt = true, p.ticks
 			p.send(from, &wire.NewState{B: p.cballot, Clock: p.clock, State: p.snapshot()})
 		}
-	case hb.CBallot == p.cballot && hb.MaxDelivered.Less(p.maxDelivered):
+	case hb.CBallot == p.cballot && hb.MaxDelivered.Less(p.maxDelivered) && stalled:
+		// Behind and no progress since its last heartbeat: DELIVERs were
+		// lost (not merely in flight). Re-send them with their payloads.
 		if !pr.caughtUp || p.ticks >= pr.catchAt+2 {
 			p.catchUp(i)
 		}
@@ -148,7 +151,13 @@ func (p *Process) checkLeadership() {
 	}
 	L := p.ballot.Leader()
 	if L == p.id {
-		p.startBallot() // led this ballot before a restart or a step-down
+		// It led this ballot before a restart or a step-down. Listen for one
+		// election timeout first: if the group moved on, its leader's
+		// heartbeat shows it and that leader sends its state (no needless
+		// leader change, H6.1).
+		if p.ticks >= et && !p.someoneLeadsHigher() {
+			p.startBallot()
+		}
 		return
 	}
 	li := p.topo.MemberIndex(L)
@@ -173,13 +182,31 @@ func (p *Process) checkLeadership() {
 	}
 }
 
+// someoneLeadsHigher reports whether a live member claims to lead a ballot
+// above this process's.
+func (p *Process) someoneLeadsHigher() bool {
+	for i, q := range p.topo.Members(p.g) {
+		pr := &p.peers[i]
+		if i != p.gi && pr.heardHB && pr.claimsLead && p.ballot.Less(pr.ballot) && !p.cfg.Detector.Suspected(q, p.ticks) {
+			return true
+		}
+	}
+	return false
+}
+
 // remulticast is H12: a message known here that has made no progress for
 // RetryTicks is sent again as MULTICAST to every member of its destination
 // groups, so a leader (new or old) proposes or re-sends it.
 func (p *Process) remulticast() {
+	// The leader retries first; followers wait longer, staggered by their
+	// position, so one stuck message does not make every member of every
+	// destination group re-multicast it at once.
 	rt := uint64(p.cfg.RetryTicks)
 	if p.status == Recovering {
 		return
+	}
+	if p.status != Leader {
+		rt *= uint64(2 + p.gi)
 	}
 	var stuck []wire.MsgID
 	for id, r := range p.recs {
