@@ -1,0 +1,66 @@
+package wal
+
+import (
+	"fmt"
+
+	"github.com/weft-dev/weft/wire"
+)
+
+// AppendMessages appends each message as one entry record encoded with
+// wire.Append, straight into the log's buffer. It is the persistence half of
+// a Ready loop:
+//
+//	w.AppendMessages(rd.Persist...)
+//	w.Sync() // once per Ready, before sending rd.Messages
+//
+// Either all messages are appended or, on error, none.
+func (w *WAL) AppendMessages(ms ...wire.Message) error {
+	if err := w.writable(); err != nil {
+		return err
+	}
+	for _, m := range ms {
+		if n := wire.Size(m); n > w.opts.MaxRecordSize {
+			return fmt.Errorf("%w: %s of %d bytes, maximum %d", ErrTooLarge, m.Kind(), n, w.opts.MaxRecordSize)
+		}
+	}
+	for _, m := range ms {
+		start := len(w.pend)
+		w.pend = append(w.pend, frameHeaderPlaceholder[:]...)
+		w.pend = wire.Append(w.pend, m)
+		w.endFrame(start)
+	}
+	return nil
+}
+
+// DecodeMessage decodes an entry record written by AppendMessages.
+func DecodeMessage(r Record) (wire.Message, error) {
+	if r.Type != RecordEntry {
+		return nil, fmt.Errorf("wal: record %d is a %s, not an entry", r.Index, r.Type)
+	}
+	m, err := wire.Decode(r.Data)
+	if err != nil {
+		return nil, fmt.Errorf("wal: record %d: %w", r.Index, err)
+	}
+	return m, nil
+}
+
+// ReadMessages returns the latest snapshot (nil if none) and the durable
+// entry records after it decoded with wire.Decode, in order: what a
+// restarting process replays into its amcast.Store.
+func (w *WAL) ReadMessages() (snapshot []byte, msgs []wire.Message, err error) {
+	for r, err := range w.Records() {
+		if err != nil {
+			return nil, nil, err
+		}
+		if r.Type == RecordSnapshot {
+			snapshot = r.Data
+			continue
+		}
+		m, err := DecodeMessage(r)
+		if err != nil {
+			return nil, nil, err
+		}
+		msgs = append(msgs, m)
+	}
+	return snapshot, msgs, nil
+}

@@ -1,0 +1,642 @@
+package wal
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"iter"
+	"path/filepath"
+	"strings"
+
+	"github.com/weft-dev/weft/storage/vfs"
+)
+
+// Defaults and limits for Options.
+const (
+	// DefaultSegmentSize is the default Options.SegmentSize: 64 MiB.
+	DefaultSegmentSize = 64 << 20
+	// DefaultMaxRecordSize is the default Options.MaxRecordSize: 64 MiB.
+	DefaultMaxRecordSize = 64 << 20
+	// MinSegmentSize is the smallest accepted Options.SegmentSize.
+	MinSegmentSize = 128
+	// MaxRecordSizeLimit is the largest accepted Options.MaxRecordSize.
+	MaxRecordSizeLimit = 1 << 30
+)
+
+// Options configures a log. The zero value means every default.
+type Options struct {
+	// SegmentSize is the size in bytes at which the log starts a new
+	// segment, and the size each segment file is preallocated to. A segment
+	// always holds at least one record, so a record larger than SegmentSize
+	// gets a segment of its own that grows past it. Zero means
+	// DefaultSegmentSize; otherwise at least MinSegmentSize.
+	SegmentSize int64
+	// MaxRecordSize caps the payload of one record, in bytes, on Append and
+	// Cut (ErrTooLarge) and when reading (a longer length is corruption).
+	// Snapshots are records too. Zero means DefaultMaxRecordSize; at most
+	// MaxRecordSizeLimit. Reopening a log with a smaller value than it was
+	// written with can make valid records unreadable.
+	MaxRecordSize int
+}
+
+func (o Options) validate() (Options, error) {
+	if o.SegmentSize == 0 {
+		o.SegmentSize = DefaultSegmentSize
+	}
+	if o.MaxRecordSize == 0 {
+		o.MaxRecordSize = DefaultMaxRecordSize
+	}
+	if o.SegmentSize < MinSegmentSize {
+		return o, fmt.Errorf("wal: SegmentSize %d below the minimum %d", o.SegmentSize, MinSegmentSize)
+	}
+	if o.MaxRecordSize < 0 || o.MaxRecordSize > MaxRecordSizeLimit {
+		return o, fmt.Errorf("wal: MaxRecordSize %d outside [1, %d]", o.MaxRecordSize, MaxRecordSizeLimit)
+	}
+	return o, nil
+}
+
+// Record is one record read back from the log.
+type Record struct {
+	// Index is the record's position in the log. The first record ever
+	// appended has index 1; indexes are consecutive and survive Cut.
+	Index uint64
+	// Type is RecordEntry or RecordSnapshot.
+	Type RecordType
+	// Data is the payload, never nil. It is owned by the caller.
+	Data []byte
+}
+
+// RepairInfo describes a torn tail that Open cut off the last segment.
+type RepairInfo struct {
+	Segment string // base name of the repaired segment
+	Offset  int64  // the segment now ends here
+	Reason  string // what was found at Offset
+}
+
+// WAL is an append-only log of records in a directory of segment files.
+// Append buffers records in memory; Sync writes them and makes them durable
+// with one fdatasync. After a crash, Open recovers every record whose Sync
+// returned nil, and possibly some appended later, always as a prefix of the
+// appended sequence.
+//
+// A WAL is not safe for concurrent use; Committer adds a concurrent
+// group-commit front.
+type WAL struct {
+	fs   vfs.FS
+	dir  string
+	opts Options
+
+	segs []segment // live segments, oldest first; the last is being written
+	f    vfs.File  // the last segment, open for writing
+	off  int64     // end of the frames written to f
+
+	// The log's logical end, counting records appended but not written.
+	next    uint64 // index of the next record appended
+	crc     uint32 // chain value after the last appended record
+	segUsed int64  // bytes used in the last (logical) segment
+	segRecs int    // records in the last (logical) segment
+
+	pend   []byte // frames appended but not written
+	rolls  []roll // segment boundaries inside pend, in order
+	fDirty bool   // f has writes not yet synced
+	synced uint64 // index of the last durable record (0: none)
+
+	repair *RepairInfo
+	err    error // sticky: every later write returns it
+	closed bool
+}
+
+// roll is a segment boundary inside the pending frames.
+type roll struct {
+	at  int     // offset in pend of the new segment's first frame
+	seg segment // the segment to create
+}
+
+// Open opens the log in dir, creating dir and an empty log if there is none.
+// It makes the entries of dir and of its ancestors durable (pass an absolute
+// path: a relative one is synced only up to ".").
+//
+// Open reads every segment from the last snapshot on and verifies each
+// record's chained checksum, the segment headers and the continuity between
+// segments. A damaged tail of the last segment (a torn write: a frame that
+// fails verification, or garbage after the end) is cut off and reported by
+// Repaired; damage anywhere else returns an error matching ErrCorrupt
+// (a *CorruptError giving the segment and offset). Open then fdatasyncs the
+// last segment, so every record it recovered is durable before the caller
+// acts on it, fsyncs the directory (so are the segments' names), deletes
+// segments that a later snapshot made obsolete, and removes leftover
+// temporary files.
+func Open(fsys vfs.FS, dir string, opts Options) (*WAL, error) {
+	opts, err := opts.validate()
+	if err != nil {
+		return nil, err
+	}
+	w := &WAL{fs: fsys, dir: dir, opts: opts}
+	if err := w.ensureDir(); err != nil {
+		return nil, err
+	}
+	names, err := fsys.List(dir)
+	if err != nil {
+		return nil, fmt.Errorf("wal: %w", err)
+	}
+	var segs []segment
+	for _, n := range names {
+		if strings.HasSuffix(n, segSuffix+tmpSuffix) {
+			// A segment that was never renamed into place: not part of the log.
+			if err := fsys.Remove(w.path(n)); err != nil {
+				return nil, fmt.Errorf("wal: removing leftover %s: %w", n, err)
+			}
+			continue
+		}
+		if seq, first, ok := parseSegName(n); ok {
+			segs = append(segs, segment{name: n, seq: seq, first: first})
+		}
+	}
+	if len(segs) == 0 {
+		seg := segment{seq: 0, first: 1}
+		seg.name = segName(seg.seq, seg.first)
+		f, err := w.createSegment(seg, nil) // syncs dir
+		if err != nil {
+			return nil, fmt.Errorf("wal: creating first segment: %w", err)
+		}
+		w.segs, w.f, w.off, w.next = []segment{seg}, f, segHeaderSize, 1
+		w.segUsed = segHeaderSize
+		return w, nil
+	}
+	// List is sorted and names are fixed-width hex, so segs is sorted by
+	// seq. Read headers backwards to the last snapshot segment; everything
+	// before it is obsolete.
+	start := 0
+	for i := len(segs) - 1; i >= 0; i-- {
+		if segs[i], err = w.readHeader(segs[i]); err != nil {
+			return nil, err
+		}
+		if segs[i].flags&flagSnapshot != 0 {
+			start = i
+			break
+		}
+	}
+	obsolete, live := segs[:start], segs[start:]
+	if s := live[0]; s.flags&flagSnapshot == 0 && (s.seq != 0 || s.first != 1 || s.seed != 0) {
+		return nil, &CorruptError{Segment: s.name, Reason: "log starts neither at index 1 nor with a snapshot: segments are missing"}
+	}
+	crc, next := live[0].seed, live[0].first
+	var last *scanner
+	for i, s := range live {
+		if i > 0 {
+			switch {
+			case s.seq != live[i-1].seq+1:
+				return nil, &CorruptError{Segment: s.name, Reason: fmt.Sprintf("segment %d is missing", live[i-1].seq+1)}
+			case s.first != next:
+				return nil, &CorruptError{Segment: s.name, Reason: fmt.Sprintf("first index %d, want %d: records are missing", s.first, next)}
+			case s.seed != crc:
+				return nil, &CorruptError{Segment: s.name, Reason: "checksum chain broken between segments"}
+			}
+		}
+		sc, err := w.scanSegment(s, crc, nil)
+		if err != nil {
+			return nil, err
+		}
+		if sc.bad != "" && (i < len(live)-1 || (s.flags&flagSnapshot != 0 && sc.count == 0)) {
+			// Only the tail of the last segment can be torn: earlier segments
+			// were synced before the next one was created, and a snapshot
+			// segment before it was renamed into place.
+			return nil, sc.corrupt()
+		}
+		crc, next, last = sc.crc, sc.index, sc
+	}
+
+	// Open the last segment, cut off a torn tail, and make what we are
+	// about to replay durable.
+	tail := live[len(live)-1]
+	f, err := fsys.OpenReadWrite(w.path(tail.name))
+	if err != nil {
+		return nil, fmt.Errorf("wal: %w", err)
+	}
+	if last.bad != "" {
+		w.repair = &RepairInfo{Segment: tail.name, Offset: last.off, Reason: last.bad}
+		err = f.Truncate(last.off)
+		if err == nil {
+			err = f.Preallocate(0, opts.SegmentSize)
+		}
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if err == nil {
+		// The segments' names may not be durable either: an earlier
+		// incarnation may have failed between a rename and its directory
+		// sync.
+		err = vfs.SyncDir(fsys, dir)
+	}
+	if err == nil && len(obsolete) > 0 {
+		err = w.removeSegments(obsolete)
+	}
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("wal: recovering %s: %w", tail.name, err)
+	}
+	w.segs, w.f, w.off = live, f, last.off
+	w.next, w.crc, w.synced = next, crc, next-1
+	w.segUsed, w.segRecs = last.off, last.count
+	return w, nil
+}
+
+// ensureDir creates dir if it does not exist and makes its entry durable,
+// and its ancestors' entries too: an earlier Open that failed after MkdirAll
+// may have left any of them not durable, so this is done on every Open (a
+// sync of a clean directory is cheap). A relative dir is synced up to ".".
+func (w *WAL) ensureDir() error {
+	if err := w.fs.MkdirAll(w.dir, 0o755); err != nil {
+		return fmt.Errorf("wal: %w", err)
+	}
+	for d := filepath.Clean(w.dir); ; {
+		p := filepath.Dir(d)
+		if p == d {
+			return nil
+		}
+		if err := vfs.SyncDir(w.fs, p); err != nil {
+			return fmt.Errorf("wal: %w", err)
+		}
+		d = p
+	}
+}
+
+func (w *WAL) path(name string) string { return filepath.Join(w.dir, name) }
+
+// readHeader reads and checks the header of segment s against its name.
+func (w *WAL) readHeader(s segment) (segment, error) {
+	f, err := w.fs.Open(w.path(s.name))
+	if err != nil {
+		return s, fmt.Errorf("wal: %w", err)
+	}
+	defer f.Close()
+	var b [segHeaderSize]byte
+	if n, err := f.ReadAt(b[:], 0); err == io.EOF {
+		return s, &CorruptError{Segment: s.name, Reason: fmt.Sprintf("file of %d bytes is shorter than a segment header", n)}
+	} else if err != nil {
+		return s, fmt.Errorf("wal: reading header of %s: %w", s.name, err)
+	}
+	h, reason := parseSegHeader(b[:])
+	switch {
+	case reason != "":
+		return s, &CorruptError{Segment: s.name, Reason: reason}
+	case h.seq != s.seq || h.first != s.first:
+		return s, &CorruptError{Segment: s.name, Reason: fmt.Sprintf("header says segment %d first index %d", h.seq, h.first)}
+	}
+	h.name = s.name
+	return h, nil
+}
+
+// scanSegment verifies segment s, whose chain starts at seed, calling fn (if
+// not nil) for each valid record up to and including index limit (0: no
+// limit). It returns the scanner positioned at the segment's end or at its
+// first invalid frame.
+func (w *WAL) scanSegment(s segment, seed uint32, fn func(Record) error) (*scanner, error) {
+	return w.scanSegmentTo(s, seed, 0, fn)
+}
+
+func (w *WAL) scanSegmentTo(s segment, seed uint32, limit uint64, fn func(Record) error) (*scanner, error) {
+	f, err := w.fs.Open(w.path(s.name))
+	if err != nil {
+		return nil, fmt.Errorf("wal: %w", err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("wal: %w", err)
+	}
+	sc := newScanner(f, fi.Size(), s, seed, MaxRecordSizeLimit)
+	for limit == 0 || sc.index <= limit {
+		typ, payload, ok, err := sc.next()
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			break
+		}
+		if fn != nil {
+			rec := Record{Index: sc.index - 1, Type: typ, Data: append(make([]byte, 0, len(payload)), payload...)}
+			if err := fn(rec); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return sc, nil
+}
+
+// createSegment makes segment seg durable in its final place: it writes the
+// header and body to a temporary file preallocated to the segment size,
+// syncs it, renames it into place and syncs the directory. It returns the
+// file open for writing.
+func (w *WAL) createSegment(seg segment, body []byte) (vfs.File, error) {
+	final := w.path(seg.name)
+	tmp := final + tmpSuffix
+	f, err := w.fs.Create(tmp)
+	if err != nil {
+		return nil, err
+	}
+	buf := appendSegHeader(make([]byte, 0, segHeaderSize+len(body)), seg)
+	buf = append(buf, body...)
+	err = f.Preallocate(0, max(w.opts.SegmentSize, int64(len(buf))))
+	if err == nil {
+		_, err = f.WriteAt(buf, 0)
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if err == nil {
+		err = w.fs.Rename(tmp, final)
+	}
+	if err == nil {
+		err = vfs.SyncDir(w.fs, w.dir)
+	}
+	if err != nil {
+		f.Close()
+		w.fs.Remove(tmp) // best effort; Open removes leftovers too
+		return nil, err
+	}
+	return f, nil
+}
+
+// removeSegments deletes segs, oldest first (so a crash leaves a contiguous
+// suffix), and syncs the directory.
+func (w *WAL) removeSegments(segs []segment) error {
+	for _, s := range segs {
+		if err := w.fs.Remove(w.path(s.name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+	}
+	return vfs.SyncDir(w.fs, w.dir)
+}
+
+// writable returns the error that stops writes, if any.
+func (w *WAL) writable() error {
+	switch {
+	case w.closed:
+		return ErrClosed
+	case w.err != nil:
+		return w.err
+	}
+	return nil
+}
+
+// fail makes err sticky.
+func (w *WAL) fail(err error) error {
+	w.err = fmt.Errorf("%w: %w", ErrFailed, err)
+	return w.err
+}
+
+var frameHeaderPlaceholder [frameHeaderLen]byte
+
+// Append adds records to the log. It only buffers them (copying the bytes,
+// so the caller may reuse recs at once): nothing is written until Sync.
+// Either all of recs are appended or, on error, none. A record longer than
+// Options.MaxRecordSize fails with ErrTooLarge; after a failed write or
+// sync every Append fails with an error matching ErrFailed.
+func (w *WAL) Append(recs ...[]byte) error {
+	if err := w.writable(); err != nil {
+		return err
+	}
+	for _, r := range recs {
+		if len(r) > w.opts.MaxRecordSize {
+			return fmt.Errorf("%w: %d bytes, maximum %d", ErrTooLarge, len(r), w.opts.MaxRecordSize)
+		}
+	}
+	for _, r := range recs {
+		start := len(w.pend)
+		w.pend = append(w.pend, frameHeaderPlaceholder[:]...)
+		w.pend = append(w.pend, r...)
+		w.endFrame(start)
+	}
+	return nil
+}
+
+// endFrame seals the entry frame starting at w.pend[start] and decides
+// which segment it goes to.
+func (w *WAL) endFrame(start int) {
+	prev := w.crc
+	w.pend, w.crc = finishFrame(w.pend, start, RecordEntry, w.crc)
+	n := int64(len(w.pend) - start)
+	if w.segRecs > 0 && w.segUsed+n > w.opts.SegmentSize {
+		seq := w.segs[len(w.segs)-1].seq
+		if len(w.rolls) > 0 {
+			seq = w.rolls[len(w.rolls)-1].seg.seq
+		}
+		seg := segment{seq: seq + 1, first: w.next, seed: prev}
+		seg.name = segName(seg.seq, seg.first)
+		w.rolls = append(w.rolls, roll{at: start, seg: seg})
+		w.segUsed, w.segRecs = segHeaderSize, 0
+	}
+	w.segUsed += n
+	w.segRecs++
+	w.next++
+}
+
+// Sync writes every appended record and makes it durable with one
+// fdatasync of the current segment (plus, when the records cross into a
+// new segment, a sync of the full one and the creation of the next). When
+// Sync returns nil every record appended so far is durable. If there is
+// nothing to write it does nothing.
+//
+// Any error is sticky: the log refuses further writes (ErrFailed) until it
+// is closed and reopened, since after a failed write or fdatasync nothing
+// is known about what reached the disk.
+func (w *WAL) Sync() error {
+	if err := w.writable(); err != nil {
+		return err
+	}
+	if len(w.pend) == 0 {
+		return nil
+	}
+	if err := w.flush(); err != nil {
+		return w.fail(err)
+	}
+	return nil
+}
+
+func (w *WAL) flush() error {
+	pos := 0
+	for _, r := range w.rolls {
+		if err := w.write(w.pend[pos:r.at]); err != nil {
+			return err
+		}
+		// The full segment must be durable before any record of the next
+		// one can be: recovery only tolerates a torn tail in the last
+		// segment.
+		if w.fDirty {
+			if err := w.f.Sync(); err != nil {
+				return err
+			}
+			w.fDirty = false
+		}
+		f, err := w.createSegment(r.seg, nil)
+		if err != nil {
+			return err
+		}
+		w.f.Close()
+		w.f, w.off = f, segHeaderSize
+		w.segs = append(w.segs, r.seg)
+		pos = r.at
+	}
+	if err := w.write(w.pend[pos:]); err != nil {
+		return err
+	}
+	if err := w.f.Sync(); err != nil {
+		return err
+	}
+	w.fDirty = false
+	w.synced = w.next - 1
+	w.rolls = w.rolls[:0]
+	if cap(w.pend) > 4<<20 {
+		w.pend = nil // don't pin a huge buffer after a burst
+	} else {
+		w.pend = w.pend[:0]
+	}
+	return nil
+}
+
+func (w *WAL) write(b []byte) error {
+	if len(b) == 0 {
+		return nil
+	}
+	if _, err := w.f.WriteAt(b, w.off); err != nil {
+		return err
+	}
+	w.off += int64(len(b))
+	w.fDirty = true
+	return nil
+}
+
+// Cut compacts the log. It syncs any appended records, then starts a new
+// segment whose first record is snapshot, makes it durable, and deletes
+// every older segment. After Cut returns nil, recovery begins with the
+// snapshot and the records appended after it; the records before it are
+// gone for good.
+//
+// REQUIRES: snapshot reflects every record appended before the call.
+//
+// An error is sticky, as for Sync. If Cut fails the snapshot may or may not
+// have become durable; either way the log recovers consistently (from the
+// new snapshot or from the old one plus the records before the Cut).
+func (w *WAL) Cut(snapshot []byte) error {
+	if err := w.writable(); err != nil {
+		return err
+	}
+	if len(snapshot) > w.opts.MaxRecordSize {
+		return fmt.Errorf("%w: snapshot of %d bytes, maximum %d", ErrTooLarge, len(snapshot), w.opts.MaxRecordSize)
+	}
+	if err := w.Sync(); err != nil {
+		return err
+	}
+	seg := segment{seq: w.segs[len(w.segs)-1].seq + 1, first: w.next, seed: w.crc, flags: flagSnapshot}
+	seg.name = segName(seg.seq, seg.first)
+	body := make([]byte, 0, frameLen(len(snapshot)))
+	body = append(body, frameHeaderPlaceholder[:]...)
+	body = append(body, snapshot...)
+	body, crc := finishFrame(body, 0, RecordSnapshot, w.crc)
+	f, err := w.createSegment(seg, body)
+	if err != nil {
+		return w.fail(err)
+	}
+	w.f.Close()
+	old := w.segs
+	w.segs, w.f, w.off, w.fDirty = []segment{seg}, f, segHeaderSize+int64(len(body)), false
+	w.crc, w.next = crc, w.next+1
+	w.synced = w.next - 1
+	w.segUsed, w.segRecs = w.off, 1
+	if err := w.removeSegments(old); err != nil {
+		return w.fail(err)
+	}
+	return nil
+}
+
+// Close syncs any appended records (unless the log has failed) and closes
+// the log. It returns the sync error, or the sticky error of a failed log.
+func (w *WAL) Close() error {
+	if w.closed {
+		return ErrClosed
+	}
+	err := w.Sync()
+	w.closed = true
+	if w.f != nil {
+		if cerr := w.f.Close(); err == nil {
+			err = cerr
+		}
+	}
+	return err
+}
+
+// FirstIndex returns the index of the first record in the log: the latest
+// snapshot's, or 1 if there has never been a Cut.
+func (w *WAL) FirstIndex() uint64 { return w.segs[0].first }
+
+// LastIndex returns the index of the last record appended, durable or not
+// (0 if the log is empty).
+func (w *WAL) LastIndex() uint64 { return w.next - 1 }
+
+// SyncedIndex returns the index of the last durable record (0 if none).
+func (w *WAL) SyncedIndex() uint64 { return w.synced }
+
+// Repaired returns what Open cut off the tail of the log, or nil if the
+// log ended cleanly.
+func (w *WAL) Repaired() *RepairInfo { return w.repair }
+
+// Records iterates over the durable records in index order, starting with
+// the latest snapshot (if any). It rereads and reverifies the segments;
+// records appended but not yet synced are not included. Do not write to the
+// log during the iteration. A failure yields one non-nil error and ends the
+// iteration.
+func (w *WAL) Records() iter.Seq2[Record, error] {
+	return func(yield func(Record, error) bool) {
+		if err := w.writable(); err != nil {
+			yield(Record{}, err)
+			return
+		}
+		if w.synced < w.segs[0].first {
+			return
+		}
+		stop := errors.New("stop")
+		crc := w.segs[0].seed
+		for _, s := range w.segs {
+			sc, err := w.scanSegmentTo(s, crc, w.synced, func(r Record) error {
+				if !yield(r, nil) {
+					return stop
+				}
+				return nil
+			})
+			switch {
+			case err == stop:
+				return
+			case err != nil:
+				yield(Record{}, err)
+				return
+			case sc.bad != "":
+				yield(Record{}, sc.corrupt())
+				return
+			}
+			if sc.index > w.synced {
+				return
+			}
+			crc = sc.crc
+		}
+	}
+}
+
+// ReadAll returns the latest snapshot (nil if the log has none, non-nil if
+// it is empty) and the
+// payloads of the durable entry records after it, in order.
+func (w *WAL) ReadAll() (snapshot []byte, entries [][]byte, err error) {
+	for r, err := range w.Records() {
+		if err != nil {
+			return nil, nil, err
+		}
+		if r.Type == RecordSnapshot {
+			snapshot = r.Data
+			continue
+		}
+		entries = append(entries, r.Data)
+	}
+	return snapshot, entries, nil
+}
