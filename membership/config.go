@@ -1,0 +1,227 @@
+package membership
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/weft-dev/weft/membership/phi"
+	"github.com/weft-dev/weft/wire"
+)
+
+// Config configures a Node. Start from a profile (Cassandra, LAN, Local),
+// then set the identity fields: ID, ClusterName, Seeds, Rand and
+// StoredGeneration.
+type Config struct {
+	// ID is this node's identity; the driver maps ids to transport
+	// addresses (and may gossip the address as KeyGossipAddr).
+	ID wire.ProcID
+	// ClusterName must match the peers' (SYNs with another name are
+	// dropped, counted and reported once per sender). 1..255 bytes.
+	ClusterName string
+	// Seeds are the rendezvous nodes. Use the same short list on every
+	// node (2-3 per data centre), not every node. The node's own id is
+	// ignored.
+	Seeds []wire.ProcID
+	// Rand is the node's randomness (peer selection). Required; the
+	// simulator passes a seeded PCG, a real node any math/rand/v2 source.
+	Rand rand.Source
+	// StoredGeneration is the generation this node persisted in its
+	// previous life (Ready.Generation), 0 on first start. The new
+	// generation is max(StoredGeneration+1, now in seconds).
+	StoredGeneration uint64
+
+	// Interval is the gossip round: the driver calls Tick this often.
+	Interval time.Duration
+	// FD configures the phi-accrual failure detector and its guards.
+	FD phi.Config
+	// QuarantineDelay is how long gossip about an evicted endpoint is
+	// ignored (and answered with its final record, so late holders evict
+	// it too). It must cover the spread of eviction instants across nodes.
+	QuarantineDelay time.Duration
+	// LeftExpiry is how long a departed (LEFT or REMOVED) record is kept
+	// and gossiped before every node evicts it. It must outlast any
+	// partition a node could come back from without the news.
+	LeftExpiry time.Duration
+	// LeaveAnnounce is how long a leaving node keeps gossiping LEFT before
+	// it stops (EventLeaveComplete).
+	LeaveAnnounce time.Duration
+	// AssassinateCheck is the window during which the target of an
+	// Assassinate must show no heartbeat progress.
+	AssassinateCheck time.Duration
+	// ExchangeTimeout is how long a sent SYN waits for its ACK and a sent
+	// ACK for its ACK2; late or unsolicited replies are dropped.
+	ExchangeTimeout time.Duration
+	// MaxGenerationAhead is the generation guard: a remote generation more
+	// than this ahead of the local clock (not of the local generation,
+	// CASSANDRA-10969) is ignored, for known and new endpoints alike.
+	MaxGenerationAhead time.Duration
+
+	// MaxMessageBytes caps every encoded message; digests and deltas
+	// beyond it are paged over later rounds.
+	MaxMessageBytes int
+	// MaxValueBytes caps one app-state value (SetAppState).
+	MaxValueBytes int
+	// MaxStateBytes caps the local view; beyond it new endpoints and
+	// local app-state growth are refused.
+	MaxStateBytes int
+	// StateWarnBytes raises EventStateSizeWarning when the local view
+	// grows past it.
+	StateWarnBytes int
+	// MaxPendingAcks caps the ACKs awaiting their ACK2 (and the SYNs
+	// awaiting their ACK); SYNs beyond it are dropped and counted.
+	MaxPendingAcks int
+}
+
+// Cassandra returns Cassandra's constants (the 5.0 line), for comparison
+// with published behaviour and for WAN-ish deployments.
+func Cassandra() Config {
+	return Config{
+		// GossipTask runs every 1000 ms.
+		Interval: time.Second,
+		FD: phi.Config{
+			// phi_convict_threshold default.
+			Threshold: 8,
+			// ArrivalWindow SAMPLE_SIZE.
+			WindowSize: 1000,
+			// fd_initial_value_ms: 2 x the gossip interval; erring high
+			// avoids flapping before the real mean is known.
+			InitialInterval: 2 * time.Second,
+			// fd_max_interval_ms defaults to the initial value: a long
+			// partition must not teach the detector to wait longer.
+			MaxInterval: 2 * time.Second,
+			// max_local_pause_in_ms.
+			MaxLocalPause: 5 * time.Second,
+			// doStatusCheck skips when the gossip stage has pending work
+			// and processed nothing in the last second.
+			BacklogWindow: time.Second,
+		},
+		// QUARANTINE_DELAY = 2 x RING_DELAY (30 s).
+		QuarantineDelay: 60 * time.Second,
+		// "aVeryLongTime": LEFT/removed states expire 3 days after they
+		// are written, long enough to outlive a weekend partition.
+		LeftExpiry: 72 * time.Hour,
+		// leaveRing sleeps max(RING_DELAY, 2 x interval) = 30 s announcing.
+		LeaveAnnounce: 30 * time.Second,
+		// assassinateEndpoint waits RING_DELAY for generation/heartbeat
+		// changes (here without blocking the gossip loop).
+		AssassinateCheck: 30 * time.Second,
+		// Cassandra expires queued internode messages after the verb
+		// timeout (10 s); a reply later than that is stale.
+		ExchangeTimeout: 10 * time.Second,
+		// MAX_GENERATION_DIFFERENCE = 86400 x 365 s.
+		MaxGenerationAhead: 365 * 24 * time.Hour,
+		// Cassandra has no gossip-level cap (128 MiB internode ceiling);
+		// 1 MiB still holds the digest list of ~80,000 endpoints, so only
+		// oversized app state pages.
+		MaxMessageBytes: 1 << 20,
+		// A 256-vnode token list is ~5 KiB; 16 KiB leaves room and keeps
+		// gossip for small values.
+		MaxValueBytes: 16 << 10,
+		// memberlist's push-pull limit that bit users was 20 MiB; 10,000
+		// nodes with ~1 KiB each need ~10 MiB, so 32 MiB with a warning at
+		// 24 MiB.
+		MaxStateBytes:  32 << 20,
+		StateWarnBytes: 24 << 20,
+		// A node takes part in ~2-3 exchanges per round; 64 outstanding
+		// ACKs is ~20 s of a seed's load and bounds memory (Scylla #5210).
+		MaxPendingAcks: 64,
+	}
+}
+
+// LAN returns fast rounds and detection for one data centre (memberlist's
+// LAN gossip interval): conviction after ~4 s of silence instead of ~20 s.
+func LAN() Config {
+	c := Cassandra()
+	// memberlist LAN GossipInterval.
+	c.Interval = 200 * time.Millisecond
+	// Same threshold: with the mean arrival ~1.1 x interval it convicts
+	// after ~18.4 x 0.22 s ≈ 4 s.
+	c.FD.Threshold = 8
+	// 1000 samples at 5 rounds/s is ~3.5 minutes of history.
+	c.FD.WindowSize = 1000
+	// Cassandra's rule, 2 x interval, for both.
+	c.FD.InitialInterval = 400 * time.Millisecond
+	c.FD.MaxInterval = 400 * time.Millisecond
+	// Cassandra's 5 s is 5 rounds; a pause of 5 rounds here already
+	// looks like silence to the detector.
+	c.FD.MaxLocalPause = time.Second
+	// Processed nothing for 5 rounds with work queued: we are the
+	// problem.
+	c.FD.BacklogWindow = time.Second
+	// Quarantine only has to cover clock skew and gossip spread around an
+	// eviction; keep Cassandra's 60 s, it costs nothing.
+	c.QuarantineDelay = 60 * time.Second
+	// serf's TombstoneTimeout: a day covers an outage within a DC.
+	c.LeftExpiry = 24 * time.Hour
+	// ~15 rounds: a change reaches 1,000 nodes in ~10.
+	c.LeaveAnnounce = 3 * time.Second
+	// 30 rounds: ~27 heartbeat arrivals from a live node.
+	c.AssassinateCheck = 6 * time.Second
+	// 10 rounds.
+	c.ExchangeTimeout = 2 * time.Second
+	return c
+}
+
+// Local returns settings for clusters on one machine (tests, demos):
+// rounds every 100 ms (memberlist Local), short expiries, and 64 KiB
+// messages so paging is exercised.
+func Local() Config {
+	c := LAN()
+	c.Interval = 100 * time.Millisecond
+	c.FD.InitialInterval = 200 * time.Millisecond
+	c.FD.MaxInterval = 200 * time.Millisecond
+	// 5 rounds, as in LAN.
+	c.FD.MaxLocalPause = 500 * time.Millisecond
+	c.FD.BacklogWindow = 500 * time.Millisecond
+	// A local cluster restarts nodes quickly; 5 s is ~50 rounds.
+	c.QuarantineDelay = 5 * time.Second
+	// A minute: test clusters churn, nobody comes back after days.
+	c.LeftExpiry = time.Minute
+	c.LeaveAnnounce = 1500 * time.Millisecond
+	c.AssassinateCheck = 3 * time.Second
+	c.ExchangeTimeout = time.Second
+	// One loopback UDP datagram.
+	c.MaxMessageBytes = 64 << 10
+	c.MaxValueBytes = 4 << 10
+	c.MaxStateBytes = 8 << 20
+	c.StateWarnBytes = 6 << 20
+	return c
+}
+
+// validate checks c and returns the sorted, de-duplicated seeds without
+// the node itself.
+func (c *Config) validate() ([]wire.ProcID, error) {
+	if err := c.FD.Validate(); err != nil {
+		return nil, fmt.Errorf("membership: %w", err)
+	}
+	switch {
+	case c.Rand == nil:
+		return nil, errors.New("membership: Config.Rand is required")
+	case len(c.ClusterName) == 0 || len(c.ClusterName) > MaxClusterName:
+		return nil, fmt.Errorf("membership: cluster name must be 1..%d bytes", MaxClusterName)
+	case c.Interval <= 0:
+		return nil, errors.New("membership: Interval must be positive")
+	case c.QuarantineDelay < 0, c.LeftExpiry <= 0, c.LeaveAnnounce < 0, c.AssassinateCheck <= 0,
+		c.ExchangeTimeout <= 0, c.MaxGenerationAhead <= 0:
+		return nil, errors.New("membership: durations must be positive (QuarantineDelay and LeaveAnnounce may be 0)")
+	case c.MaxValueBytes < 1 || c.MaxValueBytes > MaxValue:
+		return nil, fmt.Errorf("membership: MaxValueBytes %d out of range 1..%d", c.MaxValueBytes, MaxValue)
+	case c.MaxMessageBytes < 2*c.MaxValueBytes+1024:
+		return nil, fmt.Errorf("membership: MaxMessageBytes %d must be at least 2 x MaxValueBytes + 1 KiB", c.MaxMessageBytes)
+	case c.MaxStateBytes < 1 || c.StateWarnBytes < 1 || c.StateWarnBytes > c.MaxStateBytes:
+		return nil, errors.New("membership: need 0 < StateWarnBytes <= MaxStateBytes")
+	case c.MaxPendingAcks < 1:
+		return nil, errors.New("membership: MaxPendingAcks must be positive")
+	}
+	var seeds []wire.ProcID
+	for _, s := range c.Seeds {
+		if s != c.ID {
+			seeds = append(seeds, s)
+		}
+	}
+	slices.Sort(seeds)
+	return slices.Compact(seeds), nil
+}

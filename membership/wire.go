@@ -1,0 +1,386 @@
+package membership
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"math/bits"
+	"slices"
+
+	"github.com/weft-dev/weft/wire"
+)
+
+// Encoding
+//
+// Every gossip message is encoded as
+//
+//	byte 0   WireVersion
+//	byte 1   Kind
+//	body
+//
+// in the style of package wire: integers are minimal uvarints, strings and
+// lists are prefixed with their length as a uvarint, and
+//
+//	Syn            len(Cluster) Cluster len(Digests) Digest...
+//	Ack            len(Requests) Digest... len(States) EndpointState...
+//	Ack2           len(States) EndpointState...
+//	Digest         Node Generation Version
+//	EndpointState  Node Generation Base Heartbeat len(States) AppState...
+//	AppState       Key Version len(Value) Value
+//
+// The encoding is canonical: Decode accepts exactly what Append produces.
+// It rejects non-minimal varints, node ids or keys beyond their widths,
+// digests and states not strictly increasing by node, app states not
+// strictly increasing by key, key 0, a Heartbeat or item version not above
+// Base (Heartbeat 0 means absent), and trailing bytes. Counts are checked
+// against the caps below and against the bytes left before anything is
+// allocated. Empty lists decode as nil.
+
+// WireVersion is byte 0 of every gossip message.
+const WireVersion = 1
+
+// Caps enforced by Decode before allocating.
+const (
+	// MaxClusterName is the longest cluster name, in bytes.
+	MaxClusterName = 255
+	// MaxEntries is the largest number of digests, requests or states in
+	// one message.
+	MaxEntries = 1 << 20
+	// MaxItems is the largest number of app states in one EndpointState.
+	MaxItems = 1024
+	// MaxValue is the longest app-state value, in bytes.
+	MaxValue = 64 << 10
+)
+
+// Minimum encoded sizes, used to bound counts by the bytes left.
+const (
+	minDigestSize = 3 // Node Generation Version
+	minStateSize  = 5 // Node Generation Base Heartbeat len(States)
+	minItemSize   = 3 // Key Version len(Value)
+)
+
+// Decode errors; Decode wraps them with the field at fault. Test with
+// errors.Is.
+var (
+	ErrVersion     = errors.New("membership: unsupported wire version")
+	ErrUnknownKind = errors.New("membership: unknown message kind")
+	ErrMalformed   = errors.New("membership: malformed message")
+	ErrTooLarge    = errors.New("membership: message too large")
+)
+
+// Append appends the encoding of m to buf. It panics if m is nil or not a
+// *Syn, *Ack or *Ack2. It does not check the caps; Decode does.
+func Append(buf []byte, m Message) []byte {
+	buf = slices.Grow(buf, Size(m))
+	buf = append(buf, WireVersion, byte(m.Kind()))
+	switch m := m.(type) {
+	case *Syn:
+		buf = binary.AppendUvarint(buf, uint64(len(m.Cluster)))
+		buf = append(buf, m.Cluster...)
+		buf = appendDigests(buf, m.Digests)
+	case *Ack:
+		buf = appendDigests(buf, m.Requests)
+		buf = appendStates(buf, m.States)
+	case *Ack2:
+		buf = appendStates(buf, m.States)
+	}
+	return buf
+}
+
+func appendDigests(buf []byte, ds []Digest) []byte {
+	buf = binary.AppendUvarint(buf, uint64(len(ds)))
+	for _, d := range ds {
+		buf = binary.AppendUvarint(buf, uint64(d.Node))
+		buf = binary.AppendUvarint(buf, d.Generation)
+		buf = binary.AppendUvarint(buf, d.Version)
+	}
+	return buf
+}
+
+func appendStates(buf []byte, ss []EndpointState) []byte {
+	buf = binary.AppendUvarint(buf, uint64(len(ss)))
+	for i := range ss {
+		s := &ss[i]
+		buf = binary.AppendUvarint(buf, uint64(s.Node))
+		buf = binary.AppendUvarint(buf, s.Generation)
+		buf = binary.AppendUvarint(buf, s.Base)
+		buf = binary.AppendUvarint(buf, s.Heartbeat)
+		buf = binary.AppendUvarint(buf, uint64(len(s.States)))
+		for _, a := range s.States {
+			buf = binary.AppendUvarint(buf, uint64(a.Key))
+			buf = binary.AppendUvarint(buf, a.Version)
+			buf = binary.AppendUvarint(buf, uint64(len(a.Value)))
+			buf = append(buf, a.Value...)
+		}
+	}
+	return buf
+}
+
+// Size returns len(Append(nil, m)). It panics like Append.
+func Size(m Message) int {
+	switch m := m.(type) {
+	case *Syn:
+		if m != nil {
+			return 2 + uvarintLen(uint64(len(m.Cluster))) + len(m.Cluster) + sizeDigests(m.Digests)
+		}
+	case *Ack:
+		if m != nil {
+			return 2 + sizeDigests(m.Requests) + sizeStates(m.States)
+		}
+	case *Ack2:
+		if m != nil {
+			return 2 + sizeStates(m.States)
+		}
+	default:
+		if m == nil {
+			panic("membership: encoding a nil Message")
+		}
+		panic(fmt.Sprintf("membership: encoding unknown message type %T", m))
+	}
+	panic("membership: encoding a nil " + m.Kind().String())
+}
+
+// uvarintLen returns the length of the uvarint encoding of x.
+func uvarintLen(x uint64) int { return (bits.Len64(x|1) + 6) / 7 }
+
+func sizeDigest(d Digest) int {
+	return uvarintLen(uint64(d.Node)) + uvarintLen(d.Generation) + uvarintLen(d.Version)
+}
+
+func sizeDigests(ds []Digest) int {
+	n := uvarintLen(uint64(len(ds)))
+	for _, d := range ds {
+		n += sizeDigest(d)
+	}
+	return n
+}
+
+func sizeItem(a *AppState) int {
+	return uvarintLen(uint64(a.Key)) + uvarintLen(a.Version) + uvarintLen(uint64(len(a.Value))) + len(a.Value)
+}
+
+// sizeStateHead is the size of an EndpointState without its items' bytes
+// (but with their count).
+func sizeStateHead(node wire.ProcID, gen, base, hb uint64, items int) int {
+	return uvarintLen(uint64(node)) + uvarintLen(gen) + uvarintLen(base) + uvarintLen(hb) + uvarintLen(uint64(items))
+}
+
+func sizeState(s *EndpointState) int {
+	n := sizeStateHead(s.Node, s.Generation, s.Base, s.Heartbeat, len(s.States))
+	for i := range s.States {
+		n += sizeItem(&s.States[i])
+	}
+	return n
+}
+
+func sizeStates(ss []EndpointState) int {
+	n := uvarintLen(uint64(len(ss)))
+	for i := range ss {
+		n += sizeState(&ss[i])
+	}
+	return n
+}
+
+// Decode decodes one message encoded by Append. The result shares no
+// memory with b. Errors wrap ErrVersion, ErrUnknownKind, ErrMalformed or
+// ErrTooLarge.
+func Decode(b []byte) (Message, error) {
+	if len(b) == 0 {
+		return nil, fmt.Errorf("%w: empty input", ErrMalformed)
+	}
+	if b[0] != WireVersion {
+		return nil, fmt.Errorf("%w: version byte %d, want %d", ErrVersion, b[0], WireVersion)
+	}
+	if len(b) < 2 {
+		return nil, fmt.Errorf("%w: truncated input: missing kind byte", ErrMalformed)
+	}
+	d := decoder{b: b, off: 2, kind: Kind(b[1])}
+	var m Message
+	switch d.kind {
+	case KindSyn:
+		x := new(Syn)
+		if n := d.count("cluster", MaxClusterName, 1); n > 0 {
+			x.Cluster = string(d.b[d.off : d.off+n])
+			d.off += n
+		}
+		x.Digests = d.digests("digests")
+		m = x
+	case KindAck:
+		x := new(Ack)
+		x.Requests = d.digests("requests")
+		x.States = d.states()
+		m = x
+	case KindAck2:
+		x := new(Ack2)
+		x.States = d.states()
+		m = x
+	default:
+		return nil, fmt.Errorf("%w: kind byte %d", ErrUnknownKind, b[1])
+	}
+	if d.err == nil && d.off != len(b) {
+		d.fail(ErrMalformed, "", fmt.Sprintf("%d trailing bytes", len(b)-d.off))
+	}
+	if d.err != nil {
+		return nil, d.err
+	}
+	return m, nil
+}
+
+// decoder reads fields from b at off; the first error sticks.
+type decoder struct {
+	b    []byte
+	off  int
+	kind Kind
+	err  error
+}
+
+func (d *decoder) fail(sentinel error, field, reason string) {
+	if d.err != nil {
+		return
+	}
+	if field == "" {
+		d.err = fmt.Errorf("%w: %s: %s", sentinel, d.kind, reason)
+		return
+	}
+	d.err = fmt.Errorf("%w: %s field %s at byte %d: %s", sentinel, d.kind, field, d.off, reason)
+}
+
+// uvarint reads a minimal uvarint; after an error it returns 0.
+func (d *decoder) uvarint(field string) uint64 {
+	if d.err != nil {
+		return 0
+	}
+	b, off := d.b, d.off
+	if off < len(b) && b[off] < 0x80 {
+		d.off = off + 1
+		return uint64(b[off])
+	}
+	var x uint64
+	for i := 0; i < binary.MaxVarintLen64; i++ {
+		if off+i >= len(b) {
+			d.fail(ErrMalformed, field, "truncated input")
+			return 0
+		}
+		c := b[off+i]
+		if c < 0x80 {
+			switch {
+			case i == binary.MaxVarintLen64-1 && c > 1:
+				d.fail(ErrMalformed, field, "varint overflows 64 bits")
+				return 0
+			case c == 0 && i > 0:
+				d.fail(ErrMalformed, field, "non-minimal varint")
+				return 0
+			}
+			d.off = off + i + 1
+			return x | uint64(c)<<(7*i)
+		}
+		x |= uint64(c&0x7f) << (7 * i)
+	}
+	d.fail(ErrMalformed, field, "varint overflows 64 bits")
+	return 0
+}
+
+// bounded reads a uvarint that must not exceed limit.
+func (d *decoder) bounded(field string, limit uint64) uint64 {
+	start := d.off
+	v := d.uvarint(field)
+	if v > limit && d.err == nil {
+		d.off = start
+		d.fail(ErrMalformed, field, fmt.Sprintf("value %d exceeds %d", v, limit))
+		return 0
+	}
+	return v
+}
+
+// count reads a length and checks it against limit and the bytes left.
+func (d *decoder) count(field string, limit, minElem int) int {
+	start := d.off
+	v := d.uvarint(field)
+	if d.err != nil {
+		return 0
+	}
+	if v > uint64(limit) {
+		d.off = start
+		d.fail(ErrTooLarge, field, fmt.Sprintf("length %d exceeds limit %d", v, limit))
+		return 0
+	}
+	if rem := len(d.b) - d.off; v > uint64(rem/minElem) {
+		d.off = start
+		d.fail(ErrMalformed, field, fmt.Sprintf("truncated input: length %d but only %d bytes left", v, rem))
+		return 0
+	}
+	return int(v)
+}
+
+func (d *decoder) digests(field string) []Digest {
+	n := d.count(field, MaxEntries, minDigestSize)
+	if n == 0 {
+		return nil
+	}
+	ds := make([]Digest, n)
+	for i := range ds {
+		start := d.off
+		node := wire.ProcID(d.bounded(field+".node", math.MaxUint32))
+		if i > 0 && node <= ds[i-1].Node && d.err == nil {
+			d.off = start
+			d.fail(ErrMalformed, field+".node", "nodes not strictly increasing")
+		}
+		ds[i] = Digest{Node: node, Generation: d.uvarint(field + ".generation"), Version: d.uvarint(field + ".version")}
+		if d.err != nil {
+			return nil
+		}
+	}
+	return ds
+}
+
+func (d *decoder) states() []EndpointState {
+	n := d.count("states", MaxEntries, minStateSize)
+	if n == 0 {
+		return nil
+	}
+	ss := make([]EndpointState, n)
+	for i := range ss {
+		s := &ss[i]
+		start := d.off
+		s.Node = wire.ProcID(d.bounded("states.node", math.MaxUint32))
+		if i > 0 && s.Node <= ss[i-1].Node && d.err == nil {
+			d.off = start
+			d.fail(ErrMalformed, "states.node", "nodes not strictly increasing")
+		}
+		s.Generation = d.uvarint("states.generation")
+		s.Base = d.uvarint("states.base")
+		start = d.off
+		s.Heartbeat = d.uvarint("states.heartbeat")
+		if s.Heartbeat != 0 && s.Heartbeat <= s.Base && d.err == nil {
+			d.off = start
+			d.fail(ErrMalformed, "states.heartbeat", "heartbeat not above base")
+		}
+		if m := d.count("states.items", MaxItems, minItemSize); m > 0 {
+			s.States = make([]AppState, m)
+			for j := range s.States {
+				a := &s.States[j]
+				start := d.off
+				a.Key = Key(d.bounded("states.items.key", math.MaxUint16))
+				if d.err == nil && (a.Key == KeyInvalid || j > 0 && a.Key <= s.States[j-1].Key) {
+					d.off = start
+					d.fail(ErrMalformed, "states.items.key", "keys not strictly increasing from 1")
+				}
+				start = d.off
+				a.Version = d.uvarint("states.items.version")
+				if a.Version <= s.Base && d.err == nil {
+					d.off = start
+					d.fail(ErrMalformed, "states.items.version", "version not above base")
+				}
+				if l := d.count("states.items.value", MaxValue, 1); l > 0 {
+					a.Value = string(d.b[d.off : d.off+l])
+					d.off += l
+				}
+			}
+		}
+		if d.err != nil {
+			return nil
+		}
+	}
+	return ss
+}

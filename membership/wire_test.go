@@ -1,0 +1,293 @@
+package membership
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"math"
+	"math/rand/v2"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/weft-dev/weft/wire"
+)
+
+func codecSamples() []Message {
+	return []Message{
+		&Syn{Cluster: "weft"},
+		&Syn{Cluster: "weft", Digests: []Digest{{0, 0, 0}, {1, 1767225600, 52}, {math.MaxUint32, math.MaxUint64, math.MaxUint64}}},
+		&Ack{},
+		&Ack{Requests: []Digest{{3, 1000, 49}}, States: []EndpointState{
+			{Node: 2, Generation: 1000, Base: 40, Heartbeat: 44},
+			{Node: 3, Generation: 1003, Heartbeat: 2, States: []AppState{{KeyStatus, 1, "NORMAL"}, {KeyLoad, 2, ""}, {KeyFirstApp, 3, strings.Repeat("v", 300)}}},
+		}},
+		&Ack2{States: []EndpointState{{Node: 1, Generation: 1000, Base: 49, Heartbeat: 52}}},
+		&Ack2{States: []EndpointState{{Node: 9, Generation: 5, Base: 7, States: []AppState{{Key(math.MaxUint16), 8, "x"}}}}},
+	}
+}
+
+func TestCodecRoundTrip(t *testing.T) {
+	for _, m := range codecSamples() {
+		checkRoundTrip(t, m)
+	}
+}
+
+func checkRoundTrip(t *testing.T, m Message) {
+	t.Helper()
+	b := Append(nil, m)
+	if len(b) != Size(m) {
+		t.Fatalf("%s: Size %d, encoded %d", Describe(m), Size(m), len(b))
+	}
+	if b[0] != WireVersion || Kind(b[1]) != m.Kind() {
+		t.Fatalf("header % x", b[:2])
+	}
+	got, err := Decode(b)
+	if err != nil {
+		t.Fatalf("%s: %v", Describe(m), err)
+	}
+	if !reflect.DeepEqual(normalize(got), normalize(m)) {
+		t.Fatalf("round trip:\n got %s\nwant %s", Describe(got), Describe(m))
+	}
+	if b2 := Append(nil, got); !bytes.Equal(b, b2) {
+		t.Fatal("re-encoding differs")
+	}
+}
+
+// normalize maps empty slices to nil, as Decode returns them.
+func normalize(m Message) Message {
+	norm := func(ss []EndpointState) []EndpointState {
+		if len(ss) == 0 {
+			return nil
+		}
+		out := make([]EndpointState, len(ss))
+		for i, s := range ss {
+			if len(s.States) == 0 {
+				s.States = nil
+			}
+			out[i] = s
+		}
+		return out
+	}
+	nd := func(ds []Digest) []Digest {
+		if len(ds) == 0 {
+			return nil
+		}
+		return ds
+	}
+	switch m := m.(type) {
+	case *Syn:
+		return &Syn{Cluster: m.Cluster, Digests: nd(m.Digests)}
+	case *Ack:
+		return &Ack{Requests: nd(m.Requests), States: norm(m.States)}
+	case *Ack2:
+		return &Ack2{States: norm(m.States)}
+	}
+	return m
+}
+
+func TestDecodeErrors(t *testing.T) {
+	u := func(vs ...uint64) []byte {
+		var b []byte
+		for _, v := range vs {
+			b = binary.AppendUvarint(b, v)
+		}
+		return b
+	}
+	cat := func(parts ...[]byte) []byte { return bytes.Join(parts, nil) }
+	hdr := func(k Kind) []byte { return []byte{WireVersion, byte(k)} }
+	for _, tc := range []struct {
+		name string
+		b    []byte
+		want error
+	}{
+		{"empty", nil, ErrMalformed},
+		{"bad version", []byte{2, 1}, ErrVersion},
+		{"no kind", []byte{WireVersion}, ErrMalformed},
+		{"unknown kind", []byte{WireVersion, 9}, ErrUnknownKind},
+		{"truncated syn", hdr(KindSyn), ErrMalformed},
+		{"cluster too long", cat(hdr(KindSyn), u(256)), ErrTooLarge},
+		{"cluster truncated", cat(hdr(KindSyn), u(5), []byte("ab")), ErrMalformed},
+		{"trailing bytes", cat(hdr(KindAck2), u(0), []byte{0}), ErrMalformed},
+		{"non-minimal varint", cat(hdr(KindAck2), []byte{0x80, 0x00}), ErrMalformed},
+		{"varint overflow", cat(hdr(KindAck2), bytes.Repeat([]byte{0xff}, 10), []byte{1}), ErrMalformed},
+		{"huge count, few bytes", cat(hdr(KindAck2), u(1000)), ErrMalformed},
+		{"count over cap", cat(hdr(KindAck2), u(MaxEntries+1)), ErrTooLarge},
+		{"digests not increasing", cat(hdr(KindSyn), u(1), []byte("w"), u(2, 5, 1, 1, 5, 1, 1)), ErrMalformed},
+		{"node over 32 bits", cat(hdr(KindAck), u(1, 1<<32, 1, 1), u(0)), ErrMalformed},
+		{"states not increasing", cat(hdr(KindAck2), u(2, 4, 1, 0, 1, 0, 3, 1, 0, 1, 0)), ErrMalformed},
+		{"heartbeat not above base", cat(hdr(KindAck2), u(1, 4, 1, 5, 5, 0)), ErrMalformed},
+		{"key 0", cat(hdr(KindAck2), u(1, 4, 1, 0, 1, 1, 0, 1, 0)), ErrMalformed},
+		{"keys not increasing", cat(hdr(KindAck2), u(1, 4, 1, 0, 1, 2, 2, 1, 0, 1, 2, 0)), ErrMalformed},
+		{"key over 16 bits", cat(hdr(KindAck2), u(1, 4, 1, 0, 1, 1, 1<<16, 1, 0)), ErrMalformed},
+		{"item version not above base", cat(hdr(KindAck2), u(1, 4, 1, 3, 0, 1, 1, 3, 0)), ErrMalformed},
+		{"too many items", cat(hdr(KindAck2), u(1, 4, 1, 0, 1, MaxItems+1)), ErrTooLarge},
+		{"value over cap", cat(hdr(KindAck2), u(1, 4, 1, 0, 1, 1, 1, 1, MaxValue+1)), ErrTooLarge},
+		{"value truncated", cat(hdr(KindAck2), u(1, 4, 1, 0, 1, 1, 1, 1, 3), []byte("ab")), ErrMalformed},
+	} {
+		m, err := Decode(tc.b)
+		if m != nil || !errors.Is(err, tc.want) {
+			t.Errorf("%s: (%v, %v), want %v", tc.name, m, err, tc.want)
+		}
+	}
+}
+
+// TestDecodeDoesNotAlias: decoded strings survive the input buffer being
+// overwritten.
+func TestDecodeDoesNotAlias(t *testing.T) {
+	m := codecSamples()[3]
+	b := Append(nil, m)
+	got, err := Decode(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range b {
+		b[i] = 0
+	}
+	if !reflect.DeepEqual(normalize(got), normalize(m)) {
+		t.Fatal("decoded message aliased the input")
+	}
+}
+
+func fuzzSeeds() [][]byte {
+	var out [][]byte
+	for _, m := range codecSamples() {
+		out = append(out, Append(nil, m))
+	}
+	return append(out, nil, []byte{WireVersion}, []byte{WireVersion, 1, 0x80})
+}
+
+// FuzzDecode: Decode never panics, fails only with a sentinel, and what it
+// accepts re-encodes to the same bytes.
+func FuzzDecode(f *testing.F) {
+	for _, s := range fuzzSeeds() {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		m, err := Decode(data)
+		if err != nil {
+			if m != nil {
+				t.Fatalf("Decode returned %v with error %v", m, err)
+			}
+			if !errors.Is(err, ErrMalformed) && !errors.Is(err, ErrVersion) &&
+				!errors.Is(err, ErrUnknownKind) && !errors.Is(err, ErrTooLarge) {
+				t.Fatalf("error %v wraps no sentinel", err)
+			}
+			return
+		}
+		enc := Append(nil, m)
+		if !bytes.Equal(enc, data) {
+			t.Fatalf("re-encoding differs:\n in  % x\n out % x", data, enc)
+		}
+		if Size(m) != len(enc) {
+			t.Fatalf("Size %d, encoding %d", Size(m), len(enc))
+		}
+		// Whatever decodes is acceptable to a Node's Step validation.
+		switch m := m.(type) {
+		case *Syn:
+			if err := validDigests(m.Digests); err != nil {
+				t.Fatal(err)
+			}
+		case *Ack:
+			if err := validStates(m.States); err != nil {
+				t.Fatal(err)
+			}
+		case *Ack2:
+			if err := validStates(m.States); err != nil {
+				t.Fatal(err)
+			}
+		}
+		_ = Describe(m)
+	})
+}
+
+// byteSource feeds the fuzzer's bytes to a rand.Source, then a fixed PCG.
+type byteSource struct {
+	b    []byte
+	rest rand.PCG
+}
+
+func (s *byteSource) Uint64() uint64 {
+	if len(s.b) >= 8 {
+		v := binary.LittleEndian.Uint64(s.b)
+		s.b = s.b[8:]
+		return v
+	}
+	return s.rest.Uint64()
+}
+
+// randMessage builds a valid message of kind k from r.
+func randMessage(r *rand.Rand, k Kind) Message {
+	big := func() uint64 {
+		switch r.IntN(4) {
+		case 0:
+			return uint64(r.IntN(200))
+		case 1:
+			return math.MaxUint64 - uint64(r.IntN(3))
+		}
+		return r.Uint64() >> r.IntN(64)
+	}
+	nodes := func(n int) []wire.ProcID {
+		var ids []wire.ProcID
+		next := uint64(r.IntN(10))
+		for i := 0; i < n && next <= math.MaxUint32; i++ {
+			ids = append(ids, wire.ProcID(next))
+			next += 1 + uint64(r.IntN(1<<uint(r.IntN(31))))
+		}
+		return ids
+	}
+	digests := func() []Digest {
+		var ds []Digest
+		for _, id := range nodes(r.IntN(6)) {
+			ds = append(ds, Digest{id, big(), big()})
+		}
+		return ds
+	}
+	states := func() []EndpointState {
+		var ss []EndpointState
+		for _, id := range nodes(r.IntN(5)) {
+			s := EndpointState{Node: id, Generation: big()}
+			if r.IntN(2) == 0 {
+				s.Base = uint64(r.IntN(1000))
+			}
+			if r.IntN(3) > 0 {
+				s.Heartbeat = s.Base + 1 + uint64(r.IntN(1000))
+			}
+			key := 1 + r.IntN(5)
+			for j := r.IntN(4); j > 0 && key <= math.MaxUint16; j-- {
+				v := strings.Repeat(string(rune('a'+r.IntN(26))), r.IntN(40))
+				s.States = append(s.States, AppState{Key(key), s.Base + 1 + uint64(r.IntN(5000)), v})
+				key += 1 + r.IntN(1<<uint(r.IntN(16)))
+			}
+			ss = append(ss, s)
+		}
+		return ss
+	}
+	switch k {
+	case KindSyn:
+		return &Syn{Cluster: strings.Repeat("c", r.IntN(MaxClusterName+1)), Digests: digests()}
+	case KindAck:
+		return &Ack{Requests: digests(), States: states()}
+	}
+	return &Ack2{States: states()}
+}
+
+// FuzzRoundTrip: every valid message the fuzzer can steer survives the
+// codec.
+func FuzzRoundTrip(f *testing.F) {
+	for k := KindSyn; k <= KindAck2; k++ {
+		f.Add(uint8(k), []byte{})
+		f.Add(uint8(k), bytes.Repeat([]byte{0xff, 0x07, 0x80, 0x01}, 64))
+	}
+	f.Fuzz(func(t *testing.T, k uint8, data []byte) {
+		r := rand.New(&byteSource{b: data, rest: *rand.NewPCG(5, 6)})
+		checkRoundTrip(t, randMessage(r, KindSyn+Kind(k%3)))
+	})
+}
+
+func TestRandomRoundTrips(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	for i := 0; i < 3000; i++ {
+		checkRoundTrip(t, randMessage(r, KindSyn+Kind(i%3)))
+	}
+}
