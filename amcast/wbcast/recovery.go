@@ -19,8 +19,11 @@ type candidate struct {
 
 // startBallot is H6: propose a ballot led by this process, higher than any
 // it has joined, to every member of the group (itself included).
-func (p *Process) startBallot() {
-	b := wire.Ballot{N: p.ballot.N + 1, P: p.id}
+func (p *Process) startBallot() { p.startBallotAbove(p.ballot) }
+
+// startBallotAbove starts a ballot higher than both cur and p.ballot.
+func (p *Process) startBallotAbove(cur wire.Ballot) {
+	b := wire.Ballot{N: max(p.ballot.N, cur.N) + 1, P: p.id}
 	p.lastStart, p.started = p.ticks, true
 	p.cov.BallotsStarted++
 	p.sendGroup(p.g, &wire.NewLeader{B: b})

@@ -149,7 +149,16 @@ func (p *Process) checkLeadership() {
 	if !quorum || (p.started && p.ticks < p.lastStart+et) {
 		return
 	}
-	L := p.ballot.Leader()
+	// The group's current ballot as far as this process can tell: its own,
+	// or a higher one its peers' heartbeats show (it may have missed a
+	// recovery and not yet received the new leader's state).
+	cur := p.ballot
+	for i := range p.peers {
+		if pr := &p.peers[i]; i != p.gi && pr.heardHB && cur.Less(pr.ballot) {
+			cur = pr.ballot
+		}
+	}
+	L := cur.Leader()
 	if L == p.id {
 		// It led this ballot before a restart or a step-down. Listen for one
 		// election timeout first: if the group moved on, its leader's
@@ -162,7 +171,7 @@ func (p *Process) checkLeadership() {
 	}
 	li := p.topo.MemberIndex(L)
 	dead := det.Suspected(L, p.ticks) ||
-		(p.peers[li].heardHB && p.peers[li].ballot == p.ballot && !p.peers[li].claimsLead) ||
+		(p.peers[li].heardHB && p.peers[li].ballot == cur && !p.peers[li].claimsLead) ||
 		(p.status == Recovering && p.ticks >= p.joinedAt+3*et)
 	if !dead {
 		return
@@ -173,7 +182,7 @@ func (p *Process) checkLeadership() {
 	for k := 1; k < len(ms); k++ {
 		q := ms[(li+k)%len(ms)]
 		if q == p.id {
-			p.startBallot()
+			p.startBallotAbove(cur)
 			return
 		}
 		if !det.Suspected(q, p.ticks) {
@@ -194,6 +203,9 @@ func (p *Process) someoneLeadsHigher() bool {
 	return false
 }
 
+// remulticastBatch bounds the messages one process re-multicasts per round.
+const remulticastBatch = 8
+
 // remulticast is H12: a message known here that has made no progress for
 // RetryTicks is sent again as MULTICAST to every member of its destination
 // groups, so a leader (new or old) proposes or re-sends it.
@@ -208,14 +220,35 @@ func (p *Process) remulticast() {
 	if p.status != Leader {
 		rt *= uint64(2 + p.gi)
 	}
-	var stuck []wire.MsgID
+	// Only the first few stuck messages in timestamp order are retried:
+	// messages behind a stuck one are blocked by it (the delivery rule), not
+	// lost, and retrying them all would be a storm.
+	type stuckMsg struct {
+		key wire.Timestamp
+		id  wire.MsgID
+	}
+	var stuck []stuckMsg
 	for id, r := range p.recs {
-		if r.known && !r.issued && p.ticks >= r.since+rt {
-			stuck = append(stuck, id)
+		// COMMITTED messages wait for the delivery rule (their blockers are
+		// retried) or, at a follower, for the leader's DELIVER (catch-up
+		// re-sends those). What can block a group is a message not yet
+		// committed, the lowest local timestamp first (START ones, never
+		// proposed by this group, lowest of all).
+		if r.known && !r.issued && r.phase != wire.PhaseCommitted && p.ticks >= r.since+rt {
+			stuck = append(stuck, stuckMsg{r.lts, id})
 		}
 	}
-	sort.Slice(stuck, func(i, j int) bool { return stuck[i].Less(stuck[j]) })
-	for _, id := range stuck {
+	sort.Slice(stuck, func(i, j int) bool {
+		if stuck[i].key != stuck[j].key {
+			return stuck[i].key.Less(stuck[j].key)
+		}
+		return stuck[i].id.Less(stuck[j].id)
+	})
+	if len(stuck) > remulticastBatch {
+		stuck = stuck[:remulticastBatch]
+	}
+	for _, sm := range stuck {
+		id := sm.id
 		r := p.recs[id]
 		r.since = p.ticks
 		p.cov.Remulticasts++

@@ -138,8 +138,9 @@ type record struct {
 	acc  []accEntry // latest ACCEPT per destination group, indexed like m.Dest
 	nacc int
 
-	issued bool   // delivered here (a leader issues DELIVER when it delivers)
-	since  uint64 // tick of the last progress (H12)
+	issued   bool   // delivered here (a leader issues DELIVER when it delivers)
+	since    uint64 // tick of the last progress (H12)
+	acceptAt uint64 // leader: tick of the last ACCEPT sent (+1; 0 = never)
 
 	// Leader only: ACCEPT_ACK tally for one exact ballot vector.
 	ackB    []wire.Ballot
@@ -399,7 +400,7 @@ func (p *Process) onMulticast(env wire.Envelope, mc *wire.Multicast) error {
 		// group's acks again (P2).
 		p.reply(&r.m, r.gts)
 		if len(r.m.Dest) > 1 {
-			p.sendAccept(r)
+			p.resendAccept(r)
 		}
 		return nil
 	}
@@ -409,12 +410,25 @@ func (p *Process) onMulticast(env wire.Envelope, mc *wire.Multicast) error {
 		r.phase = wire.PhaseProposed
 		r.since = p.ticks
 		p.pending.Push(tsheap.Entry{TS: r.lts, ID: r.m.ID})
+		p.sendAccept(r)
+		return nil
 	}
-	p.sendAccept(r)
+	p.resendAccept(r)
 	return nil
 }
 
+// resendAccept re-sends r's ACCEPT for a duplicate MULTICAST, at most once
+// per two ticks: retries from several processes of several groups then
+// cost one ACCEPT round, not one per copy.
+func (p *Process) resendAccept(r *record) {
+	if r.acceptAt != 0 && p.ticks < r.acceptAt-1+2 {
+		return
+	}
+	p.sendAccept(r)
+}
+
 func (p *Process) sendAccept(r *record) {
+	r.acceptAt = p.ticks + 1
 	acc := &wire.Accept{M: r.m, G: p.g, B: p.cballot, LTS: r.lts, Linf: p.linf[p.g]}
 	for _, g := range r.m.Dest {
 		p.sendGroup(g, acc)
