@@ -5,17 +5,31 @@
 // codec. The same Config (seed included) gives a byte-identical history.
 //
 // Time is an int64 count of virtual units; Config.Delta units make one
-// message delay δ, so latencies divide by Delta to be read in δ.
+// message delay δ, so latencies divide by Delta to be read in δ. One global
+// tick event ticks every live process, in id order, every Config.TickEvery.
+//
+// Faults (Config.Faults) crash and restart replicas from their durable
+// stores (Persist records reach the store before anything of their Ready
+// leaves the process, torn crashes excepted), partition links (both ways or
+// one), reset links (dropping what is in flight) and multiply link delays.
+// SwarmConfig draws a whole configuration with a fault profile from a seed
+// (TigerBeetle VOPR style), with a fault phase until GST and a liveness
+// phase after it; RunSwarm and Sweep run and check swarm seeds.
+//
+// A run ends when it converges (every multicast delivered by every live
+// replica of its destination groups, nothing of the workload in flight, the
+// fault phase over), when it stalls (Config.StallTime), at the horizon
+// (Config.MaxTime, or GST + Faults.Conv) or past its message budget
+// (Config.MaxMessages).
 package sim
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
 
 	"github.com/weft-dev/weft/amcast"
-	"github.com/weft-dev/weft/amcast/skeen"
-	"github.com/weft-dev/weft/amcast/wbcast"
 	"github.com/weft-dev/weft/internal/check"
 	"github.com/weft-dev/weft/wire"
 )
@@ -89,9 +103,17 @@ type Workload struct {
 // DelayFunc overrides the delay of one message; ok=false keeps the model's.
 type DelayFunc func(now int64, from, to wire.ProcID, m wire.Message) (d int64, ok bool)
 
+// ErrBudget is wrapped by the error of a run that exceeded
+// Config.MaxMessages.
+var ErrBudget = errors.New("sim: message budget exceeded")
+
 // Config is one simulation.
 type Config struct {
 	Protocol string
+	// Spec, when set, is the protocol to run instead of the one Protocol
+	// names in the simulator's table (tests, protocols defined elsewhere).
+	// Protocol then only names it in the history; empty means Spec.Name.
+	Spec     *ProtocolSpec
 	Groups   int
 	Replicas int
 	Seed     uint64
@@ -99,25 +121,33 @@ type Config struct {
 	Delay    DelayModel
 	DelayFn  DelayFunc
 	Workload Workload
+	// TickEvery is the virtual time between ticks: every live process
+	// (replicas and clients, in id order) gets Tick() and then has its
+	// Ready handled, once per TickEvery. 0 means Delta (one tick per δ); a
+	// negative value disables ticks.
+	TickEvery int64
+	// MaxTime is the horizon: the run stops there even if work is left.
+	// 0 means none without faults, Faults.GST+Faults.Conv with them.
+	MaxTime int64
+	// StallTime ends a run that has nothing of the workload in flight and
+	// has seen no multicast, delivery or fault for this long (only ticks
+	// and what they cause). 0 means 1000δ; with faults the check starts
+	// after the fault phase and 0 means Faults.Conv.
+	StallTime int64
+	// MaxMessages bounds the protocol messages a run may send; past it the
+	// run stops with an error wrapping ErrBudget (a livelock or a retry
+	// storm). 0 means no bound.
+	MaxMessages int
+	// Faults is the fault profile; the zero value injects none.
+	Faults Faults
 	// NoHistory skips recording the history (and checking it).
 	NoHistory bool
 }
 
-// Protocols lists the protocols the simulator can run.
-var Protocols = []string{"skeen", "wbcast"}
-
-// NewReplica builds a replica of the named protocol.
-func NewReplica(protocol string, topo *amcast.Topology, id wire.ProcID) (amcast.Machine, error) {
-	switch protocol {
-	case "skeen":
-		return skeen.New(topo, id)
-	case "wbcast":
-		return wbcast.New(wbcast.Config{Topology: topo, ID: id})
+func (c *Config) validate(ps *ProtocolSpec) error {
+	if c.Protocol == "" {
+		c.Protocol = ps.Name
 	}
-	return nil, fmt.Errorf("sim: unknown protocol %q (want one of %v)", protocol, Protocols)
-}
-
-func (c *Config) validate() error {
 	if c.Delta == 0 {
 		c.Delta = 1000
 	}
@@ -129,6 +159,12 @@ func (c *Config) validate() error {
 	}
 	if c.Replicas < 1 || c.Replicas > amcast.MaxGroupSize {
 		return fmt.Errorf("sim: replicas must be in [1,%d], got %d", amcast.MaxGroupSize, c.Replicas)
+	}
+	if c.TickEvery == 0 {
+		c.TickEvery = c.Delta
+	}
+	if c.MaxTime < 0 || c.StallTime < 0 || c.MaxMessages < 0 {
+		return fmt.Errorf("sim: negative MaxTime, StallTime or MaxMessages")
 	}
 	w := &c.Workload
 	if w.Clients == 0 {
@@ -160,6 +196,15 @@ func (c *Config) validate() error {
 			return fmt.Errorf("sim: scripted multicast for client %d of %d", s.Client, w.Clients)
 		}
 	}
+	if err := c.Faults.validate(c, ps); err != nil {
+		return err
+	}
+	if c.StallTime == 0 {
+		c.StallTime = 1000 * c.Delta
+		if c.Faults.Enabled() {
+			c.StallTime = c.Faults.Conv
+		}
+	}
 	return nil
 }
 
@@ -168,31 +213,94 @@ type evKind uint8
 const (
 	evMsg evKind = iota
 	evIssue
+	evTick
+	evFault // a random fault of kind arg (the nemesis)
+	evScript
+	evHeal      // partition arg ends
+	evSpikeEnd  // spike arg ends
+	evRestart   // replica to restarts if still in incarnation arg
+	evTornLimit // replica to crashes now if its torn crash (incarnation arg) has not struck
+	evGST
 )
 
+// event is pointer-free, so the queue costs the garbage collector nothing
+// and moving events in the heap needs no write barriers: an evMsg's encoded
+// message lives in the arena.
 type event struct {
-	at   int64
-	seq  uint64
-	kind evKind
-	from wire.ProcID
-	to   wire.ProcID
-	arg  int // evIssue: client index or script index
-	data []byte
+	at    int64
+	seq   uint64
+	arg   int32 // evIssue: client index or script index; see evKind
+	from  wire.ProcID
+	to    wire.ProcID
+	epoch uint32 // evMsg: the link's epoch when sent (link resets)
+	chunk uint32 // evMsg: arena chunk, offset and length of the encoded message
+	off   uint32
+	n     uint32
+	kind  evKind
+	fg    bool // workload traffic: not caused by a tick, restart or fault
+}
+
+// arena holds the encoded messages in flight in chunks of about chunkSize
+// bytes, each released (for reuse) once no event refers to it.
+type arena struct {
+	chunks [][]byte // nil once released
+	live   []int32  // per chunk: events referring to it
+	free   [][]byte
+}
+
+const chunkSize = 64 << 10
+
+// add encodes m into the current chunk and returns where it is.
+func (a *arena) add(m wire.Message) (chunk, off, n uint32) {
+	if len(a.chunks) == 0 || len(a.chunks[len(a.chunks)-1]) >= chunkSize {
+		var b []byte
+		if k := len(a.free); k > 0 {
+			b, a.free = a.free[k-1], a.free[:k-1]
+		}
+		a.chunks = append(a.chunks, b)
+		a.live = append(a.live, 0)
+	}
+	c := len(a.chunks) - 1
+	start := len(a.chunks[c])
+	a.chunks[c] = wire.Append(a.chunks[c], m)
+	a.live[c]++
+	return uint32(c), uint32(start), uint32(len(a.chunks[c]) - start)
+}
+
+func (a *arena) bytes(ev *event) []byte {
+	return a.chunks[ev.chunk][ev.off : ev.off+ev.n]
+}
+
+// done releases ev's reference to its chunk.
+func (a *arena) done(ev *event) {
+	c := int(ev.chunk)
+	a.live[c]--
+	if a.live[c] == 0 && c != len(a.chunks)-1 {
+		a.free = append(a.free, a.chunks[c][:0])
+		a.chunks[c] = nil
+	}
 }
 
 type msgInfo struct {
 	t     int64
 	first uint64 // groups that delivered it at least once
+	dest  []wire.GroupID
+	got   int // offset in Sim.got of one member bitmask per destination group
 }
 
 // Stats counts what a run did.
 type Stats struct {
 	Multicasts  int
+	MultiGroup  int // multicasts to 2 or more groups
 	Deliveries  int
 	Messages    int            // protocol messages sent between processes
 	Bytes       int64          // their encoded size
 	ByKind      map[string]int // messages by kind
 	VirtualTime int64          // time of the last event
+	Ticks       int            // global ticks (each ticks every live process)
+	// Messages lost to faults: sent on a partitioned link, in flight on a
+	// link that was reset, or arriving at a crashed replica.
+	LostPartition, LostReset, LostDown int
 	// Latencies in virtual units: first delivery per destination group
 	// (leaders) and every later delivery in the group (followers).
 	LeaderLat   []int64
@@ -204,17 +312,41 @@ type Result struct {
 	Config  Config
 	Stats   Stats
 	History *check.History // nil with NoHistory
+	// Converged is true when the run ended because every multicast had
+	// been delivered by every live replica of its destination groups (and
+	// nothing of the workload was left in flight), not at the horizon, on
+	// a stall or on an error.
+	Converged bool
+	// LastDelivery is the time of the last delivery at a replica.
+	LastDelivery int64
+	// Faults counts the faults injected.
+	Faults FaultStats
+	// Down lists the replicas down at the end (crashed for good).
+	Down []wire.ProcID
+	// LeaderChanges counts, over all groups, the times a replica began to
+	// lead (amcast.Observable.IsLeader went from false to true, a restarted
+	// replica counting from false); GroupLeaderChanges counts them per
+	// group. Protocols that are not Observable count none.
+	LeaderChanges      int
+	GroupLeaderChanges []int
+	// Coverage sums amcast.Observable.Coverage over every incarnation of
+	// every replica: at its crash, and at the end for the live ones.
+	Coverage amcast.Coverage
 }
 
 // Sim is one simulation in progress.
 type Sim struct {
 	cfg     Config
+	spec    *ProtocolSpec
 	rng     *rand.Rand
 	topo    *amcast.Topology
 	now     int64
 	seq     uint64
 	q       []event
-	procs   []amcast.Machine // replicas then clients, indexed by ProcID
+	procs   []amcast.Machine // replicas then clients, indexed by ProcID; nil while crashed
+	up      []bool
+	obs     []amcast.Observable // per replica, nil if the machine is not Observable
+	leader  []bool              // per replica: last IsLeader seen
 	clients []*amcast.Client
 	nrep    int
 	last    []int64 // per link (from*n+to): arrival time of the last message
@@ -223,13 +355,37 @@ type Sim struct {
 	msgs    map[wire.MsgID]*msgInfo
 	hist    *check.History
 	stats   Stats
-	buf     []byte
+	msgData arena
 	kindCnt [256]int
+
+	fg           int   // workload events in the queue
+	horizon      int64 // 0: none
+	lastProgress int64
+	converged    bool
+	lastDelivery int64
+	leaderChg    []int // per group
+	cov          amcast.Coverage
+
+	// Convergence: remaining counts the (multicast, live destination
+	// replica) pairs not delivered yet.
+	addressed []int    // per group: multicasts addressed to it
+	delivered []int    // per replica: distinct multicasts delivered
+	got       []uint64 // per (multicast, destination group): members that delivered
+	remaining int
+
+	f *faultState // nil without faults
 }
 
 // New prepares a simulation.
 func New(cfg Config) (*Sim, error) {
-	if err := cfg.validate(); err != nil {
+	ps := cfg.Spec
+	if ps == nil {
+		var err error
+		if ps, err = LookupProtocol(cfg.Protocol); err != nil {
+			return nil, err
+		}
+	}
+	if err := cfg.validate(ps); err != nil {
 		return nil, err
 	}
 	topo, err := amcast.NewTopology(cfg.Groups, cfg.Replicas)
@@ -238,13 +394,14 @@ func New(cfg Config) (*Sim, error) {
 	}
 	s := &Sim{
 		cfg:  cfg,
+		spec: ps,
 		rng:  rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15)),
 		topo: topo,
 		nrep: topo.NumReplicas(),
 		msgs: map[wire.MsgID]*msgInfo{},
 	}
 	for id := 0; id < s.nrep; id++ {
-		m, err := NewReplica(cfg.Protocol, topo, wire.ProcID(id))
+		m, err := ps.New(topo, wire.ProcID(id))
 		if err != nil {
 			return nil, err
 		}
@@ -258,16 +415,43 @@ func New(cfg Config) (*Sim, error) {
 		s.procs = append(s.procs, c)
 		s.clients = append(s.clients, c)
 	}
-	s.nextSeq = make([]uint64, len(s.clients))
 	n := len(s.procs)
+	s.up = make([]bool, n)
+	for i := range s.up {
+		s.up[i] = true
+	}
+	s.obs = make([]amcast.Observable, s.nrep)
+	s.leader = make([]bool, s.nrep)
+	for id := 0; id < s.nrep; id++ {
+		if o, ok := s.procs[id].(amcast.Observable); ok {
+			s.obs[id] = o
+			s.leader[id] = o.IsLeader()
+		}
+	}
+	s.addressed = make([]int, cfg.Groups)
+	s.leaderChg = make([]int, cfg.Groups)
+	s.delivered = make([]int, s.nrep)
+	s.nextSeq = make([]uint64, len(s.clients))
 	s.last = make([]int64, n*n)
+	s.horizon = cfg.MaxTime
+	if cfg.Faults.Enabled() {
+		s.f = newFaultState(s)
+		if s.horizon == 0 {
+			s.horizon = cfg.Faults.GST + cfg.Faults.Conv
+		}
+	}
 	if !cfg.NoHistory {
 		s.hist = &check.History{Config: check.Config{Protocol: cfg.Protocol, Groups: cfg.Groups, Replicas: cfg.Replicas, Seed: cfg.Seed}}
 	}
 	return s, nil
 }
 
-// Run simulates until no event is left and returns the result.
+// Run simulates until the run converges (every multicast delivered by
+// every live replica of its destination groups, nothing of the workload in
+// flight and the fault phase over), stalls, or reaches the horizon, and
+// returns the result. On an error (a refused message, a panic inside a
+// protocol) it returns the error and, when the simulation got that far,
+// the partial result with the history up to the failure.
 func Run(cfg Config) (res *Result, err error) {
 	s, err := New(cfg)
 	if err != nil {
@@ -276,11 +460,16 @@ func Run(cfg Config) (res *Result, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("sim: seed %d: panic at t=%d: %v", cfg.Seed, s.now, r)
+			res = s.result()
 		}
 	}()
 	if err := s.run(); err != nil {
-		return nil, err
+		return s.result(), err
 	}
+	return s.result(), nil
+}
+
+func (s *Sim) result() *Result {
 	s.stats.VirtualTime = s.now
 	s.stats.ByKind = map[string]int{}
 	for k, c := range s.kindCnt {
@@ -288,7 +477,22 @@ func Run(cfg Config) (res *Result, err error) {
 			s.stats.ByKind[wire.Kind(k).String()] = c
 		}
 	}
-	return &Result{Config: s.cfg, Stats: s.stats, History: s.hist}, nil
+	res := &Result{Config: s.cfg, Stats: s.stats, History: s.hist, Converged: s.converged,
+		LastDelivery: s.lastDelivery, GroupLeaderChanges: s.leaderChg, Coverage: s.cov}
+	for _, n := range s.leaderChg {
+		res.LeaderChanges += n
+	}
+	for id := 0; id < s.nrep; id++ {
+		if !s.up[id] {
+			res.Down = append(res.Down, wire.ProcID(id))
+		} else if o := s.obs[id]; o != nil {
+			res.Coverage.Add(o.Coverage())
+		}
+	}
+	if s.f != nil {
+		res.Faults = s.f.stats
+	}
+	return res
 }
 
 func (s *Sim) run() error {
@@ -296,45 +500,113 @@ func (s *Sim) run() error {
 	switch w.Mode {
 	case ClosedLoop:
 		for i := range s.clients {
-			s.push(event{at: 0, kind: evIssue, arg: i})
+			s.push(event{at: 0, kind: evIssue, arg: int32(i), fg: true})
 		}
 	case OpenLoop:
 		for i := range s.clients {
-			s.push(event{at: s.expDelay(w.Interval), kind: evIssue, arg: i})
+			s.push(event{at: s.expDelay(w.Interval), kind: evIssue, arg: int32(i), fg: true})
 		}
 	case Solo:
-		s.push(event{at: 0, kind: evIssue, arg: 0})
+		s.push(event{at: 0, kind: evIssue, arg: 0, fg: true})
 	case Script:
 		for i, sc := range w.Script {
-			s.push(event{at: sc.At, kind: evIssue, arg: i})
+			s.push(event{at: sc.At, kind: evIssue, arg: int32(i), fg: true})
 		}
 	}
-	for {
-		if len(s.q) == 0 {
-			if w.Mode == Solo && s.issued < w.Messages {
-				s.push(event{at: s.now + s.cfg.Delta, kind: evIssue, arg: 0})
-				continue
-			}
+	if s.cfg.TickEvery > 0 {
+		s.push(event{at: s.cfg.TickEvery, kind: evTick})
+	}
+	if s.f != nil {
+		s.f.start()
+	}
+	for len(s.q) > 0 {
+		if s.horizon > 0 && s.q[0].at > s.horizon {
+			s.now = s.horizon
 			return nil
 		}
 		ev := s.pop()
 		s.now = ev.at
-		switch ev.kind {
-		case evMsg:
-			msg, err := wire.Decode(ev.data)
-			if err != nil {
-				return fmt.Errorf("sim: p%d->p%d: %w", ev.from, ev.to, err)
+		if ev.fg {
+			s.fg--
+		}
+		if err := s.handle(&ev); err != nil {
+			return err
+		}
+		if s.cfg.MaxMessages > 0 && s.stats.Messages > s.cfg.MaxMessages {
+			return fmt.Errorf("%w: %d protocol messages by t=%.1fδ with %d (multicast, replica) deliveries missing: a livelock or a retry storm",
+				ErrBudget, s.stats.Messages, float64(s.now)/float64(s.cfg.Delta), s.remaining)
+		}
+		if s.fg > 0 {
+			continue
+		}
+		if w.Mode == Solo && s.issued < w.Messages {
+			// Quiet: the next solo message goes one δ later.
+			s.push(event{at: s.now + s.cfg.Delta, kind: evIssue, arg: 0, fg: true})
+			continue
+		}
+		if s.f != nil && !s.f.over() {
+			continue
+		}
+		if s.remaining == 0 && s.workloadDone() {
+			s.converged = true
+			return nil
+		}
+		if s.now-s.lastProgress >= s.cfg.StallTime && (len(s.q) == 0 || s.q[0].at > s.now) {
+			return nil // stalled (at the end of a time step)
+		}
+	}
+	return nil
+}
+
+func (s *Sim) workloadDone() bool {
+	w := &s.cfg.Workload
+	if w.Mode == Script {
+		return s.issued == len(w.Script)
+	}
+	return s.issued >= w.Messages
+}
+
+func (s *Sim) handle(ev *event) error {
+	switch ev.kind {
+	case evMsg:
+		if f := s.f; f != nil {
+			if ev.epoch != f.epoch[int(ev.from)*len(s.procs)+int(ev.to)] {
+				s.stats.LostReset++
+				s.msgData.done(ev)
+				return nil
 			}
-			if err := s.procs[ev.to].Step(wire.Envelope{From: ev.from, To: ev.to, Msg: msg}); err != nil {
-				return fmt.Errorf("sim: t=%d p%d refused %s from p%d: %w", s.now, ev.to, wire.Describe(msg), ev.from, err)
+			if !s.up[ev.to] {
+				s.stats.LostDown++
+				s.msgData.done(ev)
+				return nil
 			}
-			s.flush(ev.to)
-		case evIssue:
-			if err := s.issue(ev.arg); err != nil {
+		}
+		msg, err := wire.Decode(s.msgData.bytes(ev))
+		s.msgData.done(ev)
+		if err != nil {
+			return fmt.Errorf("sim: p%d->p%d: %w", ev.from, ev.to, err)
+		}
+		if err := s.procs[ev.to].Step(wire.Envelope{From: ev.from, To: ev.to, Msg: msg}); err != nil {
+			return fmt.Errorf("sim: t=%d p%d refused %s from p%d: %w", s.now, ev.to, wire.Describe(msg), ev.from, err)
+		}
+		return s.flush(ev.to, ev.fg)
+	case evIssue:
+		return s.issue(int(ev.arg))
+	case evTick:
+		s.stats.Ticks++
+		for id, m := range s.procs {
+			if !s.up[id] {
+				continue
+			}
+			m.Tick()
+			if err := s.flush(wire.ProcID(id), false); err != nil {
 				return err
 			}
 		}
+		s.push(event{at: s.now + s.cfg.TickEvery, kind: evTick})
+		return nil
 	}
+	return s.f.handle(ev)
 }
 
 // issue multicasts the next message of a client (or script entry i).
@@ -363,7 +635,11 @@ func (s *Sim) issue(i int) error {
 	}
 	s.issued++
 	s.stats.Multicasts++
-	s.msgs[m.ID] = &msgInfo{t: s.now}
+	if len(dest) > 1 {
+		s.stats.MultiGroup++
+	}
+	s.lastProgress = s.now
+	s.track(&m)
 	if s.hist != nil {
 		d := make([]int, len(dest))
 		for j, g := range dest {
@@ -374,11 +650,32 @@ func (s *Sim) issue(i int) error {
 	if err := c.Multicast(m); err != nil {
 		return err
 	}
-	s.flush(c.ID())
+	if err := s.flush(c.ID(), true); err != nil {
+		return err
+	}
 	if w.Mode == OpenLoop && s.issued < w.Messages {
-		s.push(event{at: s.now + s.expDelay(w.Interval), kind: evIssue, arg: ci})
+		s.push(event{at: s.now + s.expDelay(w.Interval), kind: evIssue, arg: int32(ci), fg: true})
 	}
 	return nil
+}
+
+// track registers a new multicast for the convergence count. A malformed
+// destination list (possible only in a Script) is left to the checkers.
+func (s *Sim) track(m *wire.AppMsg) {
+	if _, dup := s.msgs[m.ID]; dup || m.Validate(s.cfg.Groups) != nil {
+		return
+	}
+	mi := &msgInfo{t: s.now, dest: m.Dest, got: len(s.got)}
+	s.msgs[m.ID] = mi
+	for _, g := range m.Dest {
+		s.got = append(s.got, 0)
+		s.addressed[g]++
+		for _, p := range s.topo.Members(g) {
+			if s.up[p] {
+				s.remaining++
+			}
+		}
+	}
 }
 
 func (s *Sim) randomDest() []wire.GroupID {
@@ -426,38 +723,60 @@ func (s *Sim) delay(from, to wire.ProcID, m wire.Message) int64 {
 	return D
 }
 
-// flush drains process id's Ready: records are dropped (no crashes here),
-// messages are scheduled on their links, deliveries are recorded.
-func (s *Sim) flush(id wire.ProcID) {
+// flush drains process id's Ready in the contract's order: Persist records
+// go to the replica's store (when it has one) first, then messages are
+// scheduled on their links and deliveries recorded. fg marks the messages
+// as workload traffic. A torn crash pending at id strikes here instead.
+func (s *Sim) flush(id wire.ProcID, fg bool) error {
 	m := s.procs[id]
+	rep := int(id) < s.nrep
+	if rep && s.obs[id] != nil {
+		s.observe(id)
+	}
 	if !m.HasReady() {
-		return
+		return nil
 	}
 	rd := m.Ready()
+	f := s.f
+	if f != nil && rep {
+		if f.torn[id] != noTorn {
+			return f.tornCrash(id, &rd)
+		}
+		if err := f.persist(id, rd.Persist); err != nil {
+			return err
+		}
+	}
 	n := len(s.procs)
 	for _, e := range rd.Messages {
-		start := len(s.buf)
-		s.buf = wire.Append(s.buf, e.Msg)
-		data := s.buf[start:len(s.buf):len(s.buf)]
-		if len(s.buf) > 1<<16 {
-			s.buf = nil // start a new arena; old events keep theirs
-		}
 		s.kindCnt[e.Msg.Kind()]++
 		s.stats.Messages++
-		s.stats.Bytes += int64(len(data))
-		at := s.now + s.delay(e.From, e.To, e.Msg)
 		link := int(e.From)*n + int(e.To)
+		if f != nil && f.cut[link] > 0 {
+			s.stats.Bytes += int64(wire.Size(e.Msg))
+			s.stats.LostPartition++
+			continue
+		}
+		ev := event{kind: evMsg, from: e.From, to: e.To, fg: fg}
+		ev.chunk, ev.off, ev.n = s.msgData.add(e.Msg)
+		s.stats.Bytes += int64(ev.n)
+		at := s.now + s.delay(e.From, e.To, e.Msg)
+		if f != nil {
+			at = f.spiked(link, at)
+			ev.epoch = f.epoch[link]
+		}
 		if at < s.last[link] {
 			at = s.last[link] // FIFO
 		}
 		s.last[link] = at
-		s.push(event{at: at, kind: evMsg, from: e.From, to: e.To, data: data})
+		ev.at = at
+		s.push(ev)
 	}
-	if int(id) >= s.nrep {
+	if !rep {
 		ci := int(id) - s.nrep
 		for range rd.Deliveries {
+			s.lastProgress = s.now
 			if s.cfg.Workload.Mode == ClosedLoop {
-				s.push(event{at: s.now, kind: evIssue, arg: ci})
+				s.push(event{at: s.now, kind: evIssue, arg: int32(ci), fg: true})
 			}
 		}
 	} else {
@@ -467,11 +786,38 @@ func (s *Sim) flush(id wire.ProcID) {
 		}
 	}
 	m.Advance()
+	return nil
+}
+
+// observe tracks replica id's leadership.
+func (s *Sim) observe(id wire.ProcID) {
+	l := s.obs[id].IsLeader()
+	if l == s.leader[id] {
+		return
+	}
+	s.leader[id] = l
+	if l {
+		g, _ := s.topo.GroupOf(id)
+		s.leaderChg[g]++
+	}
 }
 
 func (s *Sim) recordDelivery(id wire.ProcID, g wire.GroupID, d amcast.Delivery) {
 	s.stats.Deliveries++
+	s.lastProgress = s.now
+	s.lastDelivery = s.now
 	if mi := s.msgs[d.M.ID]; mi != nil {
+		for di, dg := range mi.dest {
+			if dg != g {
+				continue
+			}
+			bit := uint64(1) << s.topo.MemberIndex(id)
+			if w := &s.got[mi.got+di]; *w&bit == 0 {
+				*w |= bit
+				s.delivered[id]++
+				s.remaining--
+			}
+		}
 		lat := s.now - mi.t
 		if mi.first&(1<<g) == 0 {
 			mi.first |= 1 << g
@@ -488,7 +834,9 @@ func (s *Sim) recordDelivery(id wire.ProcID, g wire.GroupID, d amcast.Delivery) 
 	}
 }
 
-// Event queue: a binary min-heap on (at, seq).
+// Event queue: a 4-ary min-heap on (at, seq). Four children per node halve
+// the depth of a binary heap, and with it the moves of 64-byte events, which
+// dominate when hundreds of thousands of messages are in flight.
 
 func evLess(a, b *event) bool {
 	if a.at != b.at {
@@ -498,41 +846,54 @@ func evLess(a, b *event) bool {
 }
 
 func (s *Sim) push(e event) {
+	if e.fg {
+		s.fg++
+	}
 	s.seq++
 	e.seq = s.seq
 	s.q = append(s.q, e)
-	i := len(s.q) - 1
+	q := s.q
+	i := len(q) - 1
 	for i > 0 {
-		p := (i - 1) / 2
-		if !evLess(&s.q[i], &s.q[p]) {
+		p := (i - 1) / 4
+		if !evLess(&e, &q[p]) {
 			break
 		}
-		s.q[i], s.q[p] = s.q[p], s.q[i]
+		q[i] = q[p]
 		i = p
 	}
+	q[i] = e
 }
 
 func (s *Sim) pop() event {
-	top := s.q[0]
-	n := len(s.q) - 1
-	s.q[0] = s.q[n]
-	s.q[n] = event{}
-	s.q = s.q[:n]
+	q := s.q
+	top := q[0]
+	n := len(q) - 1
+	last := q[n]
+	q[n] = event{}
+	s.q = q[:n]
+	q = q[:n]
+	if n == 0 {
+		return top
+	}
 	i := 0
 	for {
-		l := 2*i + 1
-		if l >= n {
+		c := 4*i + 1
+		if c >= n {
 			break
 		}
-		m := l
-		if r := l + 1; r < n && evLess(&s.q[r], &s.q[l]) {
-			m = r
+		m := c
+		for j := c + 1; j < c+4 && j < n; j++ {
+			if evLess(&q[j], &q[m]) {
+				m = j
+			}
 		}
-		if !evLess(&s.q[m], &s.q[i]) {
+		if !evLess(&q[m], &last) {
 			break
 		}
-		s.q[i], s.q[m] = s.q[m], s.q[i]
+		q[i] = q[m]
 		i = m
 	}
+	q[i] = last
 	return top
 }

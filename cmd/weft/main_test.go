@@ -3,12 +3,15 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/weft-dev/weft/internal/check"
+	"github.com/weft-dev/weft/sim"
 )
 
 func run(t *testing.T, args ...string) (string, error) {
@@ -88,5 +91,142 @@ func TestSimLatencyJSON(t *testing.T) {
 	}
 	if len(rows) != 2 {
 		t.Fatalf("%d rows", len(rows))
+	}
+}
+
+// runSplit runs the CLI with stdout and stderr apart.
+func runSplit(t *testing.T, args ...string) (stdout, stderr string, err error) {
+	t.Helper()
+	root := newRoot()
+	var out, errOut bytes.Buffer
+	root.SetOut(&out)
+	root.SetErr(&errOut)
+	root.SetArgs(args)
+	err = root.Execute()
+	return out.String(), errOut.String(), err
+}
+
+// TestSimRunSwarmReplays: "sim run --faults swarm --seed S" replays the
+// sweep's seed S byte-identically (the history of sim.Run(SwarmConfig)),
+// crash and restart events included, and prints the drawn profile.
+func TestSimRunSwarmReplays(t *testing.T) {
+	dir := t.TempDir()
+	crashed := false
+	for seed := uint64(1); seed <= 30 && !crashed; seed++ {
+		cfg := sim.SwarmConfig("wbcast", seed)
+		if cfg.Faults.CrashEvery == 0 {
+			continue
+		}
+		want, _ := sim.Run(cfg)
+		if want == nil {
+			t.Fatalf("seed %d: no result", seed)
+		}
+		var wantBuf bytes.Buffer
+		if err := check.WriteJSONL(&wantBuf, want.History); err != nil {
+			t.Fatal(err)
+		}
+		for i := range 2 {
+			h := filepath.Join(dir, fmt.Sprintf("s%d-%d.jsonl", seed, i))
+			out, _ := run(t, "sim", "run", "--protocol", "wbcast", "--faults", "swarm", "--seed", fmt.Sprint(seed), "--history", h)
+			if !strings.Contains(out, fmt.Sprintf("swarm seed %d: wbcast", seed)) || !strings.Contains(out, "fault profile: gst ") {
+				t.Fatalf("seed %d: profile not printed:\n%s", seed, out)
+			}
+			got, err := os.ReadFile(h)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got, wantBuf.Bytes()) {
+				t.Fatalf("seed %d: the CLI's history differs from the sweep's", seed)
+			}
+		}
+		crashed = bytes.Contains(wantBuf.Bytes(), []byte(`{"ev":"crash"`)) && bytes.Contains(wantBuf.Bytes(), []byte(`{"ev":"restart"`))
+	}
+	if !crashed {
+		t.Fatal("no seed in 1..30 with a crash and a restart")
+	}
+}
+
+func TestSimRunSwarmBadFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{"sim", "run", "--faults", "swarm", "--groups", "2"},
+		{"sim", "run", "--faults", "chaos"},
+		{"sim", "run", "--faults", "swarm", "--protocol", "paxos"},
+	} {
+		if _, err := run(t, args...); err == nil {
+			t.Errorf("%v: no error", args)
+		}
+	}
+}
+
+// TestSimSweepSkeen: Skeen's swarm (delay spikes only) passes; the JSON
+// summary is complete and the progress goes to stderr.
+func TestSimSweepSkeen(t *testing.T) {
+	out, errOut, err := runSplit(t, "sim", "sweep", "--protocol", "skeen", "--seeds", "25", "--seed-start", "7", "--format", "json")
+	if err != nil {
+		t.Fatalf("%v\n%s\n%s", err, out, errOut)
+	}
+	var s map[string]any
+	if err := json.Unmarshal([]byte(out), &s); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if s["seeds"] != 25.0 || s["seed_start"] != 7.0 || s["violations"] != 0.0 || s["valid"] != true || s["multicasts_2plus_groups"].(float64) == 0 {
+		t.Fatalf("summary %v", s)
+	}
+	for _, k := range []string{"faults", "leader_changes", "coverage", "gst_to_last_delivery_delta", "simulated_delta", "deliveries", "seeds_per_second"} {
+		if _, ok := s[k]; !ok {
+			t.Errorf("no %q in the JSON summary", k)
+		}
+	}
+	if !strings.Contains(errOut, "sweep skeen: 25/25 seeds, 0 violations") {
+		t.Fatalf("progress: %q", errOut)
+	}
+	out, _, err = runSplit(t, "sim", "sweep", "--protocol", "skeen", "--seeds", "3")
+	if err != nil || !strings.Contains(out, "violations         0 in 0 seeds") || !strings.Contains(out, "GST→last delivery") {
+		t.Fatalf("%v\n%s", err, out)
+	}
+}
+
+func TestSimSweepBadFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{"sim", "sweep", "--protocol", "paxos"},
+		{"sim", "sweep", "--seeds", "0"},
+		{"sim", "sweep", "--format", "xml"},
+	} {
+		if _, err := run(t, args...); err == nil {
+			t.Errorf("%v: no error", args)
+		}
+	}
+}
+
+// TestSweepVerdict: failing seeds make the sweep fail, naming them and the
+// replay command; so do missing coverage facts from 20 seeds on.
+func TestSweepVerdict(t *testing.T) {
+	var agg sim.SweepSummary
+	agg.Protocol = "wbcast"
+	for seed := uint64(1); seed <= 25; seed++ {
+		r := &sim.SweepResult{Seed: seed, Config: sim.Config{Protocol: "wbcast", Delta: 1000}}
+		r.Stats.MultiGroup, r.LeaderChanges, r.Coverage.RecoveriesWithAccepted = 1, 1, 1
+		if seed == 4 || seed == 17 {
+			r.Err = fmt.Errorf("sim: seed %d: panic: boom", seed)
+		}
+		agg.Add(r)
+	}
+	err := sweepVerdict(&agg)
+	if err == nil || !strings.Contains(err.Error(), "failing seeds 4 17") ||
+		!strings.Contains(err.Error(), "weft sim run --protocol wbcast --faults swarm --seed 4") {
+		t.Fatalf("verdict: %v", err)
+	}
+	var out bytes.Buffer
+	printSweep(&out, &agg, 1, time.Second, 2)
+	if !strings.Contains(out.String(), "seed 17: sim: seed 17: panic: boom") {
+		t.Fatalf("summary:\n%s", out.String())
+	}
+	agg.Failures, agg.Violations = nil, 0
+	if err := sweepVerdict(&agg); err != nil {
+		t.Fatalf("clean sweep: %v", err)
+	}
+	agg.LeaderChanges = 0
+	if err := sweepVerdict(&agg); err == nil || !strings.Contains(err.Error(), "INVALID") || !strings.Contains(err.Error(), "no leader change") {
+		t.Fatalf("coverage verdict: %v", err)
 	}
 }

@@ -17,7 +17,7 @@ import (
 
 func simCmd() *cobra.Command {
 	c := &cobra.Command{Use: "sim", Short: "Run protocols in the deterministic simulator"}
-	c.AddCommand(simRunCmd(), simLatencyCmd())
+	c.AddCommand(simRunCmd(), simLatencyCmd(), simSweepCmd())
 	return c
 }
 
@@ -45,58 +45,107 @@ func parseDest(s string, groups int) (lo, hi int, err error) {
 
 func simRunCmd() *cobra.Command {
 	var (
-		protocol, delay, dest, mode, historyFile string
-		groups, replicas, messages, clients      int
-		payload                                  int
-		interval                                 float64
-		seed                                     uint64
+		protocol, delay, dest, mode, historyFile, faults string
+		groups, replicas, messages, clients              int
+		payload                                          int
+		interval                                         float64
+		seed                                             uint64
 	)
 	c := &cobra.Command{
 		Use:   "run",
 		Short: "Simulate one workload, check the history, print a summary",
 		Long: `Simulate one workload on virtual time and check the resulting history
 (validity, integrity, ordering, gts agreement, termination). Latencies are in
-message delays (δ). Exits non-zero when a checker fails.`,
+message delays (δ). Exits non-zero when a checker fails.
+
+With --faults swarm the whole configuration (shape, workload, delays and
+fault profile) is drawn from --seed exactly as "weft sim sweep" draws it, so
+a failing sweep seed replays byte-identically; the shape and workload flags
+cannot be combined with it.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if !cmd.Flags().Changed("replicas") && protocol == "skeen" {
-				replicas = 1
+			var cfg sim.Config
+			switch faults {
+			case "none":
+				if !cmd.Flags().Changed("replicas") && protocol == "skeen" {
+					replicas = 1
+				}
+				lo, hi, err := parseDest(dest, groups)
+				if err != nil {
+					return err
+				}
+				dm, err := sim.ParseDelay(delay)
+				if err != nil {
+					return err
+				}
+				wm, err := parseMode(mode)
+				if err != nil {
+					return err
+				}
+				cfg = sim.Config{
+					Protocol: protocol, Groups: groups, Replicas: replicas, Seed: seed, Delay: dm,
+					Workload: sim.Workload{Messages: messages, Clients: clients, Mode: wm, DestMin: lo, DestMax: hi, PayloadSize: payload},
+				}
+				cfg.Workload.Interval = int64(interval * 1000)
+			case "swarm":
+				for _, f := range []string{"groups", "replicas", "messages", "clients", "dest", "delay", "mode", "interval", "payload"} {
+					if cmd.Flags().Changed(f) {
+						return fmt.Errorf("--%s cannot be combined with --faults swarm: the seed draws the whole configuration", f)
+					}
+				}
+				if _, err := sim.LookupProtocol(protocol); err != nil {
+					return err
+				}
+				cfg = sim.SwarmConfig(protocol, seed)
+			default:
+				return fmt.Errorf("--faults %q: want none or swarm", faults)
 			}
-			lo, hi, err := parseDest(dest, groups)
-			if err != nil {
-				return err
-			}
-			dm, err := sim.ParseDelay(delay)
-			if err != nil {
-				return err
-			}
-			wm, err := parseMode(mode)
-			if err != nil {
-				return err
-			}
-			cfg := sim.Config{
-				Protocol: protocol, Groups: groups, Replicas: replicas, Seed: seed, Delay: dm,
-				Workload: sim.Workload{Messages: messages, Clients: clients, Mode: wm, DestMin: lo, DestMax: hi, PayloadSize: payload},
-			}
-			cfg.Workload.Interval = int64(interval * 1000)
 			start := time.Now()
-			res, err := sim.Run(cfg)
-			if err != nil {
-				return err
-			}
+			res, runErr := sim.Run(cfg)
 			simWall := time.Since(start)
-			rep := check.Check(res.History, check.Options{Termination: check.TermAll})
-			checkWall := time.Since(start) - simWall
-			if historyFile != "" {
+			if res != nil && historyFile != "" {
 				if err := writeHistory(historyFile, res.History); err != nil {
 					return err
 				}
 			}
-			printRun(cmd.OutOrStdout(), res, simWall, checkWall)
-			if !rep.OK() {
-				fmt.Fprintf(cmd.OutOrStdout(), "checkers: FAILED\n%s\n", rep.Error())
-				return fmt.Errorf("seed %d: %d checker violations", seed, rep.Total)
+			if runErr != nil {
+				if res != nil && cfg.Faults.Enabled() {
+					printSwarmProfile(cmd.OutOrStdout(), res)
+				}
+				return runErr
 			}
-			fmt.Fprintln(cmd.OutOrStdout(), "checkers: ok (validity, integrity, order, gts, termination: every replica)")
+			w := cmd.OutOrStdout()
+			if !cfg.Faults.Enabled() {
+				rep := check.Check(res.History, check.Options{Termination: check.TermAll})
+				checkWall := time.Since(start) - simWall
+				printRun(w, res, simWall, checkWall)
+				if !rep.OK() {
+					fmt.Fprintf(w, "checkers: FAILED\n%s\n", rep.Error())
+					return fmt.Errorf("seed %d: %d checker violations", seed, rep.Total)
+				}
+				fmt.Fprintln(w, "checkers: ok (validity, integrity, order, gts, termination: every replica)")
+				return nil
+			}
+			quorum, live := sim.FaultChecks(res)
+			checkWall := time.Since(start) - simWall
+			printSwarmProfile(w, res)
+			printRun(w, res, simWall, checkWall)
+			printFaultRun(w, res)
+			ok := true
+			if !quorum.OK() {
+				ok = false
+				fmt.Fprintf(w, "checkers (termination by a quorum, agreement, safety): FAILED\n%s\n", quorum.Error())
+			} else {
+				fmt.Fprintln(w, "checkers: ok (validity, integrity, order, gts, agreement, termination: a quorum of every destination group)")
+			}
+			if n := live.Count(check.KindTermination); n > 0 {
+				ok = false
+				fmt.Fprintf(w, "termination at every live replica: FAILED (%d messages)\n", n)
+			} else {
+				fmt.Fprintln(w, "termination at every live replica: ok")
+			}
+			if !ok {
+				return fmt.Errorf("seed %d: %d checker violations", seed, quorum.Total+live.Count(check.KindTermination))
+			}
 			return nil
 		},
 	}
@@ -112,8 +161,36 @@ message delays (δ). Exits non-zero when a checker fails.`,
 	f.Float64Var(&interval, "interval", 1, "open loop: mean inter-arrival per client, in δ")
 	f.IntVar(&payload, "payload", 16, "payload bytes")
 	f.Uint64Var(&seed, "seed", 1, "PRNG seed (same seed, same history)")
-	f.StringVar(&historyFile, "history", "", "write the history as JSON lines to this file")
+	f.StringVar(&historyFile, "history", "", "write the history as JSON lines to this file (also when the run fails)")
+	f.StringVar(&faults, "faults", "none", "fault injection: none | swarm (one sweep seed: configuration and faults drawn from --seed)")
 	return c
+}
+
+// printSwarmProfile prints every parameter drawn from the seed (the VOPR
+// practice), so a failure report is self-contained.
+func printSwarmProfile(w io.Writer, res *sim.Result) {
+	cfg := res.Config
+	wl := cfg.Workload
+	fmt.Fprintf(w, "swarm seed %d: %s  groups %d x %d replicas  clients %d  open loop, %d messages every %.2fδ per client  dest %d-%d  delay %s\n",
+		cfg.Seed, cfg.Protocol, cfg.Groups, cfg.Replicas, wl.Clients, wl.Messages, float64(wl.Interval)/float64(cfg.Delta), wl.DestMin, wl.DestMax, cfg.Delay)
+	fmt.Fprintf(w, "fault profile: %s\n", cfg.Faults.Describe(cfg.Delta))
+}
+
+func printFaultRun(w io.Writer, res *sim.Result) {
+	st := res.Stats
+	D := float64(res.Config.Delta)
+	fmt.Fprintf(w, "faults: %s\n", res.Faults)
+	fmt.Fprintf(w, "messages lost: %d to partitions, %d to link resets, %d at crashed replicas\n", st.LostPartition, st.LostReset, st.LostDown)
+	cv := res.Coverage
+	fmt.Fprintf(w, "leader changes %d (per group %v)  coverage: ballots %d, recoveries %d (%d with an ACCEPTED message), retried %d, re-multicasts %d, catch-ups %d, collected %d\n",
+		res.LeaderChanges, res.GroupLeaderChanges, cv.BallotsStarted, cv.LeaderChanges, cv.RecoveriesWithAccepted, cv.Retried, cv.Remulticasts, cv.CatchUps, cv.Collected)
+	gst := res.Config.Faults.GST
+	end := "not converged"
+	if res.Converged {
+		end = "converged"
+	}
+	fmt.Fprintf(w, "GST %.0fδ  last delivery %.1fδ (GST+%.1fδ)  end %.1fδ (%s)  down for good %v\n",
+		float64(gst)/D, float64(res.LastDelivery)/D, float64(max(res.LastDelivery-gst, 0))/D, float64(st.VirtualTime)/D, end, res.Down)
 }
 
 func parseMode(s string) (sim.Mode, error) {

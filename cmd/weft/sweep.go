@@ -1,0 +1,274 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/weft-dev/weft/amcast"
+	"github.com/weft-dev/weft/sim"
+)
+
+func simSweepCmd() *cobra.Command {
+	var (
+		protocol, format string
+		seeds, jobs      int
+		start            uint64
+	)
+	c := &cobra.Command{
+		Use:   "sweep",
+		Short: "Swarm-test a protocol over many seeds with crashes, partitions, resets and delay spikes",
+		Long: `Run one swarm simulation per seed (TigerBeetle VOPR style): each seed draws
+its shape, workload, delay model and fault profile, runs a fault phase until
+GST, then a liveness phase (everything heals, crashed replicas restart except
+up to f per group) until convergence or the horizon, and checks the history:
+validity, integrity across restarts, order, gts, agreement, termination by a
+quorum of every destination group, and termination at every replica up at the
+end.
+
+Progress goes to stderr; the summary to stdout. Exits non-zero, naming the
+failing seeds and the command that replays one, on any violation or panic
+inside a protocol, and, from 20 seeds on, when the sweep never reached a
+leader change, a recovery while a message was ACCEPTED, or a multicast to
+2 or more groups (the sweep is then INVALID: its faults tested nothing).`,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if format != "text" && format != "json" {
+				return fmt.Errorf("--format %q: want text or json", format)
+			}
+			if seeds < 1 {
+				return fmt.Errorf("--seeds must be positive")
+			}
+			if _, err := sim.LookupProtocol(protocol); err != nil {
+				return err
+			}
+			if jobs < 1 {
+				jobs = runtime.GOMAXPROCS(0)
+			}
+			began := time.Now()
+			pr := newProgress(cmd.ErrOrStderr(), seeds, began)
+			agg := runSweep(protocol, seeds, start, jobs, pr.update)
+			pr.done(agg)
+			wall := time.Since(began)
+			out := cmd.OutOrStdout()
+			if format == "json" {
+				if err := printSweepJSON(out, agg, start, wall, jobs); err != nil {
+					return err
+				}
+			} else {
+				printSweep(out, agg, start, wall, jobs)
+			}
+			return sweepVerdict(agg)
+		},
+	}
+	f := c.Flags()
+	f.StringVar(&protocol, "protocol", "wbcast", "protocol: skeen|wbcast")
+	f.IntVar(&seeds, "seeds", 100, "number of seeds")
+	f.Uint64Var(&start, "seed-start", 1, "first seed")
+	f.StringVar(&format, "format", "text", "summary format: text|json")
+	f.IntVar(&jobs, "jobs", 0, "seeds run in parallel (default GOMAXPROCS)")
+	return c
+}
+
+// runSweep runs the seeds on jobs workers and aggregates the results (the
+// aggregate does not depend on the order they finish in).
+func runSweep(protocol string, seeds int, start uint64, jobs int, progress func(int, *sim.SweepSummary)) *sim.SweepSummary {
+	next := make(chan uint64)
+	results := make(chan *sim.SweepResult)
+	for range min(jobs, seeds) {
+		go func() {
+			for seed := range next {
+				results <- sim.RunSwarm(protocol, seed)
+			}
+		}()
+	}
+	go func() {
+		for i := range seeds {
+			next <- start + uint64(i)
+		}
+		close(next)
+	}()
+	agg := &sim.SweepSummary{Protocol: protocol}
+	for i := range seeds {
+		agg.Add(<-results)
+		progress(i+1, agg)
+	}
+	return agg
+}
+
+// progress reports a sweep's progress on stderr: a line rewritten with \r
+// on a terminal, a plain line every few seconds otherwise.
+type progress struct {
+	w     io.Writer
+	tty   bool
+	total int
+	began time.Time
+	last  time.Time
+	wrote bool
+	every time.Duration
+}
+
+func newProgress(w io.Writer, total int, began time.Time) *progress {
+	p := &progress{w: w, total: total, began: began, last: began, every: 5 * time.Second}
+	if f, ok := w.(*os.File); ok {
+		if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
+			p.tty, p.every = true, 200*time.Millisecond
+		}
+	}
+	return p
+}
+
+func (p *progress) line(done int, agg *sim.SweepSummary) string {
+	el := time.Since(p.began).Seconds()
+	return fmt.Sprintf("sweep %s: %d/%d seeds, %d violations in %d seeds, %.1f seeds/s",
+		agg.Protocol, done, p.total, agg.Violations, len(agg.Failures), float64(done)/max(el, 1e-9))
+}
+
+func (p *progress) update(done int, agg *sim.SweepSummary) {
+	now := time.Now()
+	if now.Sub(p.last) < p.every && done < p.total {
+		return
+	}
+	p.last = now
+	if p.tty {
+		fmt.Fprintf(p.w, "\r%s\x1b[K", p.line(done, agg))
+		p.wrote = true
+		return
+	}
+	if done < p.total {
+		fmt.Fprintln(p.w, p.line(done, agg))
+	}
+}
+
+func (p *progress) done(agg *sim.SweepSummary) {
+	if p.tty {
+		if p.wrote {
+			fmt.Fprintln(p.w)
+		}
+		return
+	}
+	fmt.Fprintln(p.w, p.line(agg.Seeds, agg))
+}
+
+func replayCommand(protocol string, seed uint64) string {
+	return fmt.Sprintf("weft sim run --protocol %s --faults swarm --seed %d --history seed%d.jsonl", protocol, seed, seed)
+}
+
+func printSweep(w io.Writer, agg *sim.SweepSummary, start uint64, wall time.Duration, jobs int) {
+	D := float64(max(agg.Delta, 1))
+	fmt.Fprintf(w, "sweep %s: seeds %d..%d (%d seeds) in %.1fs, %.1f seeds/s on %d jobs\n",
+		agg.Protocol, start, start+uint64(agg.Seeds)-1, agg.Seeds, wall.Seconds(), float64(agg.Seeds)/wall.Seconds(), jobs)
+	fmt.Fprintf(w, "simulated time     %.0fδ (%.0fδ per seed)\n", float64(agg.SimTime)/D, float64(agg.SimTime)/D/float64(max(agg.Seeds, 1)))
+	fmt.Fprintf(w, "multicasts         %d (%d to 2+ groups)  deliveries %d  protocol messages %d (%d lost to faults)\n",
+		agg.Multicasts, agg.MultiGroup, agg.Deliveries, agg.Messages, agg.Lost)
+	fmt.Fprintf(w, "faults             %s\n", agg.Faults)
+	cv := agg.Coverage
+	fmt.Fprintf(w, "leader changes     %d, in %d of %d groups  (protocol coverage: ballots %d, recoveries %d, %d while a message was ACCEPTED, retried %d, re-multicasts %d, catch-ups %d, collected %d)\n",
+		agg.LeaderChanges, agg.GroupsWithLeaderChange, agg.Groups, cv.BallotsStarted, cv.LeaderChanges, cv.RecoveriesWithAccepted, cv.Retried, cv.Remulticasts, cv.CatchUps, cv.Collected)
+	l := agg.GSTLatency()
+	fmt.Fprintf(w, "GST→last delivery  p50 %.1fδ  p99 %.1fδ  max %.1fδ\n", l.P50, l.P99, l.Max)
+	fmt.Fprintf(w, "converged          %d of %d seeds before the horizon\n", agg.Converged, agg.Seeds)
+	fmt.Fprintf(w, "coverage facts     leader changes %d, recoveries while ACCEPTED %d, multicasts to 2+ groups %d\n",
+		agg.LeaderChanges, cv.RecoveriesWithAccepted, agg.MultiGroup)
+	if gaps := agg.CoverageGaps(); len(gaps) > 0 {
+		fmt.Fprintf(w, "sweep INVALID: %s\n", strings.Join(gaps, ", "))
+	} else if agg.Seeds < sim.MinCoverageSeeds {
+		fmt.Fprintf(w, "(coverage facts are required from %d seeds on)\n", sim.MinCoverageSeeds)
+	}
+	fmt.Fprintf(w, "violations         %d in %d seeds\n", agg.Violations, len(agg.Failures))
+	const show = 10
+	for i, f := range agg.Failures {
+		if i == show {
+			fmt.Fprintf(w, "... %d more failing seeds\n", len(agg.Failures)-show)
+			break
+		}
+		detail, _, _ := strings.Cut(f.Detail, "\n")
+		fmt.Fprintf(w, "seed %d: %s\n  replay: %s\n", f.Seed, detail, replayCommand(agg.Protocol, f.Seed))
+	}
+}
+
+type sweepJSON struct {
+	Protocol               string             `json:"protocol"`
+	SeedStart              uint64             `json:"seed_start"`
+	Seeds                  int                `json:"seeds"`
+	WallSeconds            float64            `json:"wall_seconds"`
+	SeedsPerSecond         float64            `json:"seeds_per_second"`
+	Jobs                   int                `json:"jobs"`
+	SimulatedDelta         float64            `json:"simulated_delta"`
+	Multicasts             int                `json:"multicasts"`
+	MultiGroup             int                `json:"multicasts_2plus_groups"`
+	Deliveries             int                `json:"deliveries"`
+	Messages               int                `json:"messages"`
+	Lost                   int                `json:"messages_lost"`
+	Faults                 sim.FaultStats     `json:"faults"`
+	LeaderChanges          int                `json:"leader_changes"`
+	Groups                 int                `json:"groups"`
+	GroupsWithLeaderChange int                `json:"groups_with_leader_change"`
+	Coverage               amcast.Coverage    `json:"coverage"`
+	GSTToLast              sim.LatencySummary `json:"gst_to_last_delivery_delta"`
+	Converged              int                `json:"converged"`
+	Violations             int                `json:"violations"`
+	Failures               []sweepFailureJSON `json:"failures"`
+	CoverageGaps           []string           `json:"coverage_gaps"`
+	Valid                  bool               `json:"valid"`
+}
+
+type sweepFailureJSON struct {
+	Seed   uint64 `json:"seed"`
+	Detail string `json:"detail"`
+	Replay string `json:"replay"`
+}
+
+func printSweepJSON(w io.Writer, agg *sim.SweepSummary, start uint64, wall time.Duration, jobs int) error {
+	gaps := agg.CoverageGaps()
+	out := sweepJSON{
+		Protocol: agg.Protocol, SeedStart: start, Seeds: agg.Seeds, WallSeconds: wall.Seconds(),
+		SeedsPerSecond: float64(agg.Seeds) / wall.Seconds(), Jobs: jobs,
+		SimulatedDelta: float64(agg.SimTime) / float64(max(agg.Delta, 1)),
+		Multicasts:     agg.Multicasts, MultiGroup: agg.MultiGroup, Deliveries: agg.Deliveries,
+		Messages: agg.Messages, Lost: agg.Lost, Faults: agg.Faults, LeaderChanges: agg.LeaderChanges,
+		Groups: agg.Groups, GroupsWithLeaderChange: agg.GroupsWithLeaderChange,
+		Coverage: agg.Coverage, GSTToLast: agg.GSTLatency(), Converged: agg.Converged,
+		Violations: agg.Violations, Failures: []sweepFailureJSON{}, CoverageGaps: gaps,
+		Valid: len(gaps) == 0 && agg.Violations == 0,
+	}
+	if out.CoverageGaps == nil {
+		out.CoverageGaps = []string{}
+	}
+	for _, f := range agg.Failures {
+		out.Failures = append(out.Failures, sweepFailureJSON{Seed: f.Seed, Detail: f.Detail, Replay: replayCommand(agg.Protocol, f.Seed)})
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(out)
+}
+
+// sweepVerdict is the sweep's exit status: an error naming the failing
+// seeds and how to replay them, or the missing coverage facts.
+func sweepVerdict(agg *sim.SweepSummary) error {
+	var msgs []string
+	if n := len(agg.Failures); n > 0 {
+		var ids []string
+		for i, f := range agg.Failures {
+			if i == 10 {
+				ids = append(ids, fmt.Sprintf("... (%d in all)", n))
+				break
+			}
+			ids = append(ids, fmt.Sprint(f.Seed))
+		}
+		msgs = append(msgs, fmt.Sprintf("%d violations in %d seeds: failing seeds %s; replay one with: %s",
+			agg.Violations, n, strings.Join(ids, " "), replayCommand(agg.Protocol, agg.Failures[0].Seed)))
+	}
+	if gaps := agg.CoverageGaps(); len(gaps) > 0 {
+		msgs = append(msgs, "sweep INVALID (coverage facts not reached): "+strings.Join(gaps, ", "))
+	}
+	if len(msgs) > 0 {
+		return fmt.Errorf("%s", strings.Join(msgs, "; "))
+	}
+	return nil
+}

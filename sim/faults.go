@@ -1,0 +1,843 @@
+package sim
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strings"
+
+	"github.com/weft-dev/weft/amcast"
+	"github.com/weft-dev/weft/internal/check"
+	"github.com/weft-dev/weft/wire"
+)
+
+// FaultKind is a kind of injected fault.
+type FaultKind uint8
+
+// Fault kinds.
+const (
+	// FaultCrash: replica Proc crashes. Its machine (volatile state) is
+	// discarded, messages arriving while it is down are dropped, and it
+	// sends nothing. Its store survives.
+	FaultCrash FaultKind = iota + 1
+	// FaultTornCrash: replica Proc crashes in the middle of its next
+	// non-empty Ready: only the first Keep records of Ready.Persist reach
+	// its store (a random prefix if Keep < 0), none of the messages leave,
+	// and only the deliveries whose record (Delivery.Rec) is in the prefix
+	// happen.
+	FaultTornCrash
+	// FaultRestart: replica Proc restarts from its store (Restore).
+	FaultRestart
+	// FaultPartition: messages sent on every link from a member of From to
+	// a member of To, and back unless OneWay, are lost, for For (0: until
+	// GST, or for good without one).
+	FaultPartition
+	// FaultReset: the messages in flight on every link from a member of
+	// From to a member of To, and back unless OneWay, are dropped.
+	FaultReset
+	// FaultSpike: delays on every link from a member of From to a member of
+	// To, and back unless OneWay, are multiplied by Factor (capped at 100δ
+	// a message) for For (0: until GST, or for good without one).
+	FaultSpike
+)
+
+func (k FaultKind) String() string {
+	switch k {
+	case FaultCrash:
+		return "crash"
+	case FaultTornCrash:
+		return "torn-crash"
+	case FaultRestart:
+		return "restart"
+	case FaultPartition:
+		return "partition"
+	case FaultReset:
+		return "reset"
+	case FaultSpike:
+		return "spike"
+	}
+	return fmt.Sprintf("FaultKind(%d)", uint8(k))
+}
+
+// Fault is one scripted fault (Faults.Script).
+type Fault struct {
+	At     int64
+	Kind   FaultKind
+	Proc   wire.ProcID   // FaultCrash, FaultTornCrash, FaultRestart
+	From   []wire.ProcID // FaultPartition, FaultReset, FaultSpike
+	To     []wire.ProcID
+	OneWay bool  // only the From->To direction
+	For    int64 // FaultPartition, FaultSpike: duration
+	Factor int   // FaultSpike: delay multiplier
+	Keep   int   // FaultTornCrash: records that reach the store; < 0: random
+}
+
+// Faults is a fault profile: scripted faults, and random faults drawn from
+// the run's seed during a fault phase that ends at GST. At GST every
+// partition and spike heals, random faults stop, and every crashed replica
+// restarts except up to MaxDown per group that stay down for good (each
+// with probability PermanentProb); the liveness phase then runs until the
+// run converges or GST+Conv. The zero value injects no fault.
+//
+// Rates are mean times between two faults of a kind (exponential), in
+// virtual units; 0 disables the kind. Faults apply to replica links and
+// client links; clients never crash.
+type Faults struct {
+	Script []Fault
+
+	GST  int64 // end of the fault phase (0: no phases, only Script)
+	Conv int64 // length of the liveness phase (0: DefaultConv)
+
+	CrashEvery    int64
+	DownFor       int64   // mean downtime of a crashed replica (default 10δ)
+	MaxDown       int     // replicas of a group down at once, at most (default f = (Replicas-1)/2)
+	LeaderBias    float64 // probability that a crash, isolation or spike targets a current leader
+	TornProb      float64 // probability that a crash is torn (FaultTornCrash)
+	PermanentProb float64 // at GST: probability that a crashed replica stays down for good
+
+	PartitionEvery int64
+	PartitionFor   int64   // mean duration (default 10δ)
+	AsymProb       float64 // probability that a partition is one-way
+
+	ResetEvery int64
+
+	SpikeEvery         int64
+	SpikeFor           int64 // mean duration (default 20δ)
+	SpikeMin, SpikeMax int   // delay multiplier range (default 5-20)
+}
+
+// Enabled reports whether the profile injects anything.
+func (f *Faults) Enabled() bool { return f.GST > 0 || len(f.Script) > 0 }
+
+// crashes reports whether the profile can crash replicas.
+func (f *Faults) crashes() bool {
+	if f.CrashEvery > 0 {
+		return true
+	}
+	for _, sf := range f.Script {
+		if sf.Kind == FaultCrash || sf.Kind == FaultTornCrash {
+			return true
+		}
+	}
+	return false
+}
+
+// DefaultConv returns the default length of the liveness phase for cfg:
+// 20 × (election timeout + protocol depth × maximum message delay), with
+// an election timeout of 10 ticks and a depth of 6 message delays.
+func DefaultConv(cfg *Config) int64 {
+	tick := cfg.TickEvery
+	if tick <= 0 {
+		tick = cfg.Delta
+	}
+	maxDelay := cfg.Delta
+	if cfg.Delay == DelayHeavy {
+		maxDelay = 50 * cfg.Delta
+	}
+	return 20 * (10*tick + 6*maxDelay)
+}
+
+func (f *Faults) validate(c *Config, ps *ProtocolSpec) error {
+	if f.GST < 0 || f.Conv < 0 || f.CrashEvery < 0 || f.DownFor < 0 || f.PartitionEvery < 0 || f.PartitionFor < 0 ||
+		f.ResetEvery < 0 || f.SpikeEvery < 0 || f.SpikeFor < 0 || f.MaxDown < 0 {
+		return fmt.Errorf("sim: negative fault parameter")
+	}
+	for _, p := range []float64{f.LeaderBias, f.TornProb, f.PermanentProb, f.AsymProb} {
+		if p < 0 || p > 1 {
+			return fmt.Errorf("sim: fault probability %v outside [0,1]", p)
+		}
+	}
+	if f.GST == 0 && (f.CrashEvery > 0 || f.PartitionEvery > 0 || f.ResetEvery > 0 || f.SpikeEvery > 0) {
+		return fmt.Errorf("sim: random faults need a GST to end their phase")
+	}
+	if f.crashes() && !ps.CrashTolerant() {
+		return fmt.Errorf("sim: protocol %s is not crash tolerant (no store): it cannot be run with crashes", ps.Name)
+	}
+	if !f.Enabled() {
+		return nil
+	}
+	if f.Conv == 0 {
+		f.Conv = DefaultConv(c)
+	}
+	if f.MaxDown == 0 {
+		f.MaxDown = (c.Replicas - 1) / 2
+	}
+	if f.DownFor == 0 {
+		f.DownFor = 10 * c.Delta
+	}
+	if f.PartitionFor == 0 {
+		f.PartitionFor = 10 * c.Delta
+	}
+	if f.SpikeFor == 0 {
+		f.SpikeFor = 20 * c.Delta
+	}
+	if f.SpikeMin == 0 {
+		f.SpikeMin = 5
+	}
+	if f.SpikeMax == 0 {
+		f.SpikeMax = max(20, f.SpikeMin)
+	}
+	if f.SpikeMin < 1 || f.SpikeMax < f.SpikeMin {
+		return fmt.Errorf("sim: spike factors [%d,%d] invalid", f.SpikeMin, f.SpikeMax)
+	}
+	nrep := c.Groups * c.Replicas
+	n := nrep + c.Workload.Clients
+	for i, sf := range f.Script {
+		if sf.At < 0 {
+			return fmt.Errorf("sim: fault %d (%s) at negative time", i, sf.Kind)
+		}
+		switch sf.Kind {
+		case FaultCrash, FaultTornCrash, FaultRestart:
+			if int(sf.Proc) >= nrep {
+				return fmt.Errorf("sim: fault %d: %s of p%d, which is not a replica", i, sf.Kind, sf.Proc)
+			}
+		case FaultPartition, FaultReset, FaultSpike:
+			for _, p := range append(append([]wire.ProcID(nil), sf.From...), sf.To...) {
+				if int(p) >= n {
+					return fmt.Errorf("sim: fault %d: %s of unknown process p%d", i, sf.Kind, p)
+				}
+			}
+			if sf.Kind == FaultSpike && sf.Factor < 1 {
+				return fmt.Errorf("sim: fault %d: spike factor %d", i, sf.Factor)
+			}
+			if sf.For < 0 {
+				return fmt.Errorf("sim: fault %d: negative duration", i)
+			}
+		default:
+			return fmt.Errorf("sim: fault %d: unknown kind %d", i, sf.Kind)
+		}
+	}
+	return nil
+}
+
+// Describe prints the profile, durations in δ.
+func (f *Faults) Describe(delta int64) string {
+	if !f.Enabled() {
+		return "none"
+	}
+	d := func(t int64) string { return fmt.Sprintf("%.0fδ", float64(t)/float64(delta)) }
+	pct := func(p float64) string { return fmt.Sprintf("%.0f%%", 100*p) }
+	var parts []string
+	if f.GST > 0 {
+		parts = append(parts, "gst "+d(f.GST)+" conv "+d(f.Conv))
+	}
+	if f.CrashEvery > 0 {
+		parts = append(parts, fmt.Sprintf("crash every %s (down %s, leader %s, torn %s, max down %d, permanent %s)",
+			d(f.CrashEvery), d(f.DownFor), pct(f.LeaderBias), pct(f.TornProb), f.MaxDown, pct(f.PermanentProb)))
+	}
+	if f.PartitionEvery > 0 {
+		parts = append(parts, fmt.Sprintf("partition every %s (for %s, one-way %s)", d(f.PartitionEvery), d(f.PartitionFor), pct(f.AsymProb)))
+	}
+	if f.ResetEvery > 0 {
+		parts = append(parts, "reset every "+d(f.ResetEvery))
+	}
+	if f.SpikeEvery > 0 {
+		parts = append(parts, fmt.Sprintf("spike every %s (for %s, x%d-%d)", d(f.SpikeEvery), d(f.SpikeFor), f.SpikeMin, f.SpikeMax))
+	}
+	if len(f.Script) > 0 {
+		parts = append(parts, fmt.Sprintf("%d scripted", len(f.Script)))
+	}
+	if len(parts) == 1 && f.GST > 0 {
+		parts = append(parts, "no random faults")
+	}
+	return strings.Join(parts, "; ")
+}
+
+// FaultStats counts injected faults by kind.
+type FaultStats struct {
+	Crashes        int // every crash, torn ones included
+	TornCrashes    int // crashes that struck in the middle of a Ready
+	Restarts       int
+	Partitions     int // symmetric partitions
+	AsymPartitions int // one-way partitions
+	LinkResets     int
+	Spikes         int
+	Permanent      int // replicas left down for good at GST
+}
+
+// Add accumulates o into st.
+func (st *FaultStats) Add(o FaultStats) {
+	st.Crashes += o.Crashes
+	st.TornCrashes += o.TornCrashes
+	st.Restarts += o.Restarts
+	st.Partitions += o.Partitions
+	st.AsymPartitions += o.AsymPartitions
+	st.LinkResets += o.LinkResets
+	st.Spikes += o.Spikes
+	st.Permanent += o.Permanent
+}
+
+func (st FaultStats) String() string {
+	return fmt.Sprintf("crashes %d (torn %d)  restarts %d  partitions %d (+%d one-way)  link resets %d  delay spikes %d  down for good %d",
+		st.Crashes, st.TornCrashes, st.Restarts, st.Partitions, st.AsymPartitions, st.LinkResets, st.Spikes, st.Permanent)
+}
+
+const noTorn = -1 << 30 // faultState.torn: no torn crash pending
+
+type spike struct {
+	id     int
+	links  []int
+	factor int32
+}
+
+// faultState is a run's fault machinery. Random choices come from its own
+// PRNG stream (seeded from Config.Seed), so runs without faults draw
+// exactly what they drew before faults existed.
+type faultState struct {
+	s      *Sim
+	cfg    *Faults
+	rng    *rand.Rand
+	n      int // processes
+	stores []amcast.Store
+
+	cut    []uint16 // per link: active partitions cutting it
+	epoch  []uint32 // per link: bumped by resets
+	mult   []int32  // per link: delay multiplier (0: none)
+	parts  map[int][]int
+	spikes []spike
+	nextID int
+
+	torn      []int  // per replica: records kept by a pending torn crash, or noTorn
+	auto      []bool // per replica: crashed by the nemesis (restarts by itself)
+	inc       []int  // per replica: crashes so far (stale restart events)
+	permanent []bool
+
+	gstDone    bool
+	scriptLeft int
+	recBuf     []byte
+	stats      FaultStats
+}
+
+func newFaultState(s *Sim) *faultState {
+	cfg := &s.cfg.Faults
+	n := len(s.procs)
+	f := &faultState{
+		s: s, cfg: cfg, n: n,
+		rng:       rand.New(rand.NewPCG(s.cfg.Seed^0x6a09e667f3bcc908, s.cfg.Seed+0xbb67ae8584caa73b)),
+		cut:       make([]uint16, n*n),
+		epoch:     make([]uint32, n*n),
+		mult:      make([]int32, n*n),
+		parts:     map[int][]int{},
+		torn:      make([]int, s.nrep),
+		auto:      make([]bool, s.nrep),
+		inc:       make([]int, s.nrep),
+		permanent: make([]bool, s.nrep),
+	}
+	for i := range f.torn {
+		f.torn[i] = noTorn
+	}
+	if s.spec.NewStore != nil && cfg.crashes() {
+		f.stores = make([]amcast.Store, s.nrep)
+		for i := range f.stores {
+			f.stores[i] = s.spec.NewStore()
+		}
+	}
+	return f
+}
+
+func (f *faultState) start() {
+	s := f.s
+	for i, sf := range f.cfg.Script {
+		s.push(event{at: sf.At, kind: evScript, arg: int32(i)})
+	}
+	f.scriptLeft = len(f.cfg.Script)
+	if f.cfg.GST == 0 {
+		return
+	}
+	s.push(event{at: f.cfg.GST, kind: evGST})
+	for _, k := range []FaultKind{FaultCrash, FaultPartition, FaultReset, FaultSpike} {
+		f.scheduleNemesis(k)
+	}
+}
+
+func (f *faultState) every(k FaultKind) int64 {
+	switch k {
+	case FaultCrash:
+		return f.cfg.CrashEvery
+	case FaultPartition:
+		return f.cfg.PartitionEvery
+	case FaultReset:
+		return f.cfg.ResetEvery
+	case FaultSpike:
+		return f.cfg.SpikeEvery
+	}
+	return 0
+}
+
+func (f *faultState) exp(mean int64) int64 { return 1 + int64(f.rng.ExpFloat64()*float64(mean)) }
+
+func (f *faultState) scheduleNemesis(k FaultKind) {
+	if e := f.every(k); e > 0 {
+		if at := f.s.now + f.exp(e); at < f.cfg.GST {
+			f.s.push(event{at: at, kind: evFault, arg: int32(k)})
+		}
+	}
+}
+
+// over reports whether the fault phase is over and every scripted fault
+// has struck (the run may then end).
+func (f *faultState) over() bool {
+	return (f.cfg.GST == 0 || f.gstDone) && f.scriptLeft == 0
+}
+
+func (f *faultState) handle(ev *event) error {
+	s := f.s
+	switch ev.kind {
+	case evFault:
+		if f.gstDone {
+			return nil
+		}
+		k := FaultKind(ev.arg)
+		if err := f.random(k); err != nil {
+			return err
+		}
+		f.scheduleNemesis(k)
+	case evScript:
+		f.scriptLeft--
+		return f.apply(&f.cfg.Script[ev.arg])
+	case evHeal:
+		f.heal(int(ev.arg))
+	case evSpikeEnd:
+		f.endSpike(int(ev.arg))
+	case evRestart:
+		if p := ev.to; !s.up[p] && f.inc[p] == int(ev.arg) && !f.permanent[p] {
+			return f.restart(p)
+		}
+	case evTornLimit:
+		if p := ev.to; f.torn[p] != noTorn && f.inc[p] == int(ev.arg) {
+			f.crash(p, false)
+		}
+	case evGST:
+		return f.gst()
+	default:
+		return fmt.Errorf("sim: unknown event kind %d", ev.kind)
+	}
+	return nil
+}
+
+// links lists the links from every member of from to every member of to,
+// and back unless oneWay.
+func (f *faultState) links(from, to []wire.ProcID, oneWay bool) []int {
+	var ls []int
+	for _, a := range from {
+		for _, b := range to {
+			if a == b {
+				continue
+			}
+			ls = append(ls, int(a)*f.n+int(b))
+			if !oneWay {
+				ls = append(ls, int(b)*f.n+int(a))
+			}
+		}
+	}
+	return ls
+}
+
+func (f *faultState) apply(sf *Fault) error {
+	s := f.s
+	switch sf.Kind {
+	case FaultCrash:
+		if s.up[sf.Proc] {
+			f.crash(sf.Proc, false)
+		}
+	case FaultTornCrash:
+		if s.up[sf.Proc] && f.torn[sf.Proc] == noTorn {
+			f.torn[sf.Proc] = max(sf.Keep, -1)
+		}
+	case FaultRestart:
+		if !s.up[sf.Proc] {
+			return f.restart(sf.Proc)
+		}
+	case FaultPartition:
+		f.partition(f.links(sf.From, sf.To, sf.OneWay), sf.For, sf.OneWay)
+	case FaultReset:
+		f.reset(f.links(sf.From, sf.To, sf.OneWay))
+	case FaultSpike:
+		f.spike(f.links(sf.From, sf.To, sf.OneWay), sf.Factor, sf.For)
+	}
+	return nil
+}
+
+// crash discards replica p's machine.
+func (f *faultState) crash(p wire.ProcID, torn bool) {
+	s := f.s
+	if o := s.obs[p]; o != nil {
+		s.cov.Add(o.Coverage())
+	}
+	s.procs[p], s.obs[p] = nil, nil
+	s.up[p], s.leader[p] = false, false
+	f.torn[p] = noTorn
+	f.inc[p]++
+	g, _ := s.topo.GroupOf(p)
+	s.remaining -= s.addressed[g] - s.delivered[p]
+	f.stats.Crashes++
+	if torn {
+		f.stats.TornCrashes++
+	}
+	s.lastProgress = s.now
+	if s.hist != nil {
+		s.hist.Events = append(s.hist.Events, check.Event{Ev: check.EvCrash, Proc: int(p), T: s.now})
+	}
+	if f.auto[p] {
+		f.auto[p] = false
+		if !f.gstDone {
+			s.push(event{at: s.now + f.exp(f.cfg.DownFor), kind: evRestart, to: p, arg: int32(f.inc[p])})
+		}
+	}
+}
+
+// restart rebuilds replica p from its store.
+func (f *faultState) restart(p wire.ProcID) error {
+	s := f.s
+	m, err := s.spec.Restore(s.topo, p, f.stores[p])
+	if err != nil {
+		return fmt.Errorf("sim: t=%d restoring p%d: %w", s.now, p, err)
+	}
+	s.procs[p], s.up[p], s.leader[p] = m, true, false
+	if o, ok := m.(amcast.Observable); ok {
+		s.obs[p] = o
+	}
+	f.permanent[p] = false
+	g, _ := s.topo.GroupOf(p)
+	s.remaining += s.addressed[g] - s.delivered[p]
+	f.stats.Restarts++
+	s.lastProgress = s.now
+	if s.hist != nil {
+		s.hist.Events = append(s.hist.Events, check.Event{Ev: check.EvRestart, Proc: int(p), T: s.now})
+	}
+	return s.flush(p, false)
+}
+
+// persist applies records to replica p's store, through the codec (the
+// store holds a durable image, sharing no memory with the machine).
+func (f *faultState) persist(p wire.ProcID, recs []wire.Message) error {
+	if f.stores == nil {
+		return nil
+	}
+	st := f.stores[p]
+	for _, r := range recs {
+		f.recBuf = wire.Append(f.recBuf[:0], r)
+		rec, err := wire.Decode(f.recBuf)
+		if err != nil {
+			return fmt.Errorf("sim: t=%d p%d persisted %s: %w", f.s.now, p, wire.Describe(r), err)
+		}
+		if err := st.Apply(rec); err != nil {
+			return fmt.Errorf("sim: t=%d p%d store refused %s: %w", f.s.now, p, wire.Describe(r), err)
+		}
+	}
+	return nil
+}
+
+// tornCrash crashes p in the middle of handling rd: a prefix of its
+// Persist reaches the store and the deliveries made durable by it happen;
+// nothing else leaves.
+func (f *faultState) tornCrash(p wire.ProcID, rd *amcast.Ready) error {
+	keep := f.torn[p]
+	if keep < 0 {
+		keep = f.rng.IntN(len(rd.Persist) + 1)
+	}
+	keep = min(keep, len(rd.Persist))
+	if err := f.persist(p, rd.Persist[:keep]); err != nil {
+		return err
+	}
+	g, _ := f.s.topo.GroupOf(p)
+	for _, d := range rd.Deliveries {
+		if d.Rec >= 0 && d.Rec < keep {
+			f.s.recordDelivery(p, g, d)
+		}
+	}
+	f.crash(p, true)
+	return nil
+}
+
+func (f *faultState) partition(links []int, dur int64, oneWay bool) {
+	if oneWay {
+		f.stats.AsymPartitions++
+	} else {
+		f.stats.Partitions++
+	}
+	id := f.nextID
+	f.nextID++
+	for _, l := range links {
+		f.cut[l]++
+	}
+	f.parts[id] = links
+	f.s.lastProgress = f.s.now
+	if dur > 0 {
+		f.s.push(event{at: f.s.now + dur, kind: evHeal, arg: int32(id)})
+	}
+}
+
+func (f *faultState) heal(id int) {
+	links, ok := f.parts[id]
+	if !ok {
+		return
+	}
+	for _, l := range links {
+		f.cut[l]--
+	}
+	delete(f.parts, id)
+	f.s.lastProgress = f.s.now
+}
+
+func (f *faultState) reset(links []int) {
+	f.stats.LinkResets++
+	for _, l := range links {
+		f.epoch[l]++
+		f.s.last[l] = min(f.s.last[l], f.s.now) // new messages do not queue behind dropped ones
+	}
+	f.s.lastProgress = f.s.now
+}
+
+func (f *faultState) spike(links []int, factor int, dur int64) {
+	f.stats.Spikes++
+	id := f.nextID
+	f.nextID++
+	f.spikes = append(f.spikes, spike{id: id, links: links, factor: int32(factor)})
+	f.remult()
+	f.s.lastProgress = f.s.now
+	if dur > 0 {
+		f.s.push(event{at: f.s.now + dur, kind: evSpikeEnd, arg: int32(id)})
+	}
+}
+
+func (f *faultState) endSpike(id int) {
+	for i, sp := range f.spikes {
+		if sp.id == id {
+			f.spikes = append(f.spikes[:i], f.spikes[i+1:]...)
+			f.remult()
+			f.s.lastProgress = f.s.now
+			return
+		}
+	}
+}
+
+func (f *faultState) remult() {
+	clear(f.mult)
+	for _, sp := range f.spikes {
+		for _, l := range sp.links {
+			f.mult[l] = max(f.mult[l], sp.factor)
+		}
+	}
+}
+
+// spiked returns the arrival time of a message sent now on link, arriving
+// at `at` without a spike.
+func (f *faultState) spiked(link int, at int64) int64 {
+	m := int64(f.mult[link])
+	if m <= 1 {
+		return at
+	}
+	s := f.s
+	d := at - s.now
+	return s.now + max(d, min(d*m, 100*s.cfg.Delta))
+}
+
+// gst ends the fault phase.
+func (f *faultState) gst() error {
+	s := f.s
+	f.gstDone = true
+	// After GST message delays are bounded by δ (the paper's model): the
+	// heavy-tailed model's 50δ stalls would otherwise keep any fixed-timeout
+	// failure detector suspecting live leaders forever. Before GST they are
+	// one more fault.
+	if s.cfg.Delay == DelayHeavy {
+		s.cfg.Delay = DelayUniform
+	}
+	clear(f.cut)
+	clear(f.parts)
+	f.spikes = nil
+	f.remult()
+	for p := range f.torn {
+		f.torn[p] = noTorn
+		f.auto[p] = false
+	}
+	s.lastProgress = s.now
+	for g := range s.topo.Groups {
+		kept := 0
+		for _, p := range s.topo.Members(wire.GroupID(g)) {
+			if s.up[p] {
+				continue
+			}
+			if kept < f.cfg.MaxDown && f.rng.Float64() < f.cfg.PermanentProb {
+				f.permanent[p] = true
+				f.stats.Permanent++
+				kept++
+				continue
+			}
+			if err := f.restart(p); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// isLeader reports whether up replica p leads its group, as far as the
+// simulator can tell: IsLeader for Observable machines, else the initial
+// leader.
+func (f *faultState) isLeader(p wire.ProcID) bool {
+	s := f.s
+	if s.obs[p] != nil {
+		return s.leader[p]
+	}
+	g, _ := s.topo.GroupOf(p)
+	return s.topo.InitialLeader(g) == p
+}
+
+// pickReplica returns a random replica among cands, a leader among them
+// with probability LeaderBias (if there is one). ok is false if cands is
+// empty.
+func (f *faultState) pickReplica(cands []wire.ProcID) (p wire.ProcID, ok bool) {
+	if len(cands) == 0 {
+		return 0, false
+	}
+	if f.rng.Float64() < f.cfg.LeaderBias {
+		var ls []wire.ProcID
+		for _, q := range cands {
+			if f.s.up[q] && f.isLeader(q) {
+				ls = append(ls, q)
+			}
+		}
+		if len(ls) > 0 {
+			return ls[f.rng.IntN(len(ls))], true
+		}
+	}
+	return cands[f.rng.IntN(len(cands))], true
+}
+
+func (f *faultState) allReplicas() []wire.ProcID {
+	ps := make([]wire.ProcID, f.s.nrep)
+	for i := range ps {
+		ps[i] = wire.ProcID(i)
+	}
+	return ps
+}
+
+func (f *faultState) othersThan(p wire.ProcID) []wire.ProcID {
+	var ps []wire.ProcID
+	for q := 0; q < f.n; q++ {
+		if wire.ProcID(q) != p {
+			ps = append(ps, wire.ProcID(q))
+		}
+	}
+	return ps
+}
+
+// random injects one random fault of kind k (the nemesis).
+func (f *faultState) random(k FaultKind) error {
+	s := f.s
+	switch k {
+	case FaultCrash:
+		f.randomCrash()
+	case FaultPartition:
+		f.randomPartition()
+	case FaultReset:
+		a := wire.ProcID(f.rng.IntN(s.nrep))
+		b := wire.ProcID(f.rng.IntN(f.n - 1))
+		if b >= a {
+			b++
+		}
+		f.reset(f.links([]wire.ProcID{a}, []wire.ProcID{b}, false))
+	case FaultSpike:
+		factor := f.cfg.SpikeMin + f.rng.IntN(f.cfg.SpikeMax-f.cfg.SpikeMin+1)
+		dur := f.exp(f.cfg.SpikeFor)
+		if f.rng.IntN(2) == 0 {
+			p, _ := f.pickReplica(f.allReplicas())
+			f.spike(f.links([]wire.ProcID{p}, f.othersThan(p), false), factor, dur)
+		} else {
+			a := wire.ProcID(f.rng.IntN(s.nrep))
+			b := wire.ProcID(f.rng.IntN(f.n - 1))
+			if b >= a {
+				b++
+			}
+			f.spike(f.links([]wire.ProcID{a}, []wire.ProcID{b}, false), factor, dur)
+		}
+	}
+	return nil
+}
+
+// randomCrash crashes a replica of a group with fewer than MaxDown
+// replicas down (or about to be), a leader with probability LeaderBias.
+func (f *faultState) randomCrash() {
+	s := f.s
+	var groups []wire.GroupID
+	for g := range s.topo.Groups {
+		down := 0
+		for _, p := range s.topo.Members(wire.GroupID(g)) {
+			if !s.up[p] || f.torn[p] != noTorn {
+				down++
+			}
+		}
+		if down < f.cfg.MaxDown {
+			groups = append(groups, wire.GroupID(g))
+		}
+	}
+	if len(groups) == 0 {
+		return
+	}
+	g := groups[f.rng.IntN(len(groups))]
+	var cands []wire.ProcID
+	for _, p := range s.topo.Members(g) {
+		if s.up[p] && f.torn[p] == noTorn {
+			cands = append(cands, p)
+		}
+	}
+	p, ok := f.pickReplica(cands)
+	if !ok {
+		return
+	}
+	f.auto[p] = true
+	if f.rng.Float64() < f.cfg.TornProb {
+		f.torn[p] = -1
+		// A replica that stays idle crashes plainly after 10δ.
+		s.push(event{at: s.now + 10*s.cfg.Delta, kind: evTornLimit, to: p, arg: int32(f.inc[p])})
+		return
+	}
+	f.crash(p, false)
+}
+
+// randomPartition cuts a random set of links: a replica (a leader with
+// probability LeaderBias) from everyone, a group in two, one direction
+// between a leader and the rest of its group, or a client from the
+// replicas. Partitions other than the leader's one-way cut are one-way
+// with probability AsymProb.
+func (f *faultState) randomPartition() {
+	s := f.s
+	oneWay := f.rng.Float64() < f.cfg.AsymProb
+	dur := f.exp(f.cfg.PartitionFor)
+	var from, to []wire.ProcID
+	switch shape := f.rng.IntN(10); {
+	case shape < 4 || s.cfg.Replicas == 1: // isolate a replica
+		p, _ := f.pickReplica(f.allReplicas())
+		from, to = []wire.ProcID{p}, f.othersThan(p)
+	case shape < 7: // split a group
+		g := wire.GroupID(f.rng.IntN(s.cfg.Groups))
+		ms := append([]wire.ProcID(nil), s.topo.Members(g)...)
+		f.rng.Shuffle(len(ms), func(i, j int) { ms[i], ms[j] = ms[j], ms[i] })
+		k := 1 + f.rng.IntN(len(ms)-1)
+		from, to = ms[:k], ms[k:]
+	case shape < 9: // one direction between a leader and the rest of its group
+		g := wire.GroupID(f.rng.IntN(s.cfg.Groups))
+		l := s.topo.InitialLeader(g)
+		for _, p := range s.topo.Members(g) {
+			if s.up[p] && f.isLeader(p) {
+				l = p
+				break
+			}
+		}
+		from = []wire.ProcID{l}
+		for _, p := range s.topo.Members(g) {
+			if p != l {
+				to = append(to, p)
+			}
+		}
+		oneWay = true
+	default: // a client from the replicas
+		c := wire.ProcID(s.nrep + f.rng.IntN(len(s.clients)))
+		from, to = []wire.ProcID{c}, f.allReplicas()
+	}
+	if oneWay && f.rng.IntN(2) == 0 {
+		from, to = to, from
+	}
+	f.partition(f.links(from, to, oneWay), dur, oneWay)
+}

@@ -1,0 +1,92 @@
+package sim
+
+import (
+	"fmt"
+
+	"github.com/weft-dev/weft/amcast"
+	"github.com/weft-dev/weft/amcast/skeen"
+	"github.com/weft-dev/weft/amcast/wbcast"
+	"github.com/weft-dev/weft/wire"
+)
+
+// ProtocolSpec describes a protocol the simulator can run: how to build a
+// replica and, for crash-tolerant protocols, how to keep its durable state
+// and rebuild it after a crash.
+type ProtocolSpec struct {
+	// Name is the protocol's name (Config.Protocol, the history's config).
+	Name string
+	// New builds replica id in its initial state.
+	New func(topo *amcast.Topology, id wire.ProcID) (amcast.Machine, error)
+	// NewStore returns an empty durable store for one replica. nil means
+	// the protocol is not crash tolerant: runs of it cannot crash replicas.
+	NewStore func() amcast.Store
+	// Restore rebuilds replica id after a crash from the store NewStore
+	// returned, to which the simulator applied every record the replica
+	// persisted before it crashed.
+	Restore func(topo *amcast.Topology, id wire.ProcID, st amcast.Store) (amcast.Machine, error)
+}
+
+// CrashTolerant reports whether replicas of the protocol can crash and
+// restart (NewStore and Restore are set).
+func (ps *ProtocolSpec) CrashTolerant() bool { return ps.NewStore != nil && ps.Restore != nil }
+
+// protocolSpecs is the table of protocols the simulator runs, by name.
+var protocolSpecs = []*ProtocolSpec{
+	{
+		Name: "skeen",
+		New: func(topo *amcast.Topology, id wire.ProcID) (amcast.Machine, error) {
+			return machine(skeen.New(topo, id))
+		},
+	},
+	{
+		Name: "wbcast",
+		New: func(topo *amcast.Topology, id wire.ProcID) (amcast.Machine, error) {
+			return machine(wbcast.New(wbcast.Config{Topology: topo, ID: id}))
+		},
+		NewStore: func() amcast.Store { return wbcast.NewStore() },
+		Restore: func(topo *amcast.Topology, id wire.ProcID, st amcast.Store) (amcast.Machine, error) {
+			ws, ok := st.(*wbcast.Store)
+			if !ok {
+				return nil, fmt.Errorf("sim: wbcast cannot restore from a %T", st)
+			}
+			return machine(wbcast.Restore(wbcast.Config{Topology: topo, ID: id}, ws))
+		},
+	},
+}
+
+// machine turns a constructor's (*T, error) into (amcast.Machine, error)
+// without a typed nil on error.
+func machine[T amcast.Machine](m T, err error) (amcast.Machine, error) {
+	if err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// Protocols lists the protocols the simulator can run.
+var Protocols = func() []string {
+	var names []string
+	for _, ps := range protocolSpecs {
+		names = append(names, ps.Name)
+	}
+	return names
+}()
+
+// LookupProtocol returns the spec of the named protocol.
+func LookupProtocol(name string) (*ProtocolSpec, error) {
+	for _, ps := range protocolSpecs {
+		if ps.Name == name {
+			return ps, nil
+		}
+	}
+	return nil, fmt.Errorf("sim: unknown protocol %q (want one of %v)", name, Protocols)
+}
+
+// NewReplica builds a replica of the named protocol.
+func NewReplica(protocol string, topo *amcast.Topology, id wire.ProcID) (amcast.Machine, error) {
+	ps, err := LookupProtocol(protocol)
+	if err != nil {
+		return nil, err
+	}
+	return ps.New(topo, id)
+}
