@@ -332,6 +332,12 @@ type Result struct {
 	// Coverage sums amcast.Observable.Coverage over every incarnation of
 	// every replica: at its crash, and at the end for the live ones.
 	Coverage amcast.Coverage
+	// LeaderEvents lists, in time order, every time a replica began to lead.
+	LeaderEvents []LeaderEvent
+	// PeakRetained is the most messages any one replica held in memory at
+	// any time (amcast.Observable.Retained), the measure of garbage
+	// collection.
+	PeakRetained int
 }
 
 // Sim is one simulation in progress.
@@ -364,6 +370,8 @@ type Sim struct {
 	converged    bool
 	lastDelivery int64
 	leaderChg    []int // per group
+	leaderEvs    []LeaderEvent
+	peakRetained int
 	cov          amcast.Coverage
 
 	// Convergence: remaining counts the (multicast, live destination
@@ -478,7 +486,8 @@ func (s *Sim) result() *Result {
 		}
 	}
 	res := &Result{Config: s.cfg, Stats: s.stats, History: s.hist, Converged: s.converged,
-		LastDelivery: s.lastDelivery, GroupLeaderChanges: s.leaderChg, Coverage: s.cov}
+		LastDelivery: s.lastDelivery, GroupLeaderChanges: s.leaderChg, Coverage: s.cov,
+		LeaderEvents: s.leaderEvs, PeakRetained: s.peakRetained}
 	for _, n := range s.leaderChg {
 		res.LeaderChanges += n
 	}
@@ -791,6 +800,9 @@ func (s *Sim) flush(id wire.ProcID, fg bool) error {
 
 // observe tracks replica id's leadership.
 func (s *Sim) observe(id wire.ProcID) {
+	if r := s.obs[id].Retained(); r > s.peakRetained {
+		s.peakRetained = r
+	}
 	l := s.obs[id].IsLeader()
 	if l == s.leader[id] {
 		return
@@ -799,7 +811,15 @@ func (s *Sim) observe(id wire.ProcID) {
 	if l {
 		g, _ := s.topo.GroupOf(id)
 		s.leaderChg[g]++
+		s.leaderEvs = append(s.leaderEvs, LeaderEvent{T: s.now, Group: g, Proc: id})
 	}
+}
+
+// LeaderEvent records that Proc began to lead Group at time T.
+type LeaderEvent struct {
+	T     int64
+	Group wire.GroupID
+	Proc  wire.ProcID
 }
 
 func (s *Sim) recordDelivery(id wire.ProcID, g wire.GroupID, d amcast.Delivery) {

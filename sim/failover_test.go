@@ -1,0 +1,34 @@
+package sim
+
+import "testing"
+
+// TestFailover: every run elects a new leader of group 0 and it delivers;
+// histories pass the checkers. Times are reported, not asserted.
+func TestFailover(t *testing.T) {
+	st, err := MeasureFailover(10, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("elected p50 %.1fδ p99 %.1fδ; first delivery p50 %.1fδ p99 %.1fδ (timeout %.0fδ)",
+		st.Elected.P50, st.Elected.P99, st.FirstDelivery.P50, st.FirstDelivery.P99, st.DetectorTimeout)
+}
+
+// TestLeaderChurnGC: with leaders crashing and restarting, memory stays
+// bounded: the peak number of retained messages at any replica is a small
+// fraction of the messages multicast.
+func TestLeaderChurnGC(t *testing.T) {
+	res, err := Run(LeaderChurnConfig(20000, 1, 300))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckResult(res); err != nil {
+		t.Fatal(err)
+	}
+	if res.LeaderChanges < 5 {
+		t.Fatalf("only %d leader changes", res.LeaderChanges)
+	}
+	if res.PeakRetained > 2000 {
+		t.Fatalf("peak retained %d of 20000 messages: garbage collection is not keeping up", res.PeakRetained)
+	}
+	t.Logf("peak retained %d, leader changes %d, collected %d", res.PeakRetained, res.LeaderChanges, res.Coverage.Collected)
+}
