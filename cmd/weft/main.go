@@ -23,6 +23,6 @@ func newRoot() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(simCmd())
+	root.AddCommand(simCmd(), agentCmd(), multicastCmd(), demoCmd())
 	return root
 }

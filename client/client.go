@@ -1,0 +1,328 @@
+// Package client is weft's Go client: it connects to the nodes of a
+// cluster (transport role client), multicasts messages to sets of groups
+// and returns each message's global timestamp once a destination group
+// delivered it.
+//
+// A Client drives an amcast.Client state machine with a ticker. A message
+// goes to its view of the leader of each destination group; without a
+// reply within RetryTicks ticks it is sent again, with the same id, to
+// every member of its destination groups (with exponential backoff up to
+// 8 x RetryTicks), so it survives lost messages and leader changes, and
+// is delivered at most once whatever the retries. The leader view starts
+// at each group's first member and follows the Leader hint of every
+// DELIVERED reply. (Gossip-based discovery will replace the guessing.)
+//
+// Message ids are (client id, sequence number), sequences counting from 1.
+// Two clients must never share an id: a node remembers delivered ids and
+// answers a repeated id with the old delivery. Config.ID = 0 picks a random
+// id above the replica ids.
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/weft-dev/weft/amcast"
+	"github.com/weft-dev/weft/transport"
+	"github.com/weft-dev/weft/wire"
+)
+
+// Defaults for zero Config fields.
+const (
+	DefaultTick       = 10 * time.Millisecond
+	DefaultRetryTicks = 20
+)
+
+// ErrClosed is returned by Multicast after Close.
+var ErrClosed = errors.New("client: closed")
+
+// Config configures a Client.
+type Config struct {
+	// Cluster is the cluster name.
+	Cluster string
+	// ID is the client's process id; it must not be a replica id, nor
+	// 2^32-1 (reserved). 0 picks a random id in [2^24, 2^32-1).
+	ID wire.ProcID
+	// Topology is the cluster's group layout.
+	Topology *amcast.Topology
+	// Nodes maps every replica id to the address clients use.
+	Nodes map[wire.ProcID]string
+	// Tick is the client's tick (default DefaultTick).
+	Tick time.Duration
+	// RetryTicks is the reply timeout in ticks (default DefaultRetryTicks).
+	RetryTicks int
+	// OnMulticast, if set, is called for each message just before it is
+	// first sent, from the client's goroutine (a history recorder logs the
+	// multicast event there).
+	OnMulticast func(m wire.AppMsg, at time.Time)
+	// Logger receives transport events (default: discard).
+	Logger *slog.Logger
+}
+
+// Result is the outcome of one multicast.
+type Result struct {
+	ID wire.MsgID
+	// GTS is the message's global timestamp. It is zero when the reply
+	// came from a node that had delivered and garbage-collected the message
+	// long before (only possible for a retry of an old id).
+	GTS wire.Timestamp
+	// Group is the destination group whose leader answered, and Leader
+	// that leader.
+	Group  wire.GroupID
+	Leader wire.ProcID
+	// Latency is the time from the first send to the reply.
+	Latency time.Duration
+}
+
+type request struct {
+	dest    []wire.GroupID
+	payload []byte
+	reply   chan Result
+	start   time.Time
+}
+
+type reply struct {
+	from wire.ProcID
+	d    *wire.Delivered
+}
+
+// Client multicasts messages to a cluster. It is safe for concurrent use.
+type Client struct {
+	cfg  Config
+	tr   *transport.Transport
+	reqs chan *request
+	in   chan reply
+	stop chan struct{}
+	done chan struct{}
+	once sync.Once
+
+	// Owned by the loop.
+	m       *amcast.Client
+	seq     uint64
+	waiting map[wire.MsgID]*request
+	hint    map[wire.MsgID]reply
+
+	mu      sync.Mutex
+	leaders []wire.ProcID
+	retries int
+}
+
+// New starts a client. It dials every node in the background; messages
+// wait in the transport's queues until connections are up.
+func New(cfg Config) (*Client, error) {
+	if cfg.Topology == nil {
+		return nil, errors.New("client: Config.Topology is nil")
+	}
+	if cfg.Tick == 0 {
+		cfg.Tick = DefaultTick
+	}
+	if cfg.RetryTicks == 0 {
+		cfg.RetryTicks = DefaultRetryTicks
+	}
+	if cfg.Tick < time.Millisecond || cfg.RetryTicks < 1 {
+		return nil, fmt.Errorf("client: Tick %v below 1ms or RetryTicks %d below 1", cfg.Tick, cfg.RetryTicks)
+	}
+	if cfg.ID == 0 {
+		for {
+			cfg.ID = wire.ProcID(1<<24 + rand.Uint32N(math.MaxUint32-1<<24))
+			if !cfg.Topology.IsReplica(cfg.ID) {
+				break
+			}
+		}
+	}
+	if cfg.ID == math.MaxUint32 {
+		return nil, errors.New("client: id 2^32-1 is reserved")
+	}
+	m, err := amcast.NewClient(cfg.Topology, cfg.ID)
+	if err != nil {
+		return nil, err
+	}
+	m.RetryTicks = cfg.RetryTicks
+	c := &Client{
+		cfg:     cfg,
+		reqs:    make(chan *request),
+		in:      make(chan reply, 1024),
+		stop:    make(chan struct{}),
+		done:    make(chan struct{}),
+		m:       m,
+		waiting: map[wire.MsgID]*request{},
+	}
+	for g := range cfg.Topology.Groups {
+		c.leaders = append(c.leaders, cfg.Topology.InitialLeader(wire.GroupID(g)))
+	}
+	peers := map[wire.ProcID]string{}
+	for g := range cfg.Topology.Groups {
+		for _, p := range cfg.Topology.Members(wire.GroupID(g)) {
+			addr, ok := cfg.Nodes[p]
+			if !ok || addr == "" {
+				return nil, fmt.Errorf("client: no address for node %d", p)
+			}
+			peers[p] = addr
+		}
+	}
+	c.tr, err = transport.New(transport.Config{
+		ClusterName: cfg.Cluster,
+		Self:        cfg.ID,
+		Role:        transport.RoleClient,
+		Peers:       peers,
+		Handler:     c.handle,
+		Logger:      cfg.Logger,
+		Seed:        uint64(time.Now().UnixNano()),
+	})
+	if err != nil {
+		return nil, err
+	}
+	go c.run()
+	return c, nil
+}
+
+// ID returns the client's id.
+func (c *Client) ID() wire.ProcID { return c.cfg.ID }
+
+// Leaders returns the client's view of each group's leader.
+func (c *Client) Leaders() []wire.ProcID {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.leaders)
+}
+
+// Retries returns how many times the client re-sent a message.
+func (c *Client) Retries() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.retries
+}
+
+func (c *Client) handle(from wire.ProcID, m wire.Message) {
+	d, ok := m.(*wire.Delivered)
+	if !ok {
+		return
+	}
+	select {
+	case c.in <- reply{from: from, d: d}:
+	case <-c.stop:
+	}
+}
+
+// Multicast sends payload to the groups in dest and waits for the reply
+// of a destination group (or ctx). dest need not be sorted. If ctx ends
+// first the message stays in flight (it may still be delivered).
+func (c *Client) Multicast(ctx context.Context, dest []wire.GroupID, payload []byte) (Result, error) {
+	d := slices.Clone(dest)
+	slices.Sort(d)
+	d = slices.Compact(d)
+	for _, g := range d {
+		if int(g) >= c.cfg.Topology.NumGroups() {
+			return Result{}, fmt.Errorf("client: no group %d (the cluster has %d)", g, c.cfg.Topology.NumGroups())
+		}
+	}
+	if len(d) == 0 {
+		return Result{}, errors.New("client: no destination group")
+	}
+	r := &request{dest: d, payload: payload, reply: make(chan Result, 1)}
+	select {
+	case c.reqs <- r:
+	case <-c.stop:
+		return Result{}, ErrClosed
+	case <-ctx.Done():
+		return Result{}, ctx.Err()
+	}
+	select {
+	case res := <-r.reply:
+		return res, nil
+	case <-c.stop:
+		return Result{}, ErrClosed
+	case <-ctx.Done():
+		return Result{}, ctx.Err()
+	}
+}
+
+// Close stops the client. Messages in flight are abandoned.
+func (c *Client) Close() error {
+	c.once.Do(func() { close(c.stop) })
+	<-c.done
+	return c.tr.Close()
+}
+
+func (c *Client) run() {
+	defer close(c.done)
+	ticker := time.NewTicker(c.cfg.Tick)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-c.stop:
+			return
+		case r := <-c.reqs:
+			c.submit(r)
+		case rp := <-c.in:
+			c.reply(rp)
+		case <-ticker.C:
+			c.m.Tick()
+		}
+		if c.m.HasReady() {
+			c.ready()
+		}
+	}
+}
+
+func (c *Client) submit(r *request) {
+	c.seq++
+	m := wire.AppMsg{ID: wire.MsgID{Client: c.cfg.ID, Seq: c.seq}, Dest: r.dest, Payload: r.payload}
+	r.start = time.Now()
+	if c.cfg.OnMulticast != nil {
+		c.cfg.OnMulticast(m, r.start)
+	}
+	if err := c.m.Multicast(m); err != nil {
+		// Validated in Multicast; cannot happen.
+		panic(fmt.Sprintf("client: %v", err))
+	}
+	c.waiting[m.ID] = r
+}
+
+func (c *Client) reply(rp reply) {
+	d := rp.d
+	if err := c.m.Step(wire.Envelope{From: rp.from, To: c.cfg.ID, Msg: d}); err != nil {
+		return // a reply naming a non-replica leader or an unknown group
+	}
+	c.mu.Lock()
+	c.leaders[d.G] = d.Leader
+	c.mu.Unlock()
+	if c.hint == nil {
+		c.hint = map[wire.MsgID]reply{}
+	}
+	c.hint[d.ID] = rp
+}
+
+func (c *Client) ready() {
+	rd := c.m.Ready()
+	for _, env := range rd.Messages {
+		c.tr.Send(env.To, env.Msg)
+	}
+	now := time.Now()
+	for _, d := range rd.Deliveries {
+		r := c.waiting[d.M.ID]
+		delete(c.waiting, d.M.ID)
+		h := c.hint[d.M.ID]
+		delete(c.hint, d.M.ID)
+		if r == nil {
+			continue
+		}
+		res := Result{ID: d.M.ID, GTS: d.GTS, Latency: now.Sub(r.start)}
+		if h.d != nil {
+			res.Group, res.Leader = h.d.G, h.d.Leader
+		}
+		r.reply <- res
+	}
+	c.mu.Lock()
+	c.retries = c.m.Retries()
+	c.mu.Unlock()
+	c.m.Advance()
+	clear(c.hint)
+}

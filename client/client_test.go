@@ -1,0 +1,104 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/weft-dev/weft/amcast"
+	"github.com/weft-dev/weft/client"
+	"github.com/weft-dev/weft/node"
+	"github.com/weft-dev/weft/wire"
+)
+
+func TestClientValidatesAndCloses(t *testing.T) {
+	topo, err := amcast.NewTopology(2, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes := map[wire.ProcID]string{0: "127.0.0.1:1", 1: "127.0.0.1:1"}
+	if _, err := client.New(client.Config{Cluster: "c", Topology: topo, Nodes: nodes, ID: 1}); err == nil {
+		t.Error("a client with a replica's id was accepted")
+	}
+	if _, err := client.New(client.Config{Cluster: "c", Topology: topo, Nodes: map[wire.ProcID]string{0: "127.0.0.1:1"}}); err == nil {
+		t.Error("a client without every node's address was accepted")
+	}
+	cl, err := client.New(client.Config{Cluster: "c", Topology: topo, Nodes: nodes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if topo.IsReplica(cl.ID()) || cl.ID() == 0 {
+		t.Errorf("random id %d", cl.ID())
+	}
+	ctx := context.Background()
+	if _, err := cl.Multicast(ctx, []wire.GroupID{2}, nil); err == nil {
+		t.Error("multicast to a group that does not exist succeeded")
+	}
+	if _, err := cl.Multicast(ctx, nil, nil); err == nil {
+		t.Error("multicast without destinations succeeded")
+	}
+	// Nobody listens: the context ends the wait.
+	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	if _, err := cl.Multicast(short, []wire.GroupID{0}, nil); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("multicast to nobody: %v", err)
+	}
+	cl.Close()
+	if _, err := cl.Multicast(ctx, []wire.GroupID{0}, nil); !errors.Is(err, client.ErrClosed) {
+		t.Errorf("multicast after Close: %v", err)
+	}
+}
+
+// TestClientFollowsLeaderHints: the initial guess for group 0 is its first
+// member; after that member is gone the client finds the new leader
+// through retries and then sends to it directly.
+func TestClientFollowsLeaderHints(t *testing.T) {
+	topo, err := amcast.NewTopology(1, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addrs := map[wire.ProcID]string{}
+	lns := map[wire.ProcID]net.Listener{}
+	for p := range wire.ProcID(3) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		lns[p], addrs[p] = ln, ln.Addr().String()
+	}
+	nodes := map[wire.ProcID]*node.Node{}
+	for p, ln := range lns {
+		n, err := node.New(node.Config{Cluster: "c", ID: p, Topology: topo, Peers: addrs, Listener: ln, DataDir: t.TempDir()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		nodes[p] = n
+		t.Cleanup(func() { n.Close() })
+	}
+	cl, err := client.New(client.Config{Cluster: "c", Topology: topo, Nodes: addrs, RetryTicks: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	res, err := cl.Multicast(ctx, []wire.GroupID{0}, []byte("a"))
+	if err != nil || res.GTS.IsZero() || res.Leader != 0 || res.ID.Seq != 1 {
+		t.Fatalf("first multicast: %+v %v", res, err)
+	}
+	nodes[0].Close()
+	res, err = cl.Multicast(ctx, []wire.GroupID{0}, []byte("b"))
+	if err != nil || res.Leader == 0 || res.ID.Seq != 2 {
+		t.Fatalf("multicast after the leader stopped: %+v %v", res, err)
+	}
+	if got := cl.Leaders(); got[0] != res.Leader {
+		t.Errorf("leader view %v, want %d", got, res.Leader)
+	}
+	retries := cl.Retries()
+	res, err = cl.Multicast(ctx, []wire.GroupID{0}, []byte("c"))
+	if err != nil || cl.Retries() != retries {
+		t.Errorf("third multicast: %+v %v, retries %d -> %d (want none: the view is right)", res, err, retries, cl.Retries())
+	}
+}

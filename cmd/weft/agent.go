@@ -1,0 +1,97 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/weft-dev/weft/config"
+	"github.com/weft-dev/weft/node"
+	"github.com/weft-dev/weft/storage/wal"
+)
+
+func agentCmd() *cobra.Command {
+	var path string
+	c := &cobra.Command{
+		Use:   "agent --config FILE",
+		Short: "Run one weft node until SIGINT or SIGTERM",
+		Long: `Run one weft node (a WbCast replica) as configured in a TOML file; see
+config/sample.toml for every key and its default. The node recovers from
+its write-ahead log in data_dir if there is one. It stops cleanly on SIGINT
+or SIGTERM, and exits non-zero if its storage fails.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runAgent(cmd.Context(), path)
+		},
+	}
+	c.Flags().StringVar(&path, "config", "", "agent configuration file (TOML)")
+	c.MarkFlagRequired("config")
+	return c
+}
+
+func runAgent(ctx context.Context, path string) error {
+	cfg, err := config.Load(path)
+	if err != nil {
+		return err
+	}
+	level, _ := config.ParseLevel(cfg.LogLevel) // validated
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	topo, err := cfg.Topology()
+	if err != nil {
+		return err
+	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	compact := cfg.CompactBytes
+	if compact == 0 {
+		compact = -1 // node: negative disables
+	}
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	n, err := node.New(node.Config{
+		Cluster:        cfg.Cluster,
+		ID:             cfg.ID,
+		Topology:       topo,
+		Peers:          cfg.Peers(),
+		Listen:         cfg.Listen,
+		DataDir:        cfg.DataDir,
+		Tick:           cfg.Tick,
+		ElectionTicks:  cfg.ElectionTicks,
+		HeartbeatTicks: cfg.HeartbeatTicks,
+		RetryTicks:     cfg.RetryTicks,
+		WAL:            wal.Options{SegmentSize: cfg.WALSegmentSize},
+		CompactBytes:   compact,
+		Logger:         logger,
+	})
+	if err != nil {
+		return err
+	}
+	attrs := []any{"id", uint32(cfg.ID), "listen", n.Addr().String(), "data_dir", cfg.DataDir, "pid", os.Getpid()}
+	if cfg.Admin != "" {
+		a, err := node.ServeAdmin(n, cfg.Admin)
+		if err != nil {
+			n.Close()
+			return err
+		}
+		defer a.Close()
+		attrs = append(attrs, "admin", a.Addr().String())
+	}
+	st := n.Status()
+	attrs = append(attrs, "role", st.Role, "ballot", st.Ballot.String())
+	logger.Info("agent running", attrs...)
+	select {
+	case <-ctx.Done():
+		logger.Info("stopping")
+	case <-n.Done():
+	}
+	if err := n.Close(); err != nil {
+		return fmt.Errorf("node %d: %w", cfg.ID, err)
+	}
+	return nil
+}

@@ -1,0 +1,205 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/weft-dev/weft/config"
+	"github.com/weft-dev/weft/wire"
+)
+
+// execCmd runs one command built by f (not necessarily registered in the
+// root) with args.
+func execCmd(f func() *cobra.Command, args ...string) (string, error) {
+	c := f()
+	var out bytes.Buffer
+	c.SetOut(&out)
+	c.SetErr(&out)
+	c.SetArgs(args)
+	c.SilenceUsage, c.SilenceErrors = true, true
+	err := c.Execute()
+	return out.String(), err
+}
+
+func TestAgentRejectsBadConfig(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct{ text, want string }{
+		{"colour = \"red\"\n" + config.Sample, "colour: unknown key"},
+		{strings.Replace(config.Sample, "election_ticks = 30", "election_ticks = 1", 1), "election_ticks: must be at least 2"},
+	} {
+		path := filepath.Join(dir, "bad.toml")
+		if err := os.WriteFile(path, []byte(tc.text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, err := execCmd(agentCmd, "--config", path)
+		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), path) {
+			t.Errorf("agent with a bad config: %v, want an error with %q and the file name", err, tc.want)
+		}
+	}
+	if _, err := execCmd(agentCmd); err == nil {
+		t.Error("agent without --config succeeded")
+	}
+}
+
+func TestMulticastBadFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{"x"},                                    // no --dest
+		{"--dest", "0", "x"},                     // no cluster layout
+		{"--dest", "0", "--peers", "0=a:1", "x"}, // no --groups
+		{"--dest", "0", "--config", "c.toml", "--peers", "0=a:1", "x"},
+		{"--dest", "5", "--peers", "0=127.0.0.1:1", "--groups", "0", "x"},
+		{"--dest", "0", "--peers", "zero=127.0.0.1:1", "--groups", "0", "x"},
+		{"--dest", "0", "--peers", "0=127.0.0.1:1", "--groups", "0;0", "x"},
+		{"--dest", "0", "--peers", "0=127.0.0.1:1", "--groups", "0"}, // no payload
+	} {
+		if out, err := execCmd(multicastCmd, args...); err == nil {
+			t.Errorf("multicast %q succeeded: %s", args, out)
+		}
+	}
+}
+
+// registered reports whether main.go registers the named commands.
+func registered(names ...string) bool {
+	for _, name := range names {
+		found := false
+		for _, c := range newRoot().Commands() {
+			if c.Name() == name {
+				found = true
+			}
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
+}
+
+// buildWeft builds this command into a temporary directory.
+func buildWeft(t *testing.T) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("multi-process test: skipped with -short")
+	}
+	if !registered("agent", "multicast", "demo") {
+		t.Skip("agent, multicast and demo are not registered in main.go yet")
+	}
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go tool on PATH")
+	}
+	exe := filepath.Join(t.TempDir(), "weft")
+	out, err := exec.Command(goTool, "build", "-o", exe, ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return exe
+}
+
+// TestAgentsAndMulticastProcesses runs three agents and `weft multicast` as
+// separate processes.
+func TestAgentsAndMulticastProcesses(t *testing.T) {
+	exe := buildWeft(t)
+	dir := t.TempDir()
+	ports, err := freeAddrs(3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes := map[string]string{"0": ports[0], "1": ports[1], "2": ports[2]}
+	var cfgPath string
+	for id := range 3 {
+		cfg := config.Config{Cluster: "proc-test", ID: wire.ProcID(id), DataDir: filepath.Join(dir, fmt.Sprint("n", id)),
+			Tick: 10 * time.Millisecond, ElectionTicks: 30, HeartbeatTicks: 1, RetryTicks: 12, LogLevel: "info",
+			WALSegmentSize: 1 << 20, CompactBytes: 1 << 20,
+			Groups: [][]wire.ProcID{{0}, {1}, {2}}, Nodes: nodes}
+		cfgPath = filepath.Join(dir, fmt.Sprintf("n%d.toml", id))
+		if err := os.WriteFile(cfgPath, []byte(cfg.Format()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(exe, "agent", "--config", cfgPath)
+		var log bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &log, &log
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			cmd.Process.Signal(os.Interrupt)
+			done := make(chan error, 1)
+			go func() { done <- cmd.Wait() }()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Errorf("agent %d: %v\n%s", id, err, log.String())
+				}
+			case <-time.After(10 * time.Second):
+				cmd.Process.Kill()
+				t.Errorf("agent %d did not stop on SIGINT", id)
+			}
+		})
+	}
+	re := regexp.MustCompile(`message \d+\.1 delivered: gts \d+\.g\d \(group 0, leader 0\)`)
+	for i, dest := range []string{"0", "0,2", "0,1,2"} {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		out, err := exec.CommandContext(ctx, exe, "multicast", "--config", cfgPath, "--dest", dest, fmt.Sprint("hello ", i)).CombinedOutput()
+		cancel()
+		if err != nil || !re.Match(out) {
+			t.Fatalf("multicast --dest %s: %v\n%s", dest, err, out)
+		}
+		t.Logf("multicast --dest %s: %s", dest, bytes.TrimSpace(out))
+	}
+}
+
+func freeAddrs(n int) ([]string, error) {
+	var out []string
+	var lns []net.Listener
+	defer func() {
+		for _, ln := range lns {
+			ln.Close()
+		}
+	}()
+	for range n {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		lns = append(lns, ln)
+		out = append(out, ln.Addr().String())
+	}
+	return out, nil
+}
+
+// TestDemoProcesses runs a short `weft demo`: separate agent processes,
+// a leader SIGKILLed and restarted, the history checked.
+func TestDemoProcesses(t *testing.T) {
+	exe := buildWeft(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Second)
+	defer cancel()
+	start := time.Now()
+	cmd := exec.CommandContext(ctx, exe, "demo", "--duration", "6s", "--clients", "8", "--dir", filepath.Join(t.TempDir(), "cluster"))
+	out, err := cmd.CombinedOutput()
+	t.Logf("weft demo took %v", time.Since(start).Round(time.Millisecond))
+	if err != nil {
+		t.Fatalf("weft demo: %v\n%s", err, out)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if len(lines) < 5 {
+		t.Fatalf("short output:\n%s", out)
+	}
+	last := strings.Join(lines[len(lines)-5:], "\n")
+	for _, want := range []string{"throughput ", "latency ", "failover ", "elected after", "delivering again after", "rejoined after", "check       PASS", "0 violations"} {
+		if !strings.Contains(last, want) {
+			t.Errorf("the summary lacks %q:\n%s", want, out)
+		}
+	}
+	t.Logf("summary:\n%s", last)
+}

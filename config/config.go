@@ -1,0 +1,455 @@
+// Package config reads a weft agent's TOML configuration.
+//
+// A file names the cluster, this node, where it listens and keeps its data,
+// the group layout with every node's address, and the protocol timing:
+//
+//	cluster = "weft"               # cluster name (default "weft"), 1..255 bytes
+//	id = 0                         # this node's id (required for an agent)
+//	data_dir = "/var/lib/weft/n0"  # WAL and deliveries log (required for an agent)
+//	listen = "0.0.0.0:7100"        # default: this node's address in [nodes]
+//	client_addr = "10.0.0.1:7100"  # address clients use (default: this node's address in [nodes])
+//	admin = "127.0.0.1:7200"       # HTTP status endpoint (default: none)
+//	tick = "10ms"                  # protocol tick (default 10ms; 1ms..10s)
+//	election_ticks = 30            # silence before a leader is replaced (default 30; >= 2)
+//	heartbeat_ticks = 1            # ticks between heartbeats (default 1; < election_ticks)
+//	retry_ticks = 12               # re-multicast of a stuck message (default 12; >= 1)
+//	wal_segment_size = 67108864    # WAL segment size in bytes (default 64 MiB; 4 KiB..1 GiB)
+//	compact_bytes = 8388608        # compact the WAL after this many bytes (default 8 MiB; 0: never)
+//	log_level = "info"             # debug, info, warn or error (default info)
+//	groups = [[0, 1, 2], [3, 4, 5]]  # group g's members; the first is the initial leader (required)
+//
+//	[nodes]                        # every node's address, by id (required)
+//	0 = "10.0.0.1:7100"
+//	...
+//
+// (sample.toml, also available as Sample, is a complete commented file.)
+//
+// Keys are checked strictly: an unknown key, a value of the wrong type,
+// and an impossible value are errors that name the key. A key that is
+// absent takes its default; a key that is present must hold a valid value
+// (election_ticks = 0 is an error, not "the default").
+package config
+
+import (
+	_ "embed"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/BurntSushi/toml"
+
+	"github.com/weft-dev/weft/amcast"
+	"github.com/weft-dev/weft/wire"
+)
+
+// Defaults for absent keys.
+const (
+	DefaultCluster        = "weft"
+	DefaultTick           = 10 * time.Millisecond
+	DefaultElectionTicks  = 30
+	DefaultHeartbeatTicks = 1
+	DefaultRetryTicks     = 12
+	DefaultLogLevel       = "info"
+	DefaultWALSegmentSize = 64 << 20
+	DefaultCompactBytes   = 8 << 20
+)
+
+// Limits on values.
+const (
+	MinTick          = time.Millisecond
+	MaxTick          = 10 * time.Second
+	MaxClusterName   = 255
+	MinElectionTicks = 2
+	MinWALSegment    = 4 << 10
+	MaxWALSegment    = 1 << 30
+)
+
+// Sample is a complete, commented configuration file with every default.
+//
+//go:embed sample.toml
+var Sample string
+
+// Config is an agent's configuration. Load fills absent keys with the
+// defaults documented on each field.
+type Config struct {
+	// Cluster is the cluster name; every node and client of a cluster must
+	// use the same one. Key "cluster"; default "weft"; 1 to 255 bytes.
+	Cluster string `toml:"cluster"`
+	// ID is this node's id, one of the ids in Groups. Key "id"; required
+	// for an agent.
+	ID wire.ProcID `toml:"id"`
+	// DataDir holds the node's WAL and deliveries log. Key "data_dir";
+	// required for an agent.
+	DataDir string `toml:"data_dir"`
+	// Listen is the TCP address the node listens on, for nodes and clients
+	// alike. Key "listen"; default: this node's address in Nodes.
+	Listen string `toml:"listen"`
+	// ClientAddr is the address clients should use to reach this node
+	// (published later through gossip). Key "client_addr"; default: this
+	// node's address in Nodes.
+	ClientAddr string `toml:"client_addr"`
+	// Admin is the address of the HTTP status endpoint (GET /status).
+	// Key "admin"; default "" (no endpoint).
+	Admin string `toml:"admin"`
+	// Tick is the protocol's tick. Key "tick" (a duration string such as
+	// "10ms"); default 10ms; between 1ms and 10s.
+	Tick time.Duration `toml:"tick"`
+	// ElectionTicks: a group member silent this many ticks is suspected and
+	// its successor starts a ballot. Key "election_ticks"; default 30
+	// (300 ms at the default tick); at least 2.
+	ElectionTicks int `toml:"election_ticks"`
+	// HeartbeatTicks: ticks between heartbeats to the group. Key
+	// "heartbeat_ticks"; default 1; at least 1 and below ElectionTicks.
+	HeartbeatTicks int `toml:"heartbeat_ticks"`
+	// RetryTicks: a message known but not delivered after this many ticks
+	// without progress is re-multicast. Key "retry_ticks"; default 12; at
+	// least 1.
+	RetryTicks int `toml:"retry_ticks"`
+	// LogLevel is "debug", "info", "warn" or "error". Key "log_level";
+	// default "info".
+	LogLevel string `toml:"log_level"`
+	// WALSegmentSize is the size in bytes of the WAL's segment files
+	// (preallocated). Key "wal_segment_size"; default 64 MiB; 4 KiB to
+	// 1 GiB.
+	WALSegmentSize int64 `toml:"wal_segment_size"`
+	// CompactBytes: the WAL is compacted (a snapshot of the node's state,
+	// older segments deleted) after this many bytes of records. Key
+	// "compact_bytes"; default 8 MiB; 0 disables compaction.
+	CompactBytes int64 `toml:"compact_bytes"`
+	// Groups lists each group's member ids; group g is Groups[g] and its
+	// first member is the initial leader. Key "groups"; required; at most
+	// 64 members per group; an id appears once.
+	Groups [][]wire.ProcID `toml:"groups"`
+	// Nodes maps every node id (a decimal string, as TOML keys are) to its
+	// host:port address. Table "[nodes]"; required; exactly the ids in
+	// Groups.
+	Nodes map[string]string `toml:"nodes"`
+}
+
+// FieldError is a configuration error about one key.
+type FieldError struct {
+	File  string // the file, if known
+	Field string // the key, e.g. "election_ticks" or "nodes.3"
+	Msg   string
+}
+
+func (e *FieldError) Error() string {
+	if e.File != "" {
+		return fmt.Sprintf("config %s: %s: %s", e.File, e.Field, e.Msg)
+	}
+	return fmt.Sprintf("config: %s: %s", e.Field, e.Msg)
+}
+
+// Kind selects what Parse requires.
+type Kind int
+
+const (
+	// Agent requires everything an agent needs (id, data_dir).
+	Agent Kind = iota
+	// Cluster requires only the cluster layout (cluster, groups, nodes), for
+	// clients.
+	Cluster
+)
+
+// Load reads and validates an agent's configuration file.
+func Load(path string) (*Config, error) { return load(path, Agent) }
+
+// LoadCluster reads a configuration file for a client: only the cluster
+// name, groups and nodes must be valid; agent keys may be absent.
+func LoadCluster(path string) (*Config, error) { return load(path, Cluster) }
+
+func load(path string, kind Kind) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	c, err := Parse(string(data), kind)
+	var fe *FieldError
+	if errors.As(err, &fe) {
+		fe.File = path
+	} else if err != nil {
+		err = fmt.Errorf("config %s: %w", path, err)
+	}
+	return c, err
+}
+
+// Parse parses and validates a configuration.
+func Parse(text string, kind Kind) (*Config, error) {
+	var c Config
+	md, err := toml.Decode(text, &c)
+	if err != nil {
+		var pe toml.ParseError
+		if errors.As(err, &pe) && pe.LastKey != "" {
+			return nil, &FieldError{Field: pe.LastKey, Msg: pe.Message}
+		}
+		// Type mismatches come as plain errors: `toml: line N (last key
+		// "k"): message`.
+		if m := lastKeyRE.FindStringSubmatch(err.Error()); m != nil {
+			return nil, &FieldError{Field: m[1], Msg: m[2]}
+		}
+		return nil, err
+	}
+	if und := md.Undecoded(); len(und) > 0 {
+		keys := make([]string, len(und))
+		for i, k := range und {
+			keys[i] = k.String()
+		}
+		return nil, &FieldError{Field: keys[0], Msg: "unknown key" + others(keys[1:])}
+	}
+	if err := c.setDefaults(md, kind); err != nil {
+		return nil, err
+	}
+	if err := c.validate(kind); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+var lastKeyRE = regexp.MustCompile(`\(last key "([^"]*)"\): (.*)$`)
+
+func others(keys []string) string {
+	if len(keys) == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (also unknown: %s)", strings.Join(keys, ", "))
+}
+
+func (c *Config) setDefaults(md toml.MetaData, kind Kind) error {
+	str := func(v *string, key, def string) {
+		if !md.IsDefined(key) {
+			*v = def
+		}
+	}
+	str(&c.Cluster, "cluster", DefaultCluster)
+	str(&c.LogLevel, "log_level", DefaultLogLevel)
+	if !md.IsDefined("wal_segment_size") {
+		c.WALSegmentSize = DefaultWALSegmentSize
+	}
+	if !md.IsDefined("compact_bytes") {
+		c.CompactBytes = DefaultCompactBytes
+	}
+	if !md.IsDefined("tick") {
+		c.Tick = DefaultTick
+	}
+	for _, f := range []struct {
+		v   *int
+		key string
+		def int
+	}{{&c.ElectionTicks, "election_ticks", DefaultElectionTicks}, {&c.HeartbeatTicks, "heartbeat_ticks", DefaultHeartbeatTicks},
+		{&c.RetryTicks, "retry_ticks", DefaultRetryTicks}} {
+		if !md.IsDefined(f.key) {
+			*f.v = f.def
+		}
+	}
+	if kind == Agent {
+		for _, key := range []string{"id", "data_dir", "groups", "nodes"} {
+			if !md.IsDefined(key) {
+				return &FieldError{Field: key, Msg: "missing (required)"}
+			}
+		}
+	} else {
+		for _, key := range []string{"groups", "nodes"} {
+			if !md.IsDefined(key) {
+				return &FieldError{Field: key, Msg: "missing (required)"}
+			}
+		}
+	}
+	if kind == Agent {
+		addr := c.Nodes[strconv.FormatUint(uint64(c.ID), 10)]
+		str(&c.Listen, "listen", addr)
+		str(&c.ClientAddr, "client_addr", addr)
+	}
+	return nil
+}
+
+func checkAddr(field, addr string, needPort bool) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return &FieldError{Field: field, Msg: fmt.Sprintf("%q is not a host:port address", addr)}
+	}
+	_ = host
+	p, err := strconv.ParseUint(port, 10, 16)
+	if err != nil || (needPort && p == 0) {
+		return &FieldError{Field: field, Msg: fmt.Sprintf("%q has an invalid port", addr)}
+	}
+	return nil
+}
+
+func (c *Config) validate(kind Kind) error {
+	if n := len(c.Cluster); n == 0 || n > MaxClusterName {
+		return &FieldError{Field: "cluster", Msg: fmt.Sprintf("must be 1 to %d bytes, got %d", MaxClusterName, n)}
+	}
+	if c.Tick < MinTick || c.Tick > MaxTick {
+		return &FieldError{Field: "tick", Msg: fmt.Sprintf("must be between %v and %v, got %v", MinTick, MaxTick, c.Tick)}
+	}
+	if c.ElectionTicks < MinElectionTicks {
+		return &FieldError{Field: "election_ticks", Msg: fmt.Sprintf("must be at least %d, got %d", MinElectionTicks, c.ElectionTicks)}
+	}
+	if c.HeartbeatTicks < 1 || c.HeartbeatTicks >= c.ElectionTicks {
+		return &FieldError{Field: "heartbeat_ticks", Msg: fmt.Sprintf("must be at least 1 and below election_ticks (%d), got %d", c.ElectionTicks, c.HeartbeatTicks)}
+	}
+	if c.RetryTicks < 1 {
+		return &FieldError{Field: "retry_ticks", Msg: fmt.Sprintf("must be at least 1, got %d", c.RetryTicks)}
+	}
+	if c.WALSegmentSize < MinWALSegment || c.WALSegmentSize > MaxWALSegment {
+		return &FieldError{Field: "wal_segment_size", Msg: fmt.Sprintf("must be between %d and %d bytes, got %d", MinWALSegment, MaxWALSegment, c.WALSegmentSize)}
+	}
+	if c.CompactBytes < 0 {
+		return &FieldError{Field: "compact_bytes", Msg: fmt.Sprintf("must be 0 (no compaction) or positive, got %d", c.CompactBytes)}
+	}
+	if _, err := ParseLevel(c.LogLevel); err != nil {
+		return &FieldError{Field: "log_level", Msg: err.Error()}
+	}
+	if len(c.Groups) == 0 {
+		return &FieldError{Field: "groups", Msg: "no groups"}
+	}
+	seen := map[wire.ProcID]int{}
+	for g, ms := range c.Groups {
+		field := fmt.Sprintf("groups[%d]", g)
+		if len(ms) == 0 {
+			return &FieldError{Field: field, Msg: "group has no members"}
+		}
+		if len(ms) > amcast.MaxGroupSize {
+			return &FieldError{Field: field, Msg: fmt.Sprintf("%d members, at most %d", len(ms), amcast.MaxGroupSize)}
+		}
+		for _, p := range ms {
+			if h, dup := seen[p]; dup {
+				return &FieldError{Field: field, Msg: fmt.Sprintf("node %d is already in groups[%d]", p, h)}
+			}
+			seen[p] = g
+			if _, ok := c.Nodes[strconv.FormatUint(uint64(p), 10)]; !ok {
+				return &FieldError{Field: field, Msg: fmt.Sprintf("node %d has no address in [nodes]", p)}
+			}
+		}
+	}
+	keys := make([]string, 0, len(c.Nodes))
+	for k := range c.Nodes {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		field := "nodes." + k
+		id, err := strconv.ParseUint(k, 10, 32)
+		if err != nil || strconv.FormatUint(id, 10) != k {
+			return &FieldError{Field: field, Msg: "node ids must be decimal numbers below 2^32 without leading zeros"}
+		}
+		if _, ok := seen[wire.ProcID(id)]; !ok {
+			return &FieldError{Field: field, Msg: fmt.Sprintf("node %d is in no group", id)}
+		}
+		if err := checkAddr(field, c.Nodes[k], true); err != nil {
+			return err
+		}
+	}
+	if kind == Cluster {
+		return nil
+	}
+	if _, ok := seen[c.ID]; !ok {
+		return &FieldError{Field: "id", Msg: fmt.Sprintf("node %d is in no group", c.ID)}
+	}
+	if c.DataDir == "" {
+		return &FieldError{Field: "data_dir", Msg: "must not be empty"}
+	}
+	if err := checkAddr("listen", c.Listen, false); err != nil {
+		return err
+	}
+	if err := checkAddr("client_addr", c.ClientAddr, true); err != nil {
+		return err
+	}
+	if c.Admin != "" {
+		if err := checkAddr("admin", c.Admin, false); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ParseLevel parses a log level name.
+func ParseLevel(s string) (slog.Level, error) {
+	switch s {
+	case "debug":
+		return slog.LevelDebug, nil
+	case "info":
+		return slog.LevelInfo, nil
+	case "warn":
+		return slog.LevelWarn, nil
+	case "error":
+		return slog.LevelError, nil
+	}
+	return 0, fmt.Errorf("must be debug, info, warn or error, got %q", s)
+}
+
+// Topology returns the group layout.
+func (c *Config) Topology() (*amcast.Topology, error) {
+	gs := make([][]wire.ProcID, len(c.Groups))
+	for g, ms := range c.Groups {
+		gs[g] = slices.Clone(ms)
+	}
+	return amcast.TopologyOf(gs)
+}
+
+// Peers returns every node's address by id.
+func (c *Config) Peers() map[wire.ProcID]string {
+	out := make(map[wire.ProcID]string, len(c.Nodes))
+	for k, addr := range c.Nodes {
+		id, _ := strconv.ParseUint(k, 10, 32) // validated
+		out[wire.ProcID(id)] = addr
+	}
+	return out
+}
+
+// Format renders c as a TOML file that Parse reads back as c.
+func (c *Config) Format() string {
+	var sb strings.Builder
+	q := strconv.Quote
+	fmt.Fprintf(&sb, "cluster = %s\n", q(c.Cluster))
+	fmt.Fprintf(&sb, "id = %d\n", c.ID)
+	fmt.Fprintf(&sb, "data_dir = %s\n", q(c.DataDir))
+	if c.Listen != "" {
+		fmt.Fprintf(&sb, "listen = %s\n", q(c.Listen))
+	}
+	if c.ClientAddr != "" {
+		fmt.Fprintf(&sb, "client_addr = %s\n", q(c.ClientAddr))
+	}
+	if c.Admin != "" {
+		fmt.Fprintf(&sb, "admin = %s\n", q(c.Admin))
+	}
+	fmt.Fprintf(&sb, "tick = %s\n", q(c.Tick.String()))
+	fmt.Fprintf(&sb, "election_ticks = %d\n", c.ElectionTicks)
+	fmt.Fprintf(&sb, "heartbeat_ticks = %d\n", c.HeartbeatTicks)
+	fmt.Fprintf(&sb, "retry_ticks = %d\n", c.RetryTicks)
+	fmt.Fprintf(&sb, "wal_segment_size = %d\n", c.WALSegmentSize)
+	fmt.Fprintf(&sb, "compact_bytes = %d\n", c.CompactBytes)
+	fmt.Fprintf(&sb, "log_level = %s\n", q(c.LogLevel))
+	sb.WriteString("groups = [")
+	for g, ms := range c.Groups {
+		if g > 0 {
+			sb.WriteString(", ")
+		}
+		sb.WriteString("[")
+		for i, p := range ms {
+			if i > 0 {
+				sb.WriteString(", ")
+			}
+			fmt.Fprintf(&sb, "%d", p)
+		}
+		sb.WriteString("]")
+	}
+	sb.WriteString("]\n\n[nodes]\n")
+	keys := make([]uint64, 0, len(c.Nodes))
+	for k := range c.Nodes {
+		id, _ := strconv.ParseUint(k, 10, 32)
+		keys = append(keys, id)
+	}
+	slices.Sort(keys)
+	for _, id := range keys {
+		fmt.Fprintf(&sb, "%d = %s\n", id, q(c.Nodes[strconv.FormatUint(id, 10)]))
+	}
+	return sb.String()
+}

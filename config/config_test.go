@@ -1,0 +1,136 @@
+package config
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+const minimal = `
+id = 1
+data_dir = "/tmp/x"
+groups = [[0, 1, 2]]
+[nodes]
+0 = "127.0.0.1:7000"
+1 = "127.0.0.1:7001"
+2 = "127.0.0.1:7002"
+`
+
+func TestSampleParsesWithDefaults(t *testing.T) {
+	c, err := Parse(Sample, Agent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The sample spells out every default.
+	d, err := Parse(minimal, Agent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Cluster != d.Cluster || c.Tick != d.Tick || c.ElectionTicks != d.ElectionTicks ||
+		c.HeartbeatTicks != d.HeartbeatTicks || c.RetryTicks != d.RetryTicks || c.LogLevel != d.LogLevel ||
+		c.WALSegmentSize != d.WALSegmentSize || c.CompactBytes != d.CompactBytes {
+		t.Errorf("sample values differ from the defaults:\nsample   %+v\ndefaults %+v", c, d)
+	}
+	if d.Cluster != DefaultCluster || d.Tick != DefaultTick || d.ElectionTicks != DefaultElectionTicks || d.Admin != "" {
+		t.Errorf("defaults: %+v", d)
+	}
+	if d.Listen != "127.0.0.1:7001" || d.ClientAddr != "127.0.0.1:7001" {
+		t.Errorf("listen/client_addr default to the node's address, got %q %q", d.Listen, d.ClientAddr)
+	}
+	topo, err := c.Topology()
+	if err != nil || topo.NumGroups() != 3 || topo.NumReplicas() != 9 {
+		t.Errorf("Topology: %v %v", topo, err)
+	}
+	if p := c.Peers(); len(p) != 9 || p[8] != "127.0.0.1:7108" {
+		t.Errorf("Peers: %v", p)
+	}
+	// Every key of Config is in the sample.
+	for _, key := range []string{"cluster", "id", "data_dir", "listen", "client_addr", "admin", "tick", "election_ticks",
+		"heartbeat_ticks", "retry_ticks", "wal_segment_size", "compact_bytes", "log_level", "groups", "[nodes]"} {
+		if !strings.Contains(Sample, "\n"+key) {
+			t.Errorf("sample lacks %s", key)
+		}
+	}
+}
+
+func TestFormatRoundTrip(t *testing.T) {
+	c, err := Parse(Sample, Agent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Tick = 5 * time.Millisecond
+	c.Admin = ""
+	d, err := Parse(c.Format(), Agent)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, c.Format())
+	}
+	if d.Format() != c.Format() {
+		t.Errorf("round trip:\n%s\n---\n%s", c.Format(), d.Format())
+	}
+}
+
+func TestErrorsNameTheField(t *testing.T) {
+	for _, tc := range []struct {
+		text, field string
+	}{
+		{"bogus = 1\n" + minimal, "bogus"},
+		{minimal + "bogus = 1\n", "nodes.bogus"},
+		{"colour = 1\n" + minimal, "colour"},
+		{minimal + "[extra]\nx = 1\n", "extra"},
+		{minimal + "[admin_opts]\n", "admin_opts"},
+		{"election_ticks = 0\n" + minimal, "election_ticks"},
+		{"election_ticks = \"x\"\n" + minimal, "election_ticks"},
+		{"heartbeat_ticks = 30\n" + minimal, "heartbeat_ticks"},
+		{"retry_ticks = -1\n" + minimal, "retry_ticks"},
+		{"tick = \"0s\"\n" + minimal, "tick"},
+		{"wal_segment_size = 100\n" + minimal, "wal_segment_size"},
+		{"compact_bytes = -1\n" + minimal, "compact_bytes"},
+		{"tick = \"1h\"\n" + minimal, "tick"},
+		{"tick = \"fast\"\n" + minimal, "tick"},
+		{"cluster = \"\"\n" + minimal, "cluster"},
+		{"log_level = \"loud\"\n" + minimal, "log_level"},
+		{"listen = \"nowhere\"\n" + minimal, "listen"},
+		{"admin = \"x:y\"\n" + minimal, "admin"},
+		{strings.Replace(minimal, "id = 1", "id = 7", 1), "id"},
+		{strings.Replace(minimal, "id = 1", "id = -1", 1), "id"},
+		{strings.Replace(minimal, "id = 1\n", "", 1), "id"},
+		{strings.Replace(minimal, "data_dir = \"/tmp/x\"", "data_dir = \"\"", 1), "data_dir"},
+		{strings.Replace(minimal, "[[0, 1, 2]]", "[[0, 1, 2], [2]]", 1), "groups[1]"},
+		{strings.Replace(minimal, "[[0, 1, 2]]", "[[0, 1, 2], []]", 1), "groups[1]"},
+		{strings.Replace(minimal, "[[0, 1, 2]]", "[]", 1), "groups"},
+		{strings.Replace(minimal, "[[0, 1, 2]]", "[[0, 1, 2, 3]]", 1), "groups[0]"},
+		{minimal + "3 = \"127.0.0.1:7003\"\n", "nodes.3"},
+		{minimal + "x = \"127.0.0.1:7003\"\n", "nodes.x"},
+		{strings.Replace(minimal, "\"127.0.0.1:7002\"", "\"127.0.0.1\"", 1), "nodes.2"},
+		{strings.Replace(minimal, "\"127.0.0.1:7002\"", "\"127.0.0.1:0\"", 1), "nodes.2"},
+	} {
+		_, err := Parse(tc.text, Agent)
+		var fe *FieldError
+		if !errors.As(err, &fe) {
+			t.Errorf("%q: got %v, want a FieldError naming %s", tc.text, err, tc.field)
+			continue
+		}
+		if fe.Field != tc.field {
+			t.Errorf("%q: error names %q, want %q (%v)", tc.text, fe.Field, tc.field, err)
+		}
+	}
+}
+
+func TestLoadClusterNeedsOnlyTheLayout(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "c.toml")
+	text := strings.Replace(strings.Replace(minimal, "id = 1\n", "", 1), "data_dir = \"/tmp/x\"\n", "", 1)
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadCluster(path); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Load(path)
+	if err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "id") {
+		t.Errorf("Load of a client config: %v", err)
+	}
+}

@@ -1,0 +1,599 @@
+// Package node is weft's real node: it drives one WbCast process
+// (amcast/wbcast) with the network (transport), a write-ahead log
+// (storage/wal) and the wall clock.
+//
+// One goroutine owns the process. It feeds it the messages the transport
+// receives (through a bounded channel) and a tick every Config.Tick, and
+// handles each Ready in the order the amcast contract requires:
+//
+//  1. append Ready.Persist to the WAL and fdatasync once (group commit: when
+//     inputs are queued, up to Config.MaxBatch of them are stepped before
+//     one Ready, so one sync covers all of them);
+//  2. then send Ready.Messages through the transport;
+//  3. then hand Ready.Deliveries to the application: the deliveries log
+//     (one write per Ready) and Config.OnDeliver;
+//  4. then Advance.
+//
+// On start the node replays its WAL (the latest snapshot and the records
+// after it) into a wbcast.Store and restores the process from it
+// (wbcast.Restore); a node whose data directory has no log yet starts fresh
+// (wbcast.New). When the log has grown by Config.CompactBytes since the
+// last compaction (and by at least twice the last snapshot), the node
+// writes a snapshot of the store and cuts the log (wal.Cut).
+//
+// The deliveries log (Config.DeliveryLog) is what test harnesses check
+// after a SIGKILL. A delivery is written there only after its record is
+// durable. After a crash between the WAL sync and the write, the WAL holds
+// deliveries the file lacks: on restart the node writes those (and only
+// those: deliveries are in increasing gts order, so the ones above the
+// file's last gts) and hands them to OnDeliver with Recovered set.
+package node
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/weft-dev/weft/amcast"
+	"github.com/weft-dev/weft/amcast/wbcast"
+	"github.com/weft-dev/weft/internal/check"
+	"github.com/weft-dev/weft/storage/vfs"
+	"github.com/weft-dev/weft/storage/wal"
+	"github.com/weft-dev/weft/transport"
+	"github.com/weft-dev/weft/wire"
+)
+
+// Defaults for zero Config fields.
+const (
+	DefaultTick          = 10 * time.Millisecond
+	DefaultElectionTicks = 30
+	DefaultMaxBatch      = 512
+	DefaultInboxSize     = 8192
+	DefaultCompactBytes  = 8 << 20
+	// DefaultDialBackoffMax caps the transport's redial backoff: a
+	// restarted peer is reached again within about this long.
+	DefaultDialBackoffMax = 500 * time.Millisecond
+)
+
+// Config configures a Node. Zero fields take the defaults above.
+type Config struct {
+	// Cluster is the cluster name every node and client must share.
+	Cluster string
+	// ID is this node's process id; it must be a replica of Topology.
+	ID wire.ProcID
+	// Topology is the group layout, the same at every node.
+	Topology *amcast.Topology
+	// Peers maps every replica id to its address (this node's entry, if
+	// present, is ignored).
+	Peers map[wire.ProcID]string
+	// Listen is the address to listen on for nodes and clients; Listener,
+	// if set, is used instead (the node owns it).
+	Listen   string
+	Listener net.Listener
+	// DataDir holds the WAL (DataDir/wal) and the deliveries log.
+	DataDir string
+	// DeliveryLog is the path of the deliveries log (default
+	// DataDir/deliveries.jsonl; "-" disables it).
+	DeliveryLog string
+	// Tick is the protocol's tick (default DefaultTick).
+	Tick time.Duration
+	// ElectionTicks: a group member silent this many ticks is suspected,
+	// and its successor starts a ballot (default DefaultElectionTicks).
+	ElectionTicks int
+	// HeartbeatTicks and RetryTicks are passed to wbcast.Config (0: the
+	// wbcast defaults, 1 and 12 ticks).
+	HeartbeatTicks, RetryTicks int
+	// MaxBatch bounds the inputs stepped before one Ready (default
+	// DefaultMaxBatch).
+	MaxBatch int
+	// InboxSize is the capacity of the inbound message channel (default
+	// DefaultInboxSize); when it is full the transport's readers wait.
+	InboxSize int
+	// CompactBytes: the log is compacted when the records appended since
+	// the last compaction exceed this many bytes and twice the last
+	// snapshot (default DefaultCompactBytes; negative disables).
+	CompactBytes int64
+	// WAL tunes the log.
+	WAL wal.Options
+	// DialBackoffMax caps the wait before redialing a peer (default
+	// DefaultDialBackoffMax; the transport's own default, 5s, would keep a
+	// restarted peer waiting for our messages for seconds).
+	DialBackoffMax time.Duration
+	// OnDeliver, if set, is called with every delivery, in order, from the
+	// node's goroutine, after the delivery is durable. It must not block
+	// for long.
+	OnDeliver func(Delivery)
+	// Logger receives node and transport events (default: discard).
+	Logger *slog.Logger
+}
+
+// Delivery is one message delivered at this node.
+type Delivery struct {
+	M   wire.AppMsg
+	GTS wire.Timestamp
+	// Recovered marks a delivery that was durable before a crash but had
+	// not reached the application; it is handed over on restart.
+	Recovered bool
+}
+
+func (c *Config) validate() error {
+	if c.Topology == nil {
+		return errors.New("node: Config.Topology is nil")
+	}
+	if !c.Topology.IsReplica(c.ID) {
+		return fmt.Errorf("node: id %d is not a replica of the topology", c.ID)
+	}
+	if c.DataDir == "" {
+		return errors.New("node: Config.DataDir is empty")
+	}
+	for g := range c.Topology.Groups {
+		for _, p := range c.Topology.Members(wire.GroupID(g)) {
+			if p != c.ID && c.Peers[p] == "" {
+				return fmt.Errorf("node: no address for replica %d", p)
+			}
+		}
+	}
+	if c.Tick == 0 {
+		c.Tick = DefaultTick
+	}
+	if c.ElectionTicks == 0 {
+		c.ElectionTicks = DefaultElectionTicks
+	}
+	if c.MaxBatch == 0 {
+		c.MaxBatch = DefaultMaxBatch
+	}
+	if c.InboxSize == 0 {
+		c.InboxSize = DefaultInboxSize
+	}
+	if c.CompactBytes == 0 {
+		c.CompactBytes = DefaultCompactBytes
+	}
+	if c.DialBackoffMax == 0 {
+		c.DialBackoffMax = DefaultDialBackoffMax
+	}
+	switch {
+	case c.Tick < time.Millisecond:
+		return fmt.Errorf("node: Tick %v below 1ms", c.Tick)
+	case c.ElectionTicks < 2:
+		return fmt.Errorf("node: ElectionTicks %d below 2", c.ElectionTicks)
+	case c.HeartbeatTicks < 0 || c.RetryTicks < 0:
+		return errors.New("node: negative HeartbeatTicks or RetryTicks")
+	case c.MaxBatch < 1 || c.InboxSize < 1:
+		return errors.New("node: MaxBatch and InboxSize must be positive")
+	}
+	if c.DeliveryLog == "" {
+		c.DeliveryLog = filepath.Join(c.DataDir, "deliveries.jsonl")
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return nil
+}
+
+// Node runs one WbCast process. See the package documentation.
+type Node struct {
+	cfg   Config
+	log   *slog.Logger
+	group wire.GroupID
+	m     *wbcast.Process
+	w     *wal.WAL
+	img   *image
+	tr    *transport.Transport
+	dlog  *deliveryLog
+	inbox chan wire.Envelope
+
+	stop     chan struct{}
+	done     chan struct{}
+	stopOnce sync.Once
+	err      error // set before done is closed
+
+	// Loop-owned counters.
+	sinceCut     int64 // bytes appended since the last snapshot
+	lastSnapshot int64
+	stats        Stats
+
+	leaderSince time.Time
+
+	mu     sync.Mutex
+	status Status
+}
+
+// Stats counts what the node's loop did.
+type Stats struct {
+	Steps, StepErrors, Ticks  uint64
+	Readies, Syncs, Records   uint64
+	Sent, SendErrors          uint64
+	Delivered, Recovered      uint64
+	Compactions               uint64
+	LastSnapshotBytes         int64
+	RestoredRecords           int // records replayed on start (snapshot records included)
+	RestoredSnapshotBytes     int // size of the snapshot restored from (0: none)
+	Started                   time.Time
+	MaxBatchSeen, InboxQueued int
+}
+
+// Status is a snapshot of the node's state, as served by the agent's
+// status endpoint.
+type Status struct {
+	ID           wire.ProcID     `json:"id"`
+	Group        wire.GroupID    `json:"group"`
+	Role         string          `json:"role"`
+	Leader       bool            `json:"leader"`
+	Ballot       wire.Ballot     `json:"ballot"`
+	CBallot      wire.Ballot     `json:"cballot"`
+	Clock        uint64          `json:"clock"`
+	MaxDelivered wire.Timestamp  `json:"max_delivered"`
+	Retained     int             `json:"retained"`
+	Coverage     amcast.Coverage `json:"coverage"`
+	WALFirst     uint64          `json:"wal_first"`
+	WALLast      uint64          `json:"wal_last"`
+	Stats        Stats           `json:"stats"`
+	// LeaderSince is when this node last became its group's leader (zero
+	// when it is not the leader).
+	LeaderSince time.Time `json:"leader_since"`
+	Addr        string    `json:"addr"`
+	Pid         int       `json:"pid"`
+}
+
+// New opens the node's log, restores its process and starts it.
+func New(cfg Config) (*Node, error) {
+	if err := cfg.validate(); err != nil {
+		if cfg.Listener != nil {
+			cfg.Listener.Close()
+		}
+		return nil, err
+	}
+	n := &Node{
+		cfg:   cfg,
+		log:   cfg.Logger.With("node", uint32(cfg.ID)),
+		inbox: make(chan wire.Envelope, cfg.InboxSize),
+		stop:  make(chan struct{}),
+		done:  make(chan struct{}),
+	}
+	n.group, _ = cfg.Topology.GroupOf(cfg.ID)
+	n.stats.Started = time.Now()
+	if err := n.open(); err != nil {
+		n.closeStorage()
+		if cfg.Listener != nil {
+			cfg.Listener.Close()
+		}
+		return nil, err
+	}
+	tr, err := transport.New(transport.Config{
+		ClusterName:    cfg.Cluster,
+		Self:           cfg.ID,
+		Listen:         cfg.Listen,
+		Listener:       cfg.Listener,
+		Peers:          cfg.Peers,
+		Handler:        n.handle,
+		Logger:         cfg.Logger,
+		DialBackoffMax: cfg.DialBackoffMax,
+		Seed:           uint64(time.Now().UnixNano()),
+	})
+	if err != nil {
+		n.closeStorage()
+		return nil, err
+	}
+	n.tr = tr
+	n.publish()
+	go n.run()
+	return n, nil
+}
+
+// open opens the WAL and the deliveries log and restores the process.
+func (n *Node) open() error {
+	cfg := &n.cfg
+	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+		return fmt.Errorf("node: %w", err)
+	}
+	dir, err := filepath.Abs(filepath.Join(cfg.DataDir, "wal"))
+	if err != nil {
+		return fmt.Errorf("node: %w", err)
+	}
+	_, statErr := os.Stat(dir)
+	fresh := errors.Is(statErr, os.ErrNotExist)
+	n.w, err = wal.Open(vfs.OS(), dir, cfg.WAL)
+	if err != nil {
+		return err
+	}
+	if r := n.w.Repaired(); r != nil {
+		n.log.Warn("wal: cut a torn tail", "segment", r.Segment, "offset", r.Offset, "reason", r.Reason)
+	}
+	snap, msgs, err := n.w.ReadMessages()
+	if err != nil {
+		return err
+	}
+	var recs []wire.Message
+	if snap != nil {
+		if recs, err = decodeSnapshot(snap); err != nil {
+			return err
+		}
+		n.lastSnapshot = int64(len(snap))
+	}
+	recs = append(recs, msgs...)
+	st := wbcast.NewStore()
+	n.img = newImage()
+	var durable []*wire.RecDelivered
+	for _, r := range recs {
+		if err := st.Apply(r); err != nil {
+			return fmt.Errorf("node: replaying the log: %w", err)
+		}
+		if err := n.img.apply(r); err != nil {
+			return err
+		}
+		if d, ok := r.(*wire.RecDelivered); ok && d.M.ID.Client != markerClient {
+			durable = append(durable, d)
+		}
+	}
+	n.stats.RestoredRecords = len(recs)
+	n.stats.RestoredSnapshotBytes = len(snap)
+	wcfg := wbcast.Config{Topology: cfg.Topology, ID: cfg.ID, HeartbeatTicks: cfg.HeartbeatTicks,
+		ElectionTicks: cfg.ElectionTicks, RetryTicks: cfg.RetryTicks}
+	if fresh && len(recs) == 0 {
+		n.m, err = wbcast.New(wcfg)
+	} else {
+		n.m, err = wbcast.Restore(wcfg, st)
+		b, cb := n.m.Ballot()
+		n.log.Info("restored from the log", "records", len(recs), "snapshot_bytes", len(snap), "wal_first", n.w.FirstIndex(), "wal_last", n.w.LastIndex(),
+			"messages", st.Messages(), "ballot", b, "cballot", cb, "max_delivered", n.m.MaxDelivered())
+	}
+	if err != nil {
+		return err
+	}
+	if cfg.DeliveryLog == "-" {
+		return nil
+	}
+	hc := check.Config{Protocol: "wbcast", Groups: cfg.Topology.NumGroups(), Replicas: len(cfg.Topology.Groups[0])}
+	n.dlog, err = openDeliveryLog(cfg.DeliveryLog, hc, int(cfg.ID), int(n.group))
+	if err != nil {
+		return err
+	}
+	// Deliveries durable in the WAL but missing from the file (a crash
+	// between the sync and the write): hand them over now.
+	now := time.Now()
+	for _, d := range durable {
+		if !n.dlog.last.Less(d.GTS) {
+			continue
+		}
+		n.dlog.add(&d.M, d.GTS, now)
+		n.stats.Recovered++
+		if cfg.OnDeliver != nil {
+			cfg.OnDeliver(Delivery{M: d.M, GTS: d.GTS, Recovered: true})
+		}
+	}
+	if n.stats.Recovered > 0 {
+		n.log.Info("handed over deliveries durable before the crash", "count", n.stats.Recovered)
+	}
+	return n.dlog.flush()
+}
+
+func (n *Node) closeStorage() {
+	if n.w != nil {
+		n.w.Close()
+		n.w = nil
+	}
+	if n.dlog != nil {
+		n.dlog.close()
+		n.dlog = nil
+	}
+}
+
+// handle is the transport's Handler.
+func (n *Node) handle(from wire.ProcID, m wire.Message) {
+	select {
+	case n.inbox <- wire.Envelope{From: from, To: n.cfg.ID, Msg: m}:
+	case <-n.stop:
+	}
+}
+
+// ID returns the node's id.
+func (n *Node) ID() wire.ProcID { return n.cfg.ID }
+
+// Addr returns the address the node listens on.
+func (n *Node) Addr() net.Addr { return n.tr.Addr() }
+
+// Done is closed when the node's loop has stopped (Close, or a fatal
+// storage error; see Err).
+func (n *Node) Done() <-chan struct{} { return n.done }
+
+// Err returns the error that stopped the node, or nil (also before Done).
+func (n *Node) Err() error {
+	select {
+	case <-n.done:
+		return n.err
+	default:
+		return nil
+	}
+}
+
+// Status returns a snapshot of the node's state.
+func (n *Node) Status() Status {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.status
+}
+
+// TransportStats returns the transport's counters.
+func (n *Node) TransportStats() transport.Stats { return n.tr.Stats() }
+
+// Close stops the node: its loop, then the transport, then the logs. It
+// returns the error that stopped the node, if any, or the error closing
+// the logs.
+func (n *Node) Close() error {
+	n.stopOnce.Do(func() { close(n.stop) })
+	<-n.done
+	n.tr.Close()
+	err := n.err
+	if errors.Is(err, errClosed) {
+		err = nil
+	}
+	if n.w != nil {
+		if cerr := n.w.Close(); err == nil && !errors.Is(cerr, wal.ErrClosed) {
+			err = cerr
+		}
+	}
+	if n.dlog != nil {
+		if cerr := n.dlog.close(); err == nil {
+			err = cerr
+		}
+	}
+	return err
+}
+
+func (n *Node) run() {
+	var err error
+	defer func() {
+		n.err = err
+		n.publish()
+		close(n.done)
+	}()
+	ticker := time.NewTicker(n.cfg.Tick)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-n.stop:
+			err = errClosed
+			return
+		case env := <-n.inbox:
+			n.step(env)
+			n.drain(1)
+		case <-ticker.C:
+			n.m.Tick()
+			n.stats.Ticks++
+			n.drain(0)
+		}
+		if n.m.HasReady() {
+			if err = n.ready(); err != nil {
+				n.log.Error("stopping: storage failed", "err", err)
+				return
+			}
+		}
+		n.publish()
+	}
+}
+
+// drain steps queued inputs, up to MaxBatch in all, so that one Ready (and
+// one sync) covers them.
+func (n *Node) drain(have int) {
+	for have < n.cfg.MaxBatch {
+		select {
+		case env := <-n.inbox:
+			n.step(env)
+			have++
+		default:
+			n.stats.MaxBatchSeen = max(n.stats.MaxBatchSeen, have)
+			return
+		}
+	}
+	n.stats.MaxBatchSeen = max(n.stats.MaxBatchSeen, have)
+}
+
+func (n *Node) step(env wire.Envelope) {
+	n.stats.Steps++
+	if err := n.m.Step(env); err != nil {
+		n.stats.StepErrors++
+		n.log.Debug("refused a message", "from", uint32(env.From), "msg", wire.Describe(env.Msg), "err", err)
+	}
+}
+
+// ready handles one Ready: persist and sync, send, deliver, advance.
+func (n *Node) ready() error {
+	rd := n.m.Ready()
+	n.stats.Readies++
+	if len(rd.Persist) > 0 {
+		if err := n.w.AppendMessages(rd.Persist...); err != nil {
+			return err
+		}
+		if err := n.w.Sync(); err != nil {
+			return err
+		}
+		n.stats.Syncs++
+		n.stats.Records += uint64(len(rd.Persist))
+		for _, r := range rd.Persist {
+			n.sinceCut += int64(wire.Size(r))
+			if err := n.img.apply(r); err != nil {
+				return err
+			}
+		}
+	}
+	for _, env := range rd.Messages {
+		n.stats.Sent++
+		if err := n.tr.Send(env.To, env.Msg); err != nil {
+			n.stats.SendErrors++
+		}
+	}
+	if len(rd.Deliveries) > 0 {
+		now := time.Now()
+		for i := range rd.Deliveries {
+			d := &rd.Deliveries[i]
+			n.stats.Delivered++
+			if n.dlog != nil {
+				n.dlog.add(&d.M, d.GTS, now)
+			}
+		}
+		if n.dlog != nil {
+			if err := n.dlog.flush(); err != nil {
+				return err
+			}
+		}
+		if n.cfg.OnDeliver != nil {
+			for i := range rd.Deliveries {
+				d := &rd.Deliveries[i]
+				n.cfg.OnDeliver(Delivery{M: d.M, GTS: d.GTS})
+			}
+		}
+	}
+	n.m.Advance()
+	if n.cfg.CompactBytes > 0 && n.sinceCut >= max(n.cfg.CompactBytes, 2*n.lastSnapshot) {
+		return n.compact()
+	}
+	return nil
+}
+
+// compact writes a snapshot of the store and cuts the log.
+func (n *Node) compact() error {
+	start := time.Now()
+	snap := encodeSnapshot(n.img.records())
+	if err := n.w.Cut(snap); err != nil {
+		return err
+	}
+	n.stats.Compactions++
+	n.stats.LastSnapshotBytes = int64(len(snap))
+	n.lastSnapshot = int64(len(snap))
+	n.log.Debug("compacted the log", "snapshot_bytes", len(snap), "replaced_bytes", n.sinceCut, "took", time.Since(start))
+	n.sinceCut = 0
+	return nil
+}
+
+func (n *Node) publish() {
+	switch leader := n.m.IsLeader(); {
+	case leader && n.leaderSince.IsZero():
+		n.leaderSince = time.Now()
+		b, _ := n.m.Ballot()
+		n.log.Info("leading the group", "ballot", b)
+	case !leader && !n.leaderSince.IsZero():
+		n.leaderSince = time.Time{}
+		b, _ := n.m.Ballot()
+		n.log.Info("no longer leading the group", "ballot", b)
+	}
+	b, cb := n.m.Ballot()
+	st := Status{
+		ID: n.cfg.ID, Group: n.group, Role: n.m.Status().String(), Leader: n.m.IsLeader(),
+		Ballot: b, CBallot: cb, Clock: n.m.Clock(), MaxDelivered: n.m.MaxDelivered(),
+		Retained: n.m.Retained(), Coverage: n.m.Coverage(),
+		WALFirst: n.w.FirstIndex(), WALLast: n.w.LastIndex(), Stats: n.stats, Pid: os.Getpid(), LeaderSince: n.leaderSince,
+	}
+	st.Stats.InboxQueued = len(n.inbox)
+	if n.tr != nil {
+		st.Addr = n.tr.Addr().String()
+	}
+	n.mu.Lock()
+	n.status = st
+	n.status.Stats = st.Stats
+	n.mu.Unlock()
+}

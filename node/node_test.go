@@ -1,0 +1,360 @@
+package node
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/weft-dev/weft/amcast"
+	"github.com/weft-dev/weft/client"
+	"github.com/weft-dev/weft/internal/check"
+	"github.com/weft-dev/weft/wire"
+)
+
+// cluster is a set of in-process nodes on loopback.
+type cluster struct {
+	t     *testing.T
+	topo  *amcast.Topology
+	addrs map[wire.ProcID]string
+	dirs  map[wire.ProcID]string
+	nodes map[wire.ProcID]*Node
+	tune  func(*Config)
+
+	mu     sync.Mutex
+	events []check.Event // multicast, crash and restart events
+}
+
+func newCluster(t *testing.T, groups, replicas int, tune func(*Config)) *cluster {
+	t.Helper()
+	topo, err := amcast.NewTopology(groups, replicas)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &cluster{t: t, topo: topo, addrs: map[wire.ProcID]string{}, dirs: map[wire.ProcID]string{},
+		nodes: map[wire.ProcID]*Node{}, tune: tune}
+	lns := map[wire.ProcID]net.Listener{}
+	root := t.TempDir()
+	for p := range wire.ProcID(topo.NumReplicas()) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		lns[p] = ln
+		c.addrs[p] = ln.Addr().String()
+		c.dirs[p] = filepath.Join(root, fmt.Sprintf("n%d", p))
+	}
+	for p, ln := range lns {
+		c.start(p, ln)
+	}
+	t.Cleanup(func() {
+		for _, n := range c.nodes {
+			n.Close()
+		}
+	})
+	return c
+}
+
+func (c *cluster) start(p wire.ProcID, ln net.Listener) {
+	c.t.Helper()
+	if ln == nil {
+		var err error
+		for range 50 { // the port may linger for a moment after Close
+			if ln, err = net.Listen("tcp", c.addrs[p]); err == nil {
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		if err != nil {
+			c.t.Fatal(err)
+		}
+	}
+	cfg := Config{Cluster: "test", ID: p, Topology: c.topo, Peers: c.addrs, Listener: ln, DataDir: c.dirs[p]}
+	if c.tune != nil {
+		c.tune(&cfg)
+	}
+	n, err := New(cfg)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.nodes[p] = n
+}
+
+func (c *cluster) stop(p wire.ProcID) {
+	c.t.Helper()
+	if err := c.nodes[p].Close(); err != nil {
+		c.t.Fatal(err)
+	}
+	delete(c.nodes, p)
+	c.record(check.Event{Ev: check.EvCrash, Proc: int(p), T: time.Now().UnixMicro()})
+}
+
+func (c *cluster) restart(p wire.ProcID) {
+	c.record(check.Event{Ev: check.EvRestart, Proc: int(p), T: time.Now().UnixMicro()})
+	c.start(p, nil)
+}
+
+func (c *cluster) record(ev check.Event) {
+	c.mu.Lock()
+	c.events = append(c.events, ev)
+	c.mu.Unlock()
+}
+
+func (c *cluster) client() *client.Client {
+	c.t.Helper()
+	cl, err := client.New(client.Config{Cluster: "test", Topology: c.topo, Nodes: c.addrs, RetryTicks: 10,
+		OnMulticast: func(m wire.AppMsg, at time.Time) {
+			dest := make([]int, len(m.Dest))
+			for i, g := range m.Dest {
+				dest[i] = int(g)
+			}
+			c.record(check.Event{Ev: check.EvMulticast, ID: m.ID.String(), Dest: dest, T: at.UnixMicro()})
+		}})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.t.Cleanup(func() { cl.Close() })
+	return cl
+}
+
+func (c *cluster) leader(g wire.GroupID) (wire.ProcID, bool) {
+	for _, p := range c.topo.Members(g) {
+		if n := c.nodes[p]; n != nil && n.Status().Leader {
+			return p, true
+		}
+	}
+	return 0, false
+}
+
+// multicast sends count messages from workers goroutines, each to the
+// groups dest(i) returns, and fails the test on any error or a zero gts.
+func multicast(t *testing.T, cl *client.Client, count, workers int, dest func(i int) []wire.GroupID) []client.Result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var mu sync.Mutex
+	var out []client.Result
+	var wg sync.WaitGroup
+	next := 0
+	for range workers {
+		wg.Go(func() {
+			for {
+				mu.Lock()
+				i := next
+				next++
+				mu.Unlock()
+				if i >= count {
+					return
+				}
+				res, err := cl.Multicast(ctx, dest(i), fmt.Appendf(nil, "payload %d", i))
+				if err != nil {
+					t.Errorf("multicast %d: %v", i, err)
+					return
+				}
+				if res.GTS.IsZero() {
+					t.Errorf("multicast %d: zero gts", i)
+				}
+				mu.Lock()
+				out = append(out, res)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return out
+}
+
+// history merges the recorded events with every node's deliveries log.
+func (c *cluster) history(t *testing.T) *check.History {
+	t.Helper()
+	c.mu.Lock()
+	evs := slices.Clone(c.events)
+	c.mu.Unlock()
+	h := &check.History{Config: check.Config{Protocol: "wbcast", Groups: c.topo.NumGroups(), Replicas: len(c.topo.Groups[0])}}
+	for p := range wire.ProcID(c.topo.NumReplicas()) {
+		f, err := os.Open(filepath.Join(c.dirs[p], "deliveries.jsonl"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ph, err := check.ReadJSONL(f)
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ph.Config != h.Config {
+			t.Fatalf("node %d log config %+v, want %+v", p, ph.Config, h.Config)
+		}
+		evs = append(evs, ph.Events...)
+	}
+	rank := func(ev string) int {
+		if ev == check.EvMulticast {
+			return 0
+		}
+		return 1
+	}
+	slices.SortStableFunc(evs, func(a, b check.Event) int {
+		if a.T != b.T {
+			return int(a.T - b.T)
+		}
+		return rank(a.Ev) - rank(b.Ev)
+	})
+	h.Events = evs
+	return h
+}
+
+// waitAll waits until every node delivered want messages (this
+// incarnation's deliveries plus those in its log).
+func (c *cluster) waitDelivered(t *testing.T, want int) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		h := c.history(t)
+		per := map[int]int{}
+		for _, ev := range h.Events {
+			if ev.Ev == check.EvDeliver {
+				per[ev.Proc]++
+			}
+		}
+		ok := true
+		for p := range c.topo.NumReplicas() {
+			if per[p] < want {
+				ok = false
+			}
+		}
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %d deliveries everywhere: %v", want, per)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func TestNodeDeliversAndSurvivesLeaderRestart(t *testing.T) {
+	c := newCluster(t, 1, 3, func(cfg *Config) { cfg.CompactBytes = 8 << 10 })
+	cl := c.client()
+	one := func(int) []wire.GroupID { return []wire.GroupID{0} }
+
+	res := multicast(t, cl, 200, 8, one)
+	if len(res) != 200 {
+		t.Fatalf("%d results", len(res))
+	}
+	old, ok := c.leader(0)
+	if !ok {
+		t.Fatal("no leader")
+	}
+	c.stop(old)
+	start := time.Now()
+	res = multicast(t, cl, 100, 8, one)
+	t.Logf("100 multicasts after stopping leader %d took %v; new leader view %v", old, time.Since(start), cl.Leaders())
+	if nl, ok := c.leader(0); !ok || nl == old {
+		t.Fatalf("no new leader (%d, %v)", nl, ok)
+	}
+	c.restart(old)
+	multicast(t, cl, 200, 8, one)
+	c.waitDelivered(t, 500)
+	for p, n := range c.nodes {
+		st := n.Status()
+		t.Logf("node %d: %s ballot %s delivered %d recovered %d restored %d compactions %d wal [%d,%d]", p, st.Role, st.Ballot,
+			st.Stats.Delivered, st.Stats.Recovered, st.Stats.RestoredRecords, st.Stats.Compactions, st.WALFirst, st.WALLast)
+		if st.Stats.Compactions == 0 && p != old {
+			t.Errorf("node %d never compacted its log", p)
+		}
+	}
+	if st := c.nodes[old].Status(); st.Stats.RestoredRecords == 0 {
+		t.Errorf("restarted node restored nothing")
+	}
+	rep := check.Check(c.history(t), check.Options{Termination: check.TermAll})
+	if !rep.OK() {
+		t.Fatal(rep.Error())
+	}
+	t.Log(rep.Error())
+}
+
+func TestNodeTwoGroupsRestartFromSnapshot(t *testing.T) {
+	c := newCluster(t, 2, 3, func(cfg *Config) { cfg.CompactBytes = 4 << 10 })
+	cl := c.client()
+	dest := func(i int) []wire.GroupID {
+		switch i % 3 {
+		case 0:
+			return []wire.GroupID{0}
+		case 1:
+			return []wire.GroupID{1}
+		}
+		return []wire.GroupID{0, 1}
+	}
+	multicast(t, cl, 150, 6, dest)
+	// Stop a follower of group 1 and all of group 0 in turn; restart them
+	// from their logs.
+	c.stop(4)
+	multicast(t, cl, 60, 6, dest)
+	c.restart(4)
+	for _, p := range []wire.ProcID{0, 1, 2} {
+		c.stop(p)
+	}
+	for _, p := range []wire.ProcID{0, 1, 2} {
+		c.restart(p)
+	}
+	for _, p := range []wire.ProcID{0, 1, 2, 4} {
+		if st := c.nodes[p].Status(); st.Stats.RestoredSnapshotBytes == 0 {
+			t.Errorf("node %d restarted without a snapshot (%d records)", p, st.Stats.RestoredRecords)
+		}
+	}
+	multicast(t, cl, 90, 6, dest)
+	c.waitDelivered(t, 200) // each group gets 2/3 of 300
+	rep := check.Check(c.history(t), check.Options{Termination: check.TermAll})
+	if !rep.OK() {
+		t.Fatal(rep.Error())
+	}
+	t.Log(rep.Error())
+}
+
+// TestNodeHandsOverDeliveriesMissingFromTheLog simulates a crash between
+// the WAL sync and the write to the deliveries log (and a torn last
+// line): on restart the node writes exactly the missing deliveries.
+func TestNodeHandsOverDeliveriesMissingFromTheLog(t *testing.T) {
+	c := newCluster(t, 1, 3, nil)
+	cl := c.client()
+	multicast(t, cl, 60, 4, func(int) []wire.GroupID { return []wire.GroupID{0} })
+	c.waitDelivered(t, 60)
+	const p = 2
+	c.stop(p)
+	path := filepath.Join(c.dirs[p], "deliveries.jsonl")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Drop the last 5 lines and leave half of the one before.
+	lines := bytes.SplitAfter(b, []byte("\n"))
+	lines = lines[:len(lines)-1] // the empty tail after the last newline
+	keep := bytes.Join(lines[:len(lines)-6], nil)
+	torn := lines[len(lines)-6][:10]
+	if err := os.WriteFile(path, append(keep, torn...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c.restart(p)
+	st := c.nodes[p].Status()
+	if st.Stats.Recovered != 6 {
+		t.Errorf("recovered %d deliveries, want 6", st.Stats.Recovered)
+	}
+	after, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(bytes.Split(bytes.TrimSpace(after), []byte("\n"))) != 61 || !bytes.HasSuffix(after, []byte("\n")) {
+		t.Errorf("log after restart:\n%s", after)
+	}
+	multicast(t, cl, 20, 4, func(int) []wire.GroupID { return []wire.GroupID{0} })
+	c.waitDelivered(t, 80)
+	rep := check.Check(c.history(t), check.Options{Termination: check.TermAll})
+	if !rep.OK() {
+		t.Fatal(rep.Error())
+	}
+}
