@@ -54,6 +54,9 @@ func (st *Store) Apply(rec wire.Message) error {
 		}
 		st.msgs[r.S.M.ID] = &storedMsg{s: r.S}
 	case *wire.RecDelivered:
+		if st.done.has(r.M.ID) {
+			return nil // collected already: a delivery cannot come back
+		}
 		m := st.msgs[r.M.ID]
 		if m == nil {
 			m = &storedMsg{s: wire.MsgState{M: r.M}}
