@@ -102,6 +102,10 @@ func (im *image) apply(rec wire.Message) error {
 		}
 		im.msgs[r.S.M.ID] = &imageMsg{s: r.S}
 	case *wire.RecDelivered:
+		im.maxDelivered = wire.MaxTS(im.maxDelivered, r.GTS)
+		if im.isDone(r.M.ID) {
+			return nil // collected already (mirrors wbcast.Store)
+		}
 		m := im.msgs[r.M.ID]
 		if m == nil {
 			m = &imageMsg{s: wire.MsgState{M: r.M}}

@@ -54,6 +54,7 @@ func (st *Store) Apply(rec wire.Message) error {
 		}
 		st.msgs[r.S.M.ID] = &storedMsg{s: r.S}
 	case *wire.RecDelivered:
+		st.maxDelivered = wire.MaxTS(st.maxDelivered, r.GTS)
 		if st.done.has(r.M.ID) {
 			return nil // collected already: a delivery cannot come back
 		}
