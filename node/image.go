@@ -62,7 +62,7 @@ func (im *image) isDone(id wire.MsgID) bool {
 	if d == nil {
 		return false
 	}
-	if id.Seq <= d.w {
+	if id.Seq != 0 && id.Seq <= d.w {
 		return true
 	}
 	_, ok := d.above[id.Seq]
@@ -75,7 +75,7 @@ func (im *image) addDone(id wire.MsgID) {
 		d = &doneRange{above: map[uint64]struct{}{}}
 		im.done[id.Client] = d
 	}
-	if id.Seq <= d.w {
+	if id.Seq != 0 && id.Seq <= d.w {
 		return
 	}
 	d.above[id.Seq] = struct{}{}

@@ -12,7 +12,7 @@ import (
 type doneSet map[wire.ProcID]*clientDone
 
 type clientDone struct {
-	w     uint64              // every seq <= w is done
+	w     uint64              // every seq in [1, w] is done
 	above map[uint64]struct{} // done seqs > w+1
 }
 
@@ -21,7 +21,7 @@ func (d doneSet) has(id wire.MsgID) bool {
 	if c == nil {
 		return false
 	}
-	if id.Seq <= c.w {
+	if id.Seq != 0 && id.Seq <= c.w {
 		return true
 	}
 	_, ok := c.above[id.Seq]
@@ -34,10 +34,10 @@ func (d doneSet) add(id wire.MsgID) {
 		c = &clientDone{above: map[uint64]struct{}{}}
 		d[id.Client] = c
 	}
-	if id.Seq <= c.w {
+	if id.Seq != 0 && id.Seq <= c.w {
 		return
 	}
-	c.above[id.Seq] = struct{}{}
+	c.above[id.Seq] = struct{}{} // seq 0 (unused by clients) is kept here
 	for {
 		if _, ok := c.above[c.w+1]; !ok {
 			break
