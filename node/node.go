@@ -182,7 +182,7 @@ type Node struct {
 	group wire.GroupID
 	m     *wbcast.Process
 	w     *wal.WAL
-	img   *image
+	store *wbcast.Store // the durable image, mirrored to write snapshots
 	tr    *transport.Transport
 	dlog  *deliveryLog
 	inbox chan wire.Envelope
@@ -317,17 +317,21 @@ func (n *Node) open() error {
 	}
 	recs = append(recs, msgs...)
 	st := wbcast.NewStore()
-	n.img = newImage()
+	n.store = st
 	var durable []*wire.RecDelivered
 	for _, r := range recs {
 		if err := st.Apply(r); err != nil {
 			return fmt.Errorf("node: replaying the log: %w", err)
 		}
-		if err := n.img.apply(r); err != nil {
-			return err
-		}
-		if d, ok := r.(*wire.RecDelivered); ok && d.M.ID.Client != markerClient {
-			durable = append(durable, d)
+		switch r := r.(type) {
+		case *wire.RecDelivered:
+			durable = append(durable, r)
+		case *wire.RecSnapshot:
+			for i, m := range r.Msgs {
+				if r.Delivered[i] {
+					durable = append(durable, &wire.RecDelivered{M: m.M, LTS: m.LTS, GTS: m.GTS})
+				}
+			}
 		}
 	}
 	n.stats.RestoredRecords = len(recs)
@@ -516,7 +520,7 @@ func (n *Node) ready() error {
 		n.stats.Records += uint64(len(rd.Persist))
 		for _, r := range rd.Persist {
 			n.sinceCut += int64(wire.Size(r))
-			if err := n.img.apply(r); err != nil {
+			if err := n.store.Apply(r); err != nil {
 				return err
 			}
 		}
@@ -558,7 +562,7 @@ func (n *Node) ready() error {
 // compact writes a snapshot of the store and cuts the log.
 func (n *Node) compact() error {
 	start := time.Now()
-	snap := encodeSnapshot(n.img.records())
+	snap := encodeSnapshot([]wire.Message{n.store.Snapshot()})
 	if err := n.w.Cut(snap); err != nil {
 		return err
 	}

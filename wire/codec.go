@@ -151,6 +151,25 @@ func Append(buf []byte, m Message) []byte {
 		for _, id := range m.IDs {
 			buf = appendMsgID(buf, id)
 		}
+	case *RecSnapshot:
+		buf = appendBallot(buf, m.Ballot)
+		buf = appendBallot(buf, m.CBallot)
+		buf = binary.AppendUvarint(buf, m.Clock)
+		buf = appendTS(buf, m.MaxDelivered)
+		buf = appendStates(buf, m.Msgs)
+		buf = binary.AppendUvarint(buf, uint64(len(m.Delivered)))
+		for _, d := range m.Delivered {
+			buf = appendBool(buf, d)
+		}
+		buf = binary.AppendUvarint(buf, uint64(len(m.Done)))
+		for _, c := range m.Done {
+			buf = binary.AppendUvarint(buf, uint64(c.Client))
+			buf = binary.AppendUvarint(buf, c.W)
+			buf = binary.AppendUvarint(buf, uint64(len(c.Above)))
+			for _, a := range c.Above {
+				buf = binary.AppendUvarint(buf, a)
+			}
+		}
 	}
 	return buf
 }
@@ -291,6 +310,18 @@ func Size(m Message) int {
 			n += uvarintLen(uint64(len(m.IDs)))
 			for _, id := range m.IDs {
 				n += sizeMsgID(id)
+			}
+			return n
+		}
+	case *RecSnapshot:
+		if m != nil {
+			n += sizeBallot(m.Ballot) + sizeBallot(m.CBallot) + uvarintLen(m.Clock) + sizeTS(m.MaxDelivered) +
+				sizeStates(m.Msgs) + uvarintLen(uint64(len(m.Delivered))) + len(m.Delivered) + uvarintLen(uint64(len(m.Done)))
+			for _, c := range m.Done {
+				n += uvarintLen(uint64(c.Client)) + uvarintLen(c.W) + uvarintLen(uint64(len(c.Above)))
+				for _, a := range c.Above {
+					n += uvarintLen(a)
+				}
 			}
 			return n
 		}
@@ -470,6 +501,34 @@ func Decode(b []byte) (Message, error) {
 		x.B = d.ballot("b")
 		x.Clock = d.uvarint("clock")
 		x.State = d.states()
+		m = x
+	case KindRecSnapshot:
+		x := new(RecSnapshot)
+		x.Ballot = d.ballot("ballot")
+		x.CBallot = d.ballot("cballot")
+		x.Clock = d.uvarint("clock")
+		x.MaxDelivered = d.ts("max_delivered")
+		x.Msgs = d.states()
+		if n := d.count("delivered", MaxStateEntries, 1); n > 0 {
+			x.Delivered = make([]bool, n)
+			for i := range x.Delivered {
+				x.Delivered[i] = d.bool("delivered")
+			}
+		}
+		if n := d.count("done", MaxStateEntries, 3); n > 0 {
+			x.Done = make([]ClientDone, n)
+			for i := range x.Done {
+				c := &x.Done[i]
+				c.Client = ProcID(d.u32("done.client"))
+				c.W = d.uvarint("done.w")
+				if k := d.count("done.above", MaxStateEntries, 1); k > 0 {
+					c.Above = make([]uint64, k)
+					for j := range c.Above {
+						c.Above[j] = d.uvarint("done.above")
+					}
+				}
+			}
+		}
 		m = x
 	case KindRecCollected:
 		x := new(RecCollected)

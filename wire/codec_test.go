@@ -82,6 +82,10 @@ func samples() []struct {
 			`REC_DELIVERED 7.1 lts=3.g2 gts=3.g2`},
 		{&RecCollected{IDs: []MsgID{{7, 1}, {8, 3}}},
 			`REC_COLLECTED ids=[7.1 8.3]`},
+		{&RecSnapshot{Ballot: Ballot{2, 5}, CBallot: Ballot{2, 5}, Clock: 9, MaxDelivered: Timestamp{6, 3},
+			Msgs: []MsgState{sampleState(1, PhaseCommitted)}, Delivered: []bool{true},
+			Done: []ClientDone{{Client: 9, W: 4, Above: []uint64{6, 9}}}},
+			`REC_SNAPSHOT b=2.p5 cb=2.p5 clock=9 maxd=6.g3 msgs=1 clients=1`},
 		{&RecNewState{B: Ballot{2, 5}, Clock: 1 << 40, State: []MsgState{sampleState(1, PhaseStart)}},
 			`REC_NEW_STATE b=2.p5 clock=1099511627776 state=[{9.1 START dest=[1 3] lts=4.g1 gts=6.g3 B=[2.p3 1.p9]}]`},
 	}
@@ -341,6 +345,22 @@ func randMessage(r *rand.Rand, k Kind) Message {
 		return &RecAccepted{S: randState(r)}
 	case KindRecDelivered:
 		return &RecDelivered{M: randAppMsg(r), LTS: randTS(r), GTS: randTS(r)}
+	case KindRecSnapshot:
+		ss := randStates(r)
+		var del []bool
+		for range ss {
+			del = append(del, r.IntN(2) == 0)
+		}
+		var done []ClientDone
+		for range r.IntN(3) {
+			c := ClientDone{Client: ProcID(randNum(r, 32)), W: randNum(r, 64)}
+			for range r.IntN(3) {
+				c.Above = append(c.Above, randNum(r, 64))
+			}
+			done = append(done, c)
+		}
+		return &RecSnapshot{Ballot: randBallot(r), CBallot: randBallot(r), Clock: randNum(r, 64), MaxDelivered: randTS(r),
+			Msgs: ss, Delivered: del, Done: done}
 	case KindRecCollected:
 		var ids []MsgID
 		for range r.IntN(4) {
@@ -407,7 +427,7 @@ func TestDecodeErrors(t *testing.T) {
 		{"kind 0", raw(Version, KindInvalid), ErrUnknownKind, "kind byte 0"},
 		{"kind end of messages", raw(Version, kindEndMessages), ErrUnknownKind, "kind byte 12"},
 		{"kind 99", raw(Version, 99), ErrUnknownKind, "kind byte 99"},
-		{"kind end of records", raw(Version, kindEndRecords), ErrUnknownKind, "kind byte 105"},
+		{"kind end of records", raw(Version, kindEndRecords), ErrUnknownKind, "kind byte 106"},
 		{"kind 255", raw(Version, 255), ErrUnknownKind, "kind byte 255"},
 		{"trailing byte", withTrailing, ErrMalformed, "1 trailing bytes"},
 		{"trailing after empty body", raw(Version, KindNewLeader, 1, 2, 3), ErrMalformed, "trailing"},

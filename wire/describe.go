@@ -114,6 +114,15 @@ func describe(sb *strings.Builder, m Message) {
 		descID(sb, m.M.ID)
 		descTS(sb, "lts", m.LTS)
 		descTS(sb, "gts", m.GTS)
+	case *RecSnapshot:
+		descBallot(sb, "b", m.Ballot)
+		descBallot(sb, "cb", m.CBallot)
+		descClock(sb, m.Clock)
+		descMaxDelivered(sb, m.MaxDelivered)
+		sb.WriteString(" msgs=")
+		sb.WriteString(strconv.Itoa(len(m.Msgs)))
+		sb.WriteString(" clients=")
+		sb.WriteString(strconv.Itoa(len(m.Done)))
 	case *RecCollected:
 		sb.WriteString(" ids=[")
 		for i, id := range m.IDs {
@@ -166,6 +175,8 @@ func isNilPtr(m Message) bool {
 	case *RecNewState:
 		return m == nil
 	case *RecCollected:
+		return m == nil
+	case *RecSnapshot:
 		return m == nil
 	}
 	return false

@@ -158,6 +158,7 @@ const (
 	KindRecDelivered
 	KindRecNewState
 	KindRecCollected
+	KindRecSnapshot
 	kindEndRecords
 )
 
@@ -178,6 +179,7 @@ var kindNames = map[Kind]string{
 	KindRecDelivered: "REC_DELIVERED",
 	KindRecNewState:  "REC_NEW_STATE",
 	KindRecCollected: "REC_COLLECTED",
+	KindRecSnapshot:  "REC_SNAPSHOT",
 }
 
 func (k Kind) String() string {
@@ -372,6 +374,27 @@ type RecCollected struct {
 	IDs []MsgID
 }
 
+// RecSnapshot is a process's whole durable image, written when a log is
+// compacted: applying it replaces everything applied before. Msgs lists the
+// retained messages and Delivered says which of them were delivered here;
+// Done lists, per client, the collected sequence numbers as a high-water
+// mark W (every seq in [1, W]) plus the sequence numbers above it.
+type RecSnapshot struct {
+	Ballot, CBallot Ballot
+	Clock           uint64
+	MaxDelivered    Timestamp
+	Msgs            []MsgState
+	Delivered       []bool
+	Done            []ClientDone
+}
+
+// ClientDone is one client's collected message sequence numbers.
+type ClientDone struct {
+	Client ProcID
+	W      uint64
+	Above  []uint64
+}
+
 // RecNewState records an adopted NEW_STATE (ballot, clock, messages).
 type RecNewState struct {
 	B     Ballot
@@ -396,3 +419,4 @@ func (*RecAccepted) Kind() Kind  { return KindRecAccepted }
 func (*RecDelivered) Kind() Kind { return KindRecDelivered }
 func (*RecNewState) Kind() Kind  { return KindRecNewState }
 func (*RecCollected) Kind() Kind { return KindRecCollected }
+func (*RecSnapshot) Kind() Kind  { return KindRecSnapshot }

@@ -90,10 +90,69 @@ func (st *Store) Apply(rec wire.Message) error {
 			delete(st.msgs, id)
 			st.done.add(id)
 		}
+	case *wire.RecSnapshot:
+		if len(r.Delivered) != len(r.Msgs) {
+			return fmt.Errorf("wbcast: snapshot with %d messages and %d delivered flags", len(r.Msgs), len(r.Delivered))
+		}
+		records := st.records
+		*st = *NewStore()
+		st.records = records
+		st.Ballot, st.CBallot, st.Clock, st.maxDelivered = r.Ballot, r.CBallot, r.Clock, r.MaxDelivered
+		for i, s := range r.Msgs {
+			st.msgs[s.M.ID] = &storedMsg{s: s, delivered: r.Delivered[i]}
+		}
+		for _, c := range r.Done {
+			cd := &clientDone{w: c.W, above: make(map[uint64]struct{}, len(c.Above))}
+			for _, a := range c.Above {
+				cd.above[a] = struct{}{}
+			}
+			st.done[c.Client] = cd
+		}
 	default:
 		return fmt.Errorf("wbcast: store cannot apply %s", rec.Kind())
 	}
 	return nil
+}
+
+// Snapshot returns the store's whole image as one record, from which
+// Apply rebuilds an equal store: what a node writes when it compacts its
+// log. Its size follows the retained messages and the clients, not the
+// length of the history.
+func (st *Store) Snapshot() *wire.RecSnapshot {
+	snap := &wire.RecSnapshot{Ballot: st.Ballot, CBallot: st.CBallot, Clock: st.Clock, MaxDelivered: st.maxDelivered}
+	ids := make([]wire.MsgID, 0, len(st.msgs))
+	for id := range st.msgs {
+		ids = append(ids, id)
+	}
+	slices.SortFunc(ids, func(a, b wire.MsgID) int {
+		if a.Less(b) {
+			return -1
+		}
+		if b.Less(a) {
+			return 1
+		}
+		return 0
+	})
+	for _, id := range ids {
+		m := st.msgs[id]
+		snap.Msgs = append(snap.Msgs, m.s)
+		snap.Delivered = append(snap.Delivered, m.delivered)
+	}
+	clients := make([]wire.ProcID, 0, len(st.done))
+	for c := range st.done {
+		clients = append(clients, c)
+	}
+	slices.Sort(clients)
+	for _, c := range clients {
+		d := st.done[c]
+		cd := wire.ClientDone{Client: c, W: d.w}
+		for a := range d.above {
+			cd.Above = append(cd.Above, a)
+		}
+		slices.Sort(cd.Above)
+		snap.Done = append(snap.Done, cd)
+	}
+	return snap
 }
 
 // Restore rebuilds a process after a crash from its durable image. The
