@@ -138,6 +138,21 @@ func (p *Process) checkLeadership() {
 	case p.status == Leader:
 		if !quorum {
 			p.stepDown()
+			return
+		}
+		// A member that joined a higher ballot whose candidate then died
+		// can accept neither that ballot's state nor this leader's (its
+		// promise is higher). Re-establish leadership above that ballot so
+		// it rejoins.
+		if p.started && p.ticks < p.lastStart+et {
+			return
+		}
+		for i := range p.peers {
+			pr := &p.peers[i]
+			if i != p.gi && pr.heardHB && p.ballot.Less(pr.ballot) && pr.ballot.Leader() != p.id && det.Suspected(pr.ballot.Leader(), p.ticks) {
+				p.startBallotAbove(pr.ballot)
+				return
+			}
 		}
 		return
 	case p.cand != nil:
