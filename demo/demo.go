@@ -67,6 +67,9 @@ type Options struct {
 	Clients int
 	// Payload is the size of each message in bytes (default 64).
 	Payload int
+	// DestGroups fixes the number of destination groups of every message;
+	// 0 draws 1 or 2 at random.
+	DestGroups int
 	// KillGroup is the group whose leader is killed (default 0); negative
 	// kills nobody.
 	KillGroup int
@@ -154,6 +157,8 @@ func (o *Options) defaults() error {
 		return fmt.Errorf("demo: --clients must be positive")
 	case o.KillGroup >= o.Groups:
 		return fmt.Errorf("demo: --kill-group %d: there are %d groups", o.KillGroup, o.Groups)
+	case o.DestGroups < 0 || o.DestGroups > o.Groups:
+		return fmt.Errorf("demo: %d destination groups with %d groups", o.DestGroups, o.Groups)
 	}
 	return nil
 }
@@ -732,15 +737,15 @@ func (r *run) worker(ctx context.Context, cl *client.Client, stop *atomic.Bool, 
 	rng := rand.New(rand.NewPCG(r.opt.Seed, w))
 	payload := make([]byte, r.opt.Payload)
 	for !stop.Load() {
-		var dest []wire.GroupID
-		g := rng.IntN(r.opt.Groups)
-		dest = append(dest, wire.GroupID(g))
-		if r.opt.Groups > 1 && rng.IntN(2) == 1 {
-			h := rng.IntN(r.opt.Groups - 1)
-			if h >= g {
-				h++
-			}
-			dest = append(dest, wire.GroupID(h))
+		k := r.opt.DestGroups
+		if k == 0 {
+			k = 1 + rng.IntN(min(2, r.opt.Groups))
+		}
+		perm := rng.Perm(r.opt.Groups)[:k]
+		slices.Sort(perm)
+		dest := make([]wire.GroupID, k)
+		for i, g := range perm {
+			dest[i] = wire.GroupID(g)
 		}
 		for i := range payload {
 			payload[i] = byte('a' + rng.IntN(26))
