@@ -73,6 +73,17 @@ type Config struct {
 	// MaxPendingAcks caps the ACKs awaiting their ACK2 (and the SYNs
 	// awaiting their ACK); SYNs beyond it are dropped and counted.
 	MaxPendingAcks int
+
+	// Apps, if set, is the AppTable the node stores app-state lists in;
+	// nodes driven from one goroutine (a simulator) share one so that a
+	// list held by many nodes is stored once. Nil: the node has its own.
+	Apps *AppTable
+	// Pool, if set, recycles the lists of the messages the node sends:
+	// they are then valid only until Advance, so the driver must encode
+	// or copy every message before it. For simulators; nodes driven from
+	// one goroutine may share one. Nil: every message is freshly
+	// allocated and may be kept.
+	Pool *Pool
 }
 
 // Cassandra returns Cassandra's constants (the 5.0 line), for comparison
@@ -215,6 +226,8 @@ func (c *Config) validate() ([]wire.ProcID, error) {
 		return nil, errors.New("membership: need 0 < StateWarnBytes <= MaxStateBytes")
 	case c.MaxPendingAcks < 1:
 		return nil, errors.New("membership: MaxPendingAcks must be positive")
+	case c.FD.WindowSize > phi.MaxArenaWindow:
+		return nil, fmt.Errorf("membership: FD.WindowSize %d exceeds %d", c.FD.WindowSize, phi.MaxArenaWindow)
 	}
 	var seeds []wire.ProcID
 	for _, s := range c.Seeds {

@@ -106,6 +106,32 @@ func validStates(ss []EndpointState) error {
 	return nil
 }
 
+// seek returns the first index k >= i with eps[k].id >= id. Lists are
+// merged in id order, and cluster ids are often dense (0..N-1), so it
+// first tries the index that id's distance from eps[i] suggests, then a
+// short scan, then a binary search.
+func (n *Node) seek(i int, id wire.ProcID) int {
+	if i >= len(n.eps) || n.eps[i].id >= id {
+		return i
+	}
+	return n.seekFar(i, id)
+}
+
+func (n *Node) seekFar(i int, id wire.ProcID) int {
+	eps := n.eps
+	if d := uint64(id - eps[i].id); d < uint64(len(eps)-i) {
+		if g := i + int(d); eps[g].id == id {
+			return g
+		}
+	}
+	for k := i + 1; k < len(eps) && k <= i+4; k++ {
+		if eps[k].id >= id {
+			return k
+		}
+	}
+	return i + sort.Search(len(eps)-i, func(k int) bool { return eps[i+k].id >= id })
+}
+
 // budget tracks the bytes left in a message being built.
 type budget struct {
 	left  int  // bytes still allowed for entries
@@ -129,8 +155,18 @@ func (b *budget) request(reqs []Digest, d Digest) []Digest {
 	return reqs
 }
 
-func (b *budget) delta(states []EndpointState, e *endpoint, base uint64) []EndpointState {
-	s, size, paged, ok := delta(e, base, b.left)
+// addDelta appends the part of e newer than base to states, within b.
+func (n *Node) addDelta(b *budget, states []EndpointState, e *endpoint, base uint64) []EndpointState {
+	if e.hb > base && n.apps.maxVer(e.app) <= base {
+		// The common case, a heartbeat-only delta (delta's first case).
+		size := uvarintLen(uint64(e.id)) + uvarintLen(e.gen) + uvarintLen(base) + uvarintLen(e.hb) + 1
+		if size <= b.left {
+			b.left -= size
+			b.used += size
+			return append(states, EndpointState{Node: e.id, Generation: e.gen, Base: base, Heartbeat: e.hb})
+		}
+	}
+	s, size, paged, ok := n.delta(e, base, b.left)
 	b.paged = b.paged || paged || !ok
 	if !ok {
 		return states
@@ -151,8 +187,10 @@ func (b *budget) size(reqs, states int, ack bool) int {
 
 // digests builds the round's digest list: one per known endpoint, sorted,
 // or the next contiguous page of it if the whole list exceeds
-// MaxMessageBytes. It returns the list and the SYN's encoded size.
-func (n *Node) digests() ([]Digest, int) {
+// MaxMessageBytes. It returns the list, the SYN's encoded size and, from
+// the same pass, the number of live and unreachable peers (departed
+// endpoints and self excluded).
+func (n *Node) digests() (ds []Digest, synSize, live, unr int) {
 	cl := len(n.cfg.ClusterName)
 	head := 2 + uvarintLen(uint64(cl)) + cl
 	left := n.cfg.MaxMessageBytes - head - binary.MaxVarintLen32
@@ -161,21 +199,33 @@ func (n *Node) digests() ([]Digest, int) {
 		start = sort.Search(len(n.eps), func(i int) bool { return n.eps[i].id >= n.cursor })
 	}
 	n.cursor = 0
-	ds := make([]Digest, 0, len(n.eps)-start)
+	ds = n.digestList(len(n.eps) - start)
 	size := 0
-	for i := start; i < len(n.eps); i++ {
+	full := false
+	for i := range n.eps {
 		e := &n.eps[i]
-		d := Digest{Node: e.id, Generation: e.gen, Version: e.maxVer}
+		if e.flags&fDeparted == 0 && e.id != n.id {
+			if e.flags&fAlive != 0 {
+				live++
+			} else {
+				unr++
+			}
+		}
+		if i < start || full {
+			continue
+		}
+		d := Digest{Node: e.id, Generation: e.gen, Version: n.maxVer(e)}
 		s := sizeDigest(d)
 		if size+s > left {
 			n.cursor = e.id
 			n.stats.PagedMessages++
-			break
+			full = true
+			continue
 		}
 		ds = append(ds, d)
 		size += s
 	}
-	return ds, head + uvarintLen(uint64(len(ds))) + size
+	return ds, head + uvarintLen(uint64(len(ds))) + size, live, unr
 }
 
 // onSyn answers a SYN (the seed's examine): for each digest, send what the
@@ -195,30 +245,39 @@ func (n *Node) onSyn(now int64, from wire.ProcID, m *Syn) {
 		return
 	}
 	b := n.replyBudget()
-	nreq, nst := n.examineCounts(m.Digests)
+	var nreq, nst int
+	if n.pool != nil {
+		// Pooled lists are reused: size them for the worst case rather
+		// than pay a counting pass over every digest.
+		nreq, nst = len(m.Digests), len(m.Digests)+1
+	} else {
+		nreq, nst = n.examineCounts(m.Digests)
+	}
 	var reqs []Digest
 	var states []EndpointState
 	if nreq > 0 {
-		reqs = make([]Digest, 0, nreq)
+		reqs = n.digestList(nreq)
 	}
 	if nst > 0 {
-		states = make([]EndpointState, 0, nst)
+		states = n.stateList(nst)
 	}
 	i := 0
+	self := n.find(n.id)
 	introduced := false
 	for _, d := range m.Digests {
-		for i < len(n.eps) && n.eps[i].id < d.Node {
-			if !introduced && n.eps[i].id == n.id {
-				// The initiator does not know us: introduce ourselves.
-				states = b.delta(states, &n.eps[i], 0)
-				introduced = true
-			}
-			i++
+		next := n.seek(i, d.Node)
+		if !introduced && self >= i && self < next {
+			// The initiator does not know us: introduce ourselves.
+			states = n.addDelta(&b, states, &n.eps[self], 0)
+			introduced = true
 		}
+		i = next
 		if i < len(n.eps) && n.eps[i].id == d.Node {
 			e := &n.eps[i]
+			i++ // lists are strictly increasing: never needed again
+			mv := n.maxVer(e)
 			introduced = introduced || e.id == n.id
-			if e.id == n.id && (d.Generation > e.gen || d.Generation == e.gen && d.Version > e.maxVer) {
+			if e.id == n.id && (d.Generation > e.gen || d.Generation == e.gen && d.Version > mv) {
 				// Only this node writes its record: a newer copy is a
 				// spoof (Assassinate) or a bug. Never request it.
 				if d.Generation > e.gen {
@@ -229,14 +288,14 @@ func (n *Node) onSyn(now int64, from wire.ProcID, m *Syn) {
 			switch {
 			case d.Generation > e.gen:
 				if !n.tooFarAhead(now, d.Node, d.Generation) {
-					reqs = b.request(reqs, Digest{Node: e.id, Generation: e.gen, Version: e.maxVer})
+					reqs = b.request(reqs, Digest{Node: e.id, Generation: e.gen, Version: mv})
 				}
 			case d.Generation < e.gen:
-				states = b.delta(states, e, 0)
-			case d.Version > e.maxVer:
-				reqs = b.request(reqs, Digest{Node: e.id, Generation: e.gen, Version: e.maxVer})
-			case d.Version < e.maxVer:
-				states = b.delta(states, e, d.Version)
+				states = n.addDelta(&b, states, e, 0)
+			case d.Version > mv:
+				reqs = b.request(reqs, Digest{Node: e.id, Generation: e.gen, Version: mv})
+			case d.Version < mv:
+				states = n.addDelta(&b, states, e, d.Version)
 			}
 			continue
 		}
@@ -246,9 +305,9 @@ func (n *Node) onSyn(now int64, from wire.ProcID, m *Syn) {
 			n.stats.QuarantineDrops++
 			switch {
 			case d.Generation < t.ep.gen:
-				states = b.delta(states, &t.ep, 0)
-			case d.Generation == t.ep.gen && d.Version < t.ep.maxVer:
-				states = b.delta(states, &t.ep, d.Version)
+				states = n.addDelta(&b, states, &t.ep, 0)
+			case d.Generation == t.ep.gen && d.Version < n.maxVer(&t.ep):
+				states = n.addDelta(&b, states, &t.ep, d.Version)
 			}
 			continue
 		}
@@ -257,7 +316,7 @@ func (n *Node) onSyn(now int64, from wire.ProcID, m *Syn) {
 		}
 	}
 	if !introduced { // this node sorts after every digest: append keeps the order
-		states = b.delta(states, n.self(), 0)
+		states = n.addDelta(&b, states, n.self(), 0)
 	}
 	ack := &Ack{Requests: reqs, States: states}
 	if b.paged {
@@ -275,18 +334,18 @@ func (n *Node) onSyn(now int64, from wire.ProcID, m *Syn) {
 func (n *Node) examineCounts(ds []Digest) (reqs, states int) {
 	i := 0
 	for _, d := range ds {
-		for i < len(n.eps) && n.eps[i].id < d.Node {
-			i++
-		}
+		i = n.seek(i, d.Node)
 		if i == len(n.eps) || n.eps[i].id != d.Node {
 			reqs++ // unknown (or quarantined: a state instead)
 			continue
 		}
 		e := &n.eps[i]
+		i++
+		mv := n.maxVer(e)
 		switch {
-		case d.Generation > e.gen || d.Generation == e.gen && d.Version > e.maxVer:
+		case d.Generation > e.gen || d.Generation == e.gen && d.Version > mv:
 			reqs++
-		case d.Generation < e.gen || d.Version < e.maxVer:
+		case d.Generation < e.gen || d.Version < mv:
 			states++
 		}
 	}
@@ -304,21 +363,20 @@ func (n *Node) onAck(now int64, from wire.ProcID, m *Ack) {
 		return
 	}
 	b := n.replyBudget()
-	states := make([]EndpointState, 0, len(m.Requests))
+	states := n.stateList(len(m.Requests))
 	i := 0
 	for _, r := range m.Requests {
-		for i < len(n.eps) && n.eps[i].id < r.Node {
-			i++
-		}
+		i = n.seek(i, r.Node)
 		if i == len(n.eps) || n.eps[i].id != r.Node {
 			continue
 		}
 		e := &n.eps[i]
+		i++
 		switch {
 		case e.gen > r.Generation:
-			states = b.delta(states, e, 0)
-		case e.gen == r.Generation && e.maxVer > r.Version:
-			states = b.delta(states, e, r.Version)
+			states = n.addDelta(&b, states, e, 0)
+		case e.gen == r.Generation && n.maxVer(e) > r.Version:
+			states = n.addDelta(&b, states, e, r.Version)
 		}
 	}
 	// Sent even when empty: it closes the peer's pending exchange.
@@ -334,14 +392,22 @@ func (n *Node) onAck(now int64, from wire.ProcID, m *Ack) {
 // limit bytes. If the whole delta does not fit, it returns the longest
 // version prefix (base, w] that does, with paged set; ok is false if not
 // even one item fits.
-func delta(e *endpoint, base uint64, limit int) (s EndpointState, size int, paged, ok bool) {
+func (n *Node) delta(e *endpoint, base uint64, limit int) (s EndpointState, size int, paged, ok bool) {
 	hb := e.hb
 	if hb <= base {
 		hb = 0
 	}
+	if n.apps.maxVer(e.app) <= base {
+		// The common case: only the heartbeat is newer.
+		size = sizeStateHead(e.id, e.gen, base, hb, 0)
+		if size <= limit {
+			return EndpointState{Node: e.id, Generation: e.gen, Base: base, Heartbeat: hb}, size, false, true
+		}
+	}
+	app := n.appsOf(e)
 	cnt, itemBytes := 0, 0
-	for k := range e.app {
-		if a := &e.app[k]; a.Version > base {
+	for k := range app {
+		if a := &app[k]; a.Version > base {
 			cnt++
 			itemBytes += sizeItem(a)
 		}
@@ -350,13 +416,13 @@ func delta(e *endpoint, base uint64, limit int) (s EndpointState, size int, page
 	if size <= limit {
 		s = EndpointState{Node: e.id, Generation: e.gen, Base: base, Heartbeat: hb}
 		switch {
-		case cnt == len(e.app):
-			s.States = e.app // immutable: share it
+		case cnt == len(app):
+			s.States = app // immutable: share it
 		case cnt > 0:
 			s.States = make([]AppState, 0, cnt)
-			for k := range e.app {
-				if e.app[k].Version > base {
-					s.States = append(s.States, e.app[k])
+			for k := range app {
+				if app[k].Version > base {
+					s.States = append(s.States, app[k])
 				}
 			}
 		}
@@ -372,8 +438,8 @@ func delta(e *endpoint, base uint64, limit int) (s EndpointState, size int, page
 	if hb != 0 {
 		items = append(items, item{hb, 0})
 	}
-	for k := range e.app {
-		if a := &e.app[k]; a.Version > base {
+	for k := range app {
+		if a := &app[k]; a.Version > base {
 			items = append(items, item{a.Version, sizeItem(a)})
 		}
 	}
@@ -394,8 +460,8 @@ func delta(e *endpoint, base uint64, limit int) (s EndpointState, size int, page
 	if hb != 0 && hb <= w {
 		s.Heartbeat = hb
 	}
-	for k := range e.app {
-		if a := &e.app[k]; a.Version > base && a.Version <= w {
+	for k := range app {
+		if a := &app[k]; a.Version > base && a.Version <= w {
 			s.States = append(s.States, *a)
 		}
 	}
@@ -433,6 +499,9 @@ func (n *Node) tooFarAhead(now int64, node wire.ProcID, gen uint64) bool {
 // apply merges received states into the local view (applyStateLocally).
 func (n *Node) apply(now int64, states []EndpointState) {
 	var added []endpoint
+	if n.pool != nil {
+		added = n.pool.added[:0] // scratch shared by the pool's nodes
+	}
 	i := 0
 	for k := range states {
 		s := &states[k]
@@ -442,11 +511,10 @@ func (n *Node) apply(now int64, states []EndpointState) {
 			}
 			continue
 		}
-		for i < len(n.eps) && n.eps[i].id < s.Node {
-			i++
-		}
+		i = n.seek(i, s.Node)
 		if i < len(n.eps) && n.eps[i].id == s.Node {
-			n.applyKnown(now, &n.eps[i], s)
+			n.applyKnown(now, i, s)
+			i++
 			continue
 		}
 		if e, ok := n.newEndpoint(now, s); ok {
@@ -454,7 +522,10 @@ func (n *Node) apply(now int64, states []EndpointState) {
 		}
 	}
 	if len(added) > 0 {
-		n.insert(added)
+		n.insert(now, added)
+	}
+	if n.pool != nil && cap(added) <= maxPooledAdded {
+		n.pool.added = added[:0]
 	}
 	n.checkWarn()
 }
@@ -498,13 +569,16 @@ func (n *Node) newEndpoint(now int64, s *EndpointState) (endpoint, bool) {
 		return endpoint{}, false
 	}
 	n.stateBytes += cost
-	e := endpoint{id: s.Node, gen: s.Generation, hb: s.Heartbeat, maxVer: s.MaxVersion(), app: s.States}
-	n.fd.Report(&e.fd, now) // the baseline; the next progress marks it up
+	// insert files the first arrival: the baseline; the next progress
+	// marks it up (Preload marks it up at once).
+	e := endpoint{id: s.Node, gen: s.Generation, hb: s.Heartbeat, app: n.apps.intern(s.States)}
 	n.emit(Event{Kind: EventJoin, Node: e.id})
 	if departed {
 		e.flags |= fDeparted
-		e.expire = exp
-		n.emit(Event{Kind: EventLeft, Node: e.id, Value: statusValue(e.app)})
+		n.setExpire(e.id, exp)
+		n.emit(Event{Kind: EventLeft, Node: e.id, Value: statusValue(s.States)})
+	} else if n.preload {
+		e.flags |= fAlive
 	}
 	return e, true
 }
@@ -516,8 +590,9 @@ func statusValue(app []AppState) string {
 	return ""
 }
 
-// applyKnown merges s into the known record e.
-func (n *Node) applyKnown(now int64, e *endpoint, s *EndpointState) {
+// applyKnown merges s into the known record eps[i].
+func (n *Node) applyKnown(now int64, i int, s *EndpointState) {
+	e := &n.eps[i]
 	if s.Generation < e.gen {
 		return
 	}
@@ -531,18 +606,21 @@ func (n *Node) applyKnown(now int64, e *endpoint, s *EndpointState) {
 		}
 		// A new life: replace the record wholesale.
 		wasAlive := e.alive()
-		n.stateBytes += appCost(s.States) - appCost(e.app)
-		e.gen, e.hb, e.maxVer, e.app = s.Generation, s.Heartbeat, s.MaxVersion(), s.States
-		e.flags, e.expire = 0, 0
-		e.fd.Reset()
-		n.fd.Report(&e.fd, now)
+		r := n.apps.intern(s.States)
+		n.stateBytes += n.apps.cost(r) - n.apps.cost(e.app)
+		n.apps.release(e.app)
+		e.gen, e.hb, e.app = s.Generation, s.Heartbeat, r
+		e.flags = 0
+		n.fds.Clear(i)
+		n.fds.Report(i, now)
 		n.stats.Restarts++
-		if departed, exp := n.status(now, e.app); departed {
+		if departed, exp := n.status(now, s.States); departed {
 			e.flags |= fDeparted
-			e.expire = exp
-			n.emit(Event{Kind: EventLeft, Node: e.id, Value: statusValue(e.app)})
+			n.setExpire(e.id, exp)
+			n.emit(Event{Kind: EventLeft, Node: e.id, Value: statusValue(s.States)})
 			return
 		}
+		n.dropExpire(e.id)
 		n.emit(Event{Kind: EventRestarted, Node: e.id, Generation: e.gen})
 		e.flags |= fAlive
 		if !wasAlive {
@@ -550,21 +628,20 @@ func (n *Node) applyKnown(now int64, e *endpoint, s *EndpointState) {
 		}
 		return
 	}
-	if s.Base > e.maxVer {
+	if s.Base > n.maxVer(e) {
 		n.stats.GapDrops++ // we lack (maxVer, Base]; the next exchange asks for it
 		return
 	}
 	progressed := s.Heartbeat > e.hb
 	if progressed {
 		e.hb = s.Heartbeat
-		n.fd.Report(&e.fd, now)
+		n.fds.Report(i, now)
 	}
-	e.maxVer = max(e.maxVer, s.MaxVersion())
 	if n.mergeApp(e, s.States) {
-		if departed, exp := n.status(now, e.app); departed && !e.departed() {
+		if departed, exp := n.status(now, n.appsOf(e)); departed && !e.departed() {
 			e.flags = e.flags&^fAlive | fDeparted
-			e.expire = exp
-			n.emit(Event{Kind: EventLeft, Node: e.id, Value: statusValue(e.app)})
+			n.setExpire(e.id, exp)
+			n.emit(Event{Kind: EventLeft, Node: e.id, Value: statusValue(n.appsOf(e))})
 		}
 	}
 	if progressed && !e.alive() && !e.departed() {
@@ -576,14 +653,14 @@ func (n *Node) applyKnown(now int64, e *endpoint, s *EndpointState) {
 	}
 }
 
-// mergeApp applies the items of in newer than e's, copying e.app on write
-// and emitting EventChanged in key order. It reports whether anything
-// changed.
+// mergeApp applies the items of in newer than e's, replacing e's list
+// (copy on write) and emitting EventChanged in key order. It reports
+// whether anything changed.
 func (n *Node) mergeApp(e *endpoint, in []AppState) bool {
 	if len(in) == 0 {
 		return false
 	}
-	old := e.app
+	old := n.appsOf(e)
 	newer := 0
 	j := 0
 	for k := range in {
@@ -597,17 +674,27 @@ func (n *Node) mergeApp(e *endpoint, in []AppState) bool {
 	if newer == 0 {
 		return false
 	}
-	out := make([]AppState, 0, len(old)+newer)
+	// If every received item is new or newer and they cover every key
+	// held, the result is the received list (immutable): share it.
+	shared := newer == len(in) && coversKeys(in, old)
+	out := in
+	if !shared {
+		out = make([]AppState, 0, len(old)+newer)
+	}
 	j = 0
 	for k := range in {
 		a := &in[k]
 		for j < len(old) && old[j].Key < a.Key {
-			out = append(out, old[j])
+			if !shared {
+				out = append(out, old[j])
+			}
 			j++
 		}
 		if j < len(old) && old[j].Key == a.Key {
 			if a.Version <= old[j].Version {
-				out = append(out, old[j])
+				if !shared {
+					out = append(out, old[j])
+				}
 				j++
 				continue
 			}
@@ -617,24 +704,50 @@ func (n *Node) mergeApp(e *endpoint, in []AppState) bool {
 		} else {
 			n.stateBytes += itemCost + len(a.Value)
 		}
-		out = append(out, *a)
+		if !shared {
+			out = append(out, *a)
+		}
 		n.emit(Event{Kind: EventChanged, Node: e.id, Key: a.Key, Value: a.Value})
 	}
-	e.app = append(out, old[j:]...)
+	if !shared {
+		out = append(out, old[j:]...)
+	}
+	r := n.apps.intern(out)
+	n.apps.release(e.app)
+	e.app = r
 	return true
 }
 
-// insert merges sorted new records into eps.
-func (n *Node) insert(add []endpoint) {
+// coversKeys reports whether every key of old is in in (both sorted).
+func coversKeys(in, old []AppState) bool {
+	j := 0
+	for k := range old {
+		for j < len(in) && in[j].Key < old[k].Key {
+			j++
+		}
+		if j == len(in) || in[j].Key != old[k].Key {
+			return false
+		}
+	}
+	return true
+}
+
+// insert merges sorted new records into eps, filing each one's first
+// arrival at now.
+func (n *Node) insert(now int64, add []endpoint) {
 	old := len(n.eps)
 	n.eps = slices.Grow(n.eps, len(add))[:old+len(add)]
+	n.fds.Resize(len(n.eps))
 	i, j := old-1, len(add)-1
 	for k := len(n.eps) - 1; j >= 0; k-- {
 		if i >= 0 && n.eps[i].id > add[j].id {
 			n.eps[k] = n.eps[i]
+			n.fds.Move(k, i)
 			i--
 		} else {
 			n.eps[k] = add[j]
+			n.fds.Clear(k)
+			n.fds.Report(k, now)
 			j--
 		}
 	}

@@ -176,16 +176,20 @@ const (
 	fConvicted                   // convicted in this generation (for Revivals)
 )
 
-// endpoint is one record of the local view.
+// endpoint is one record of the local view: 32 bytes without pointers, as
+// a node keeps one per cluster member (a simulator holding 10,000 nodes
+// keeps 10^8). Its app states are a shared list in the node's AppTable,
+// its arrival window is slot i of Node.fds for eps[i], the highest version
+// held is derived (maxVer: every item and the heartbeat are at most it,
+// and a delta is applied only without gaps, so it is the larger of the
+// heartbeat and the highest item), and a departed endpoint's eviction
+// time is in Node.expires.
 type endpoint struct {
-	id     wire.ProcID
-	flags  uint8
-	gen    uint64
-	hb     uint64
-	maxVer uint64
-	expire int64      // departed: eviction time
-	app    []AppState // sorted by key; immutable, replaced on change
-	fd     phi.Window
+	gen   uint64
+	hb    uint64
+	id    wire.ProcID
+	app   appRef // sorted by key; immutable, replaced on change
+	flags uint8
 }
 
 func (e *endpoint) alive() bool    { return e.flags&fAlive != 0 }
@@ -216,6 +220,12 @@ type tombstone struct {
 	ep    endpoint // the final record, sent to holders of older copies
 }
 
+// expiry is a departed endpoint's eviction time.
+type expiry struct {
+	id wire.ProcID
+	at int64
+}
+
 type assassination struct {
 	target   wire.ProcID
 	gen, hb  uint64
@@ -237,10 +247,14 @@ type Node struct {
 	seeds []wire.ProcID // sorted, without self
 	rng   *rand.Rand
 	fd    *phi.Detector
+	fds   *phi.Arena // arrival windows, fds slot i for eps[i]
+	apps  *AppTable
+	pool  *Pool
 
-	gen uint64
-	ver uint64     // the one version counter
-	eps []endpoint // sorted by id, self included
+	gen     uint64
+	ver     uint64     // the one version counter
+	eps     []endpoint // sorted by id, self included
+	expires []expiry   // departed endpoints (self included), sorted by id
 
 	quar      []tombstone // sorted by id
 	pendSyn   []pending   // SYNs awaiting ACK, oldest first
@@ -257,13 +271,14 @@ type Node struct {
 	stateBytes int
 	warned     bool
 	reported   map[reportKey]struct{}
+	preload    bool // Preload in progress: no events, new endpoints up
 
 	cursor wire.ProcID // first node of the next digest page
 
 	stats Stats
 	rd    Ready
 
-	live, unr, seedBuf []wire.ProcID // scratch
+	seedBuf []wire.ProcID // scratch
 }
 
 // NewNode starts a node at now. Its generation is
@@ -278,6 +293,14 @@ func NewNode(cfg Config, now int64) (*Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("membership: %w", err)
 	}
+	fds, err := fd.NewArena()
+	if err != nil {
+		return nil, fmt.Errorf("membership: %w", err)
+	}
+	apps := cfg.Apps
+	if apps == nil {
+		apps = NewAppTable()
+	}
 	gen := max(cfg.StoredGeneration+1, unixSeconds(now))
 	n := &Node{
 		cfg:      cfg,
@@ -285,11 +308,15 @@ func NewNode(cfg Config, now int64) (*Node, error) {
 		seeds:    seeds,
 		rng:      rand.New(cfg.Rand),
 		fd:       fd,
+		fds:      fds,
+		apps:     apps,
+		pool:     cfg.Pool,
 		gen:      gen,
 		ver:      1,
 		reported: map[reportKey]struct{}{},
 	}
-	n.eps = []endpoint{{id: cfg.ID, flags: fAlive, gen: gen, hb: 1, maxVer: 1}}
+	n.eps = []endpoint{{id: cfg.ID, flags: fAlive, gen: gen, hb: 1}}
+	n.fds.Resize(1)
 	n.stateBytes = endpointCost
 	n.rd.Generation = gen
 	return n, nil
@@ -318,11 +345,30 @@ func (n *Node) HasReady() bool { return !n.rd.Empty() }
 // by the node until Advance.
 func (n *Node) Ready() Ready { return n.rd }
 
-// Advance tells the node the last Ready was handled.
+// Advance tells the node the last Ready was handled. With Config.Pool,
+// the lists of the messages it carried go back to the pool.
 func (n *Node) Advance() {
-	clear(n.rd.Messages)
-	clear(n.rd.Events)
-	n.rd = Ready{Messages: n.rd.Messages[:0], Events: n.rd.Events[:0]}
+	if n.pool != nil {
+		var prev Message
+		for _, env := range n.rd.Messages {
+			if env.Msg != prev { // a SYN goes to up to three peers
+				n.pool.recycle(env.Msg)
+				prev = env.Msg
+			}
+		}
+	}
+	msgs, evs := n.rd.Messages, n.rd.Events
+	clear(msgs)
+	clear(evs)
+	// Keep the buffers for the next batch unless a burst (a Preload, a
+	// big merge) grew them: a simulator holds thousands of nodes.
+	if cap(msgs) > 64 {
+		msgs = nil
+	}
+	if cap(evs) > 1024 {
+		evs = nil
+	}
+	n.rd = Ready{Messages: msgs[:0], Events: evs[:0]}
 }
 
 // SetSeeds replaces the seed list at runtime (Cassandra's reloadSeeds).
@@ -346,7 +392,11 @@ func (n *Node) Seeds() []wire.ProcID { return slices.Clone(n.seeds) }
 // before each Tick can leave it at 0.
 func (n *Node) SetBacklog(pending int) { n.backlog = pending }
 
-func (n *Node) emit(e Event) { n.rd.Events = append(n.rd.Events, e) }
+func (n *Node) emit(e Event) {
+	if !n.preload {
+		n.rd.Events = append(n.rd.Events, e)
+	}
+}
 
 func (n *Node) reportOnce(e Event) {
 	k := reportKey{e.Kind, e.Node}
@@ -362,8 +412,12 @@ func (n *Node) send(to wire.ProcID, m Message, size int) {
 	n.stats.BytesSent += uint64(size)
 }
 
-// find returns the index of id in eps, or -1.
+// find returns the index of id in eps, or -1. Cluster ids are often dense
+// (0..N-1): it tries position id first.
 func (n *Node) find(id wire.ProcID) int {
+	if uint64(id) < uint64(len(n.eps)) && n.eps[id].id == id {
+		return int(id)
+	}
 	i := sort.Search(len(n.eps), func(i int) bool { return n.eps[i].id >= id })
 	if i < len(n.eps) && n.eps[i].id == id {
 		return i
@@ -372,6 +426,46 @@ func (n *Node) find(id wire.ProcID) int {
 }
 
 func (n *Node) self() *endpoint { return &n.eps[n.find(n.id)] }
+
+// maxVer returns the highest version held of e's record.
+func (n *Node) maxVer(e *endpoint) uint64 { return max(e.hb, n.apps.maxVer(e.app)) }
+
+// appsOf returns e's app states (immutable).
+func (n *Node) appsOf(e *endpoint) []AppState { return n.apps.items(e.app) }
+
+// expireOf returns the eviction time of departed endpoint id (0 if none).
+func (n *Node) expireOf(id wire.ProcID) int64 {
+	i, ok := slices.BinarySearchFunc(n.expires, id, func(x expiry, id wire.ProcID) int { return cmpID(x.id, id) })
+	if !ok {
+		return 0
+	}
+	return n.expires[i].at
+}
+
+func (n *Node) setExpire(id wire.ProcID, at int64) {
+	i, ok := slices.BinarySearchFunc(n.expires, id, func(x expiry, id wire.ProcID) int { return cmpID(x.id, id) })
+	if ok {
+		n.expires[i].at = at
+		return
+	}
+	n.expires = slices.Insert(n.expires, i, expiry{id, at})
+}
+
+func (n *Node) dropExpire(id wire.ProcID) {
+	if i, ok := slices.BinarySearchFunc(n.expires, id, func(x expiry, id wire.ProcID) int { return cmpID(x.id, id) }); ok {
+		n.expires = slices.Delete(n.expires, i, i+1)
+	}
+}
+
+func cmpID(a, b wire.ProcID) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
 
 // Tick runs one gossip round at now: guards, heartbeat, expiries, the
 // status check (convictions, evictions), pending assassinations, then the
@@ -387,7 +481,7 @@ func (n *Node) Tick(now int64) {
 	}
 	self := n.self()
 	n.ver++
-	self.hb, self.maxVer = n.ver, n.ver
+	self.hb = n.ver
 	n.expirePending(now)
 	n.expireQuarantine(now)
 	n.statusCheck(now, verdict == phi.Allow)
@@ -427,7 +521,17 @@ func takePending(ps *[]pending, peer wire.ProcID) bool {
 }
 
 func (n *Node) expireQuarantine(now int64) {
-	n.quar = slices.DeleteFunc(n.quar, func(t tombstone) bool { return t.until <= now })
+	k := 0
+	for i := range n.quar {
+		if n.quar[i].until <= now {
+			n.apps.release(n.quar[i].ep.app)
+			continue
+		}
+		n.quar[k] = n.quar[i]
+		k++
+	}
+	clear(n.quar[k:])
+	n.quar = n.quar[:k]
 }
 
 // quarantined returns id's tombstone, or nil.
@@ -442,21 +546,19 @@ func (n *Node) quarantined(id wire.ProcID) *tombstone {
 // statusCheck convicts silent endpoints (if the guards allow) and evicts
 // expired departed ones.
 func (n *Node) statusCheck(now int64, convict bool) {
+	if convict {
+		for i := range n.eps {
+			e := &n.eps[i]
+			if e.flags&(fAlive|fDeparted) == fAlive && e.id != n.id && n.fds.Convict(i, now) {
+				e.flags = e.flags&^fAlive | fConvicted
+				n.stats.Convictions++
+				n.emit(Event{Kind: EventDead, Node: e.id})
+			}
+		}
+	}
 	evict := false
-	for i := range n.eps {
-		e := &n.eps[i]
-		if e.id == n.id {
-			continue
-		}
-		if e.departed() {
-			evict = evict || now > e.expire
-			continue
-		}
-		if convict && e.alive() && n.fd.Convict(&e.fd, now) {
-			e.flags = e.flags&^fAlive | fConvicted
-			n.stats.Convictions++
-			n.emit(Event{Kind: EventDead, Node: e.id})
-		}
+	for _, x := range n.expires {
+		evict = evict || x.id != n.id && now > x.at
 	}
 	if !evict {
 		return
@@ -464,30 +566,35 @@ func (n *Node) statusCheck(now int64, convict bool) {
 	k := 0
 	for i := range n.eps {
 		e := &n.eps[i]
-		if e.id != n.id && e.departed() && now > e.expire {
+		if e.id != n.id && e.departed() && now > n.expireOf(e.id) {
 			n.evict(now, e)
 			continue
 		}
 		n.eps[k] = *e
+		n.fds.Move(k, i)
 		k++
 	}
 	clear(n.eps[k:])
 	n.eps = n.eps[:k]
+	n.fds.Resize(k)
 	n.checkWarn()
 }
 
 // evict removes e's record into quarantine.
+// The tombstone takes over the record's reference to its app states.
 func (n *Node) evict(now int64, e *endpoint) {
-	n.stateBytes -= endpointCost + appCost(e.app)
+	n.stateBytes -= endpointCost + n.apps.cost(e.app)
 	n.stats.Evictions++
 	n.emit(Event{Kind: EventRemoved, Node: e.id})
+	n.dropExpire(e.id)
 	if n.cfg.QuarantineDelay <= 0 {
+		n.apps.release(e.app)
 		return
 	}
 	t := tombstone{until: now + int64(n.cfg.QuarantineDelay), ep: *e}
-	t.ep.fd = phi.Window{}
 	i := sort.Search(len(n.quar), func(i int) bool { return n.quar[i].ep.id >= e.id })
 	if i < len(n.quar) && n.quar[i].ep.id == e.id {
+		n.apps.release(n.quar[i].ep.app)
 		n.quar[i] = t
 		return
 	}
@@ -506,17 +613,20 @@ func (n *Node) checkWarn() {
 
 // gossip sends the round's SYNs.
 func (n *Node) gossip(now int64) {
-	live, unr := n.live[:0], n.unr[:0]
-	for i := range n.eps {
-		e := &n.eps[i]
-		if e.id == n.id || e.departed() {
-			continue
+	ds, size, nlive, nunr := n.digests()
+	// pick returns the k-th live (or unreachable) peer in id order.
+	pick := func(alive bool, k int) wire.ProcID {
+		for i := range n.eps {
+			e := &n.eps[i]
+			if e.flags&fDeparted != 0 || e.id == n.id || (e.flags&fAlive != 0) != alive {
+				continue
+			}
+			if k == 0 {
+				return e.id
+			}
+			k--
 		}
-		if e.alive() {
-			live = append(live, e.id)
-		} else {
-			unr = append(unr, e.id)
-		}
+		panic("membership: peer count changed during selection")
 	}
 	seeds := n.seedBuf[:0]
 	for _, s := range n.seeds {
@@ -524,9 +634,8 @@ func (n *Node) gossip(now int64) {
 			seeds = append(seeds, s)
 		}
 	}
-	n.live, n.unr, n.seedBuf = live, unr, seeds
+	n.seedBuf = seeds
 
-	ds, size := n.digests()
 	syn := &Syn{Cluster: n.cfg.ClusterName, Digests: ds}
 	var sent [3]wire.ProcID
 	ns := 0
@@ -544,21 +653,42 @@ func (n *Node) gossip(now int64) {
 		n.pendSyn = append(n.pendSyn, pending{to, now})
 	}
 	seedPicked := false
-	if len(live) > 0 {
-		p := live[n.rng.IntN(len(live))]
+	if nlive > 0 {
+		p := pick(true, n.rng.IntN(nlive))
 		send(p)
 		_, seedPicked = slices.BinarySearch(n.seeds, p)
 	}
-	if len(unr) > 0 && n.rng.Float64() < float64(len(unr))/float64(len(live)+1) {
-		send(unr[n.rng.IntN(len(unr))])
+	if nunr > 0 && n.rng.Float64() < float64(nunr)/float64(nlive+1) {
+		send(pick(false, n.rng.IntN(nunr)))
 	}
-	if len(seeds) > 0 && (!seedPicked || len(live) < len(seeds)) {
-		if len(live) == 0 {
+	if len(seeds) > 0 && (!seedPicked || nlive < len(seeds)) {
+		if nlive == 0 {
 			send(seeds[n.rng.IntN(len(seeds))])
-		} else if n.rng.Float64() <= float64(len(seeds))/float64(len(live)+len(unr)) {
+		} else if n.rng.Float64() <= float64(len(seeds))/float64(nlive+nunr) {
 			send(seeds[n.rng.IntN(len(seeds))])
 		}
 	}
+}
+
+// Preload installs a view obtained out of band (a snapshot of a converged
+// cluster, a seed's full state as in Cassandra's shadow round, a
+// simulator's starting point) as if its states had arrived by gossip at
+// now, with two differences: the endpoints it adds are up at once (the
+// caller vouches that their heartbeats were progressing when the snapshot
+// was taken; each window starts with one arrival at now, as for any new
+// endpoint), and it emits no events. States must be sorted by node, as
+// in a message; the node's own entry is ignored.
+func (n *Node) Preload(now int64, states []EndpointState) error {
+	if n.stopped {
+		return ErrStopped
+	}
+	if err := validStates(states); err != nil {
+		return err
+	}
+	n.preload = true
+	n.apply(now, states)
+	n.preload = false
+	return nil
 }
 
 // Leave publishes STATUS=LEFT with expiry now+LeftExpiry. The node keeps
@@ -576,7 +706,7 @@ func (n *Node) Leave(now int64) error {
 	n.setLocal(n.self(), KeyStatus, departedValue(StatusLeft, exp))
 	self := n.self()
 	self.flags = self.flags&^fAlive | fDeparted
-	self.expire = exp
+	n.setExpire(n.id, exp)
 	return nil
 }
 
@@ -599,21 +729,21 @@ func (n *Node) SetAppState(key Key, value string) error {
 			return ErrReservedStatus
 		}
 	}
-	self := n.self()
-	i, found := slices.BinarySearchFunc(self.app, key, func(a AppState, k Key) int { return int(a.Key) - int(k) })
+	app := n.appsOf(n.self())
+	i, found := slices.BinarySearchFunc(app, key, func(a AppState, k Key) int { return int(a.Key) - int(k) })
 	grow := itemCost + len(value)
 	if found {
-		if self.app[i].Value == value {
+		if app[i].Value == value {
 			return nil
 		}
-		grow = len(value) - len(self.app[i].Value)
-	} else if len(self.app) >= MaxItems {
+		grow = len(value) - len(app[i].Value)
+	} else if len(app) >= MaxItems {
 		return ErrTooManyKeys
 	}
 	if n.stateBytes+grow > n.cfg.MaxStateBytes {
 		return ErrStateLimit
 	}
-	n.setLocal(self, key, value)
+	n.setLocal(n.self(), key, value)
 	return nil
 }
 
@@ -621,18 +751,21 @@ func (n *Node) SetAppState(key Key, value string) error {
 func (n *Node) setLocal(self *endpoint, key Key, value string) {
 	n.ver++
 	a := AppState{Key: key, Version: n.ver, Value: value}
-	i, found := slices.BinarySearchFunc(self.app, key, func(a AppState, k Key) int { return int(a.Key) - int(k) })
-	app := make([]AppState, 0, len(self.app)+1)
-	app = append(app, self.app[:i]...)
+	old := n.appsOf(self)
+	i, found := slices.BinarySearchFunc(old, key, func(a AppState, k Key) int { return int(a.Key) - int(k) })
+	app := make([]AppState, 0, len(old)+1)
+	app = append(app, old[:i]...)
 	app = append(app, a)
 	if found {
-		n.stateBytes += len(value) - len(self.app[i].Value)
+		n.stateBytes += len(value) - len(old[i].Value)
 		i++
 	} else {
 		n.stateBytes += itemCost + len(value)
 	}
-	self.app = append(app, self.app[i:]...)
-	self.maxVer = n.ver
+	app = append(app, old[i:]...)
+	r := n.apps.intern(app)
+	n.apps.release(self.app)
+	self.app = r
 	n.checkWarn()
 }
 
@@ -689,7 +822,7 @@ func (n *Node) runAssassinations(now int64) {
 		default:
 			rec := EndpointState{Node: a.target, Generation: e.gen + 1, Heartbeat: 1,
 				States: []AppState{{Key: KeyStatus, Version: 2, Value: departedValue(StatusRemoved, now+int64(n.cfg.LeftExpiry))}}}
-			n.applyKnown(now, e, &rec)
+			n.applyKnown(now, i, &rec)
 			n.emit(Event{Kind: EventAssassinated, Node: a.target})
 		}
 	}
@@ -707,8 +840,12 @@ func (n *Node) Member(id wire.ProcID) (Member, bool) {
 }
 
 func (n *Node) member(e *endpoint) Member {
-	return Member{Node: e.id, Generation: e.gen, Heartbeat: e.hb, Version: e.maxVer,
-		Alive: e.alive(), Departed: e.departed(), Expire: e.expire}
+	m := Member{Node: e.id, Generation: e.gen, Heartbeat: e.hb, Version: n.maxVer(e),
+		Alive: e.alive(), Departed: e.departed()}
+	if m.Departed {
+		m.Expire = n.expireOf(e.id)
+	}
+	return m
 }
 
 // Members returns the local view, sorted by node, self included.
@@ -743,7 +880,7 @@ func (n *Node) AppState(id wire.ProcID, key Key) (AppState, bool) {
 	if i < 0 {
 		return AppState{}, false
 	}
-	app := n.eps[i].app
+	app := n.appsOf(&n.eps[i])
 	j, ok := slices.BinarySearchFunc(app, key, func(a AppState, k Key) int { return int(a.Key) - int(k) })
 	if !ok {
 		return AppState{}, false
@@ -757,7 +894,7 @@ func (n *Node) AppStates(id wire.ProcID) []AppState {
 	if i < 0 {
 		return nil
 	}
-	return slices.Clone(n.eps[i].app)
+	return slices.Clone(n.appsOf(&n.eps[i]))
 }
 
 // Phi returns the failure detector's phi for id at now (0 for self,
@@ -767,7 +904,7 @@ func (n *Node) Phi(id wire.ProcID, now int64) float64 {
 	if i < 0 || id == n.id {
 		return 0
 	}
-	return n.fd.Phi(&n.eps[i].fd, now)
+	return n.fds.Phi(i, now)
 }
 
 // Quarantined reports whether gossip about id is being ignored.

@@ -37,7 +37,7 @@ func newTestNode(t testing.TB, id wire.ProcID, now int64, mod func(*Config)) *No
 func setSelf(n *Node, hb uint64) {
 	s := n.self()
 	n.ver = hb
-	s.hb, s.maxVer = hb, hb
+	s.hb = hb
 }
 
 func envTo(rd Ready, to wire.ProcID) []Message {
@@ -198,7 +198,7 @@ func TestSeedWorkedExample(t *testing.T) {
 	b.Advance()
 
 	syn := &Syn{Cluster: "weft-test", Digests: []Digest{{A, 1000, 52}, {B, 1000, 40}, {C, 1000, 31}}}
-	ds, _ := a.digests()
+	ds, _, _, _ := a.digests()
 	if !reflect.DeepEqual(ds, syn.Digests) {
 		t.Fatalf("A's digests %v, want %v", ds, syn.Digests)
 	}
@@ -282,7 +282,7 @@ func TestExamineTable(t *testing.T) {
 			n.Advance()
 			// The SYN also lists us, so no self-introduction.
 			self := n.self()
-			syn := &Syn{Cluster: "weft-test", Digests: []Digest{{me, self.gen, self.maxVer}, tc.digest}}
+			syn := &Syn{Cluster: "weft-test", Digests: []Digest{{me, self.gen, n.maxVer(self)}, tc.digest}}
 			if err := n.Step(now, 2, syn); err != nil {
 				t.Fatal(err)
 			}
@@ -524,10 +524,10 @@ func TestDeltaPaging(t *testing.T) {
 		if have {
 			base = m.Version
 		}
-		if base >= self.maxVer {
+		if base >= src.maxVer(self) {
 			break
 		}
-		s, size, paged, ok := delta(self, base, 500)
+		s, size, paged, ok := src.delta(self, base, 500)
 		if !ok {
 			t.Fatalf("delta above %d: nothing fits", base)
 		}
@@ -549,11 +549,11 @@ func TestDeltaPaging(t *testing.T) {
 	if !reflect.DeepEqual(dst.AppStates(1), src.AppStates(1)) {
 		t.Error("paged transfer differs from the source")
 	}
-	if m, _ := dst.Member(1); m.Heartbeat != self.hb || m.Version != self.maxVer {
+	if m, _ := dst.Member(1); m.Heartbeat != self.hb || m.Version != src.maxVer(self) {
 		t.Errorf("member after paging %+v", m)
 	}
-	t.Logf("%d-byte record sent in %d pages of <= 500 bytes", sizeState(&EndpointState{Node: 1, Generation: self.gen, Heartbeat: self.hb, States: self.app}), pages)
-	if _, _, _, ok := delta(self, 0, 10); ok {
+	t.Logf("%d-byte record sent in %d pages of <= 500 bytes", sizeState(&EndpointState{Node: 1, Generation: self.gen, Heartbeat: self.hb, States: src.appsOf(self)}), pages)
+	if _, _, _, ok := src.delta(self, 0, 10); ok {
 		t.Error("a page smaller than any item should fail")
 	}
 }
@@ -569,7 +569,7 @@ func TestDigestPaging(t *testing.T) {
 	n.apply(t0, states)
 	seen := map[wire.ProcID]int{}
 	for round := 0; round < 6; round++ {
-		ds, size := n.digests()
+		ds, size, _, _ := n.digests()
 		syn := &Syn{Cluster: n.cfg.ClusterName, Digests: ds}
 		if Size(syn) != size || size > 1026 {
 			t.Fatalf("page of %d bytes (reported %d)", Size(syn), size)
@@ -607,8 +607,8 @@ func TestSetAppState(t *testing.T) {
 			t.Errorf("set %s: %v, want %v", tc.k, err, tc.err)
 		}
 	}
-	v := n.self().maxVer
-	if err := n.SetAppState(KeyLoad, "1"); err != nil || n.self().maxVer != v {
+	v := n.maxVer(n.self())
+	if err := n.SetAppState(KeyLoad, "1"); err != nil || n.maxVer(n.self()) != v {
 		t.Error("re-setting the same value bumped the version")
 	}
 	if a, _ := n.AppState(1, KeyLoad); a.Value != "1" {
@@ -652,16 +652,17 @@ func checkInvariants(t testing.TB, n *Node) {
 		if i > 0 && e.id <= n.eps[i-1].id {
 			t.Fatalf("eps not sorted at %d", i)
 		}
-		if e.maxVer < e.hb {
-			t.Fatalf("endpoint %d: maxVer %d < hb %d", e.id, e.maxVer, e.hb)
+		app := n.appsOf(e)
+		if mv := n.maxVer(e); mv < e.hb {
+			t.Fatalf("endpoint %d: maxVer %d (hb %d)", e.id, mv, e.hb)
 		}
-		for j := range e.app {
-			if j > 0 && e.app[j].Key <= e.app[j-1].Key {
+		for j := range app {
+			if j > 0 && app[j].Key <= app[j-1].Key {
 				t.Fatalf("endpoint %d: app not sorted", e.id)
 			}
-			if e.app[j].Version > e.maxVer {
-				t.Fatalf("endpoint %d: item version %d > maxVer %d", e.id, e.app[j].Version, e.maxVer)
-			}
+		}
+		if e.departed() != (n.expireOf(e.id) != 0) {
+			t.Fatalf("endpoint %d: departed %v but expiry %d", e.id, e.departed(), n.expireOf(e.id))
 		}
 		if e.alive() && e.departed() {
 			t.Fatalf("endpoint %d alive and departed", e.id)
@@ -669,7 +670,26 @@ func checkInvariants(t testing.TB, n *Node) {
 		if n.quarantined(e.id) != nil {
 			t.Fatalf("endpoint %d both known and quarantined", e.id)
 		}
-		bytes += endpointCost + appCost(e.app)
+		bytes += endpointCost + appCost(app)
+	}
+	if len(n.expires) > len(n.eps) || n.fds.Len() != len(n.eps) {
+		t.Fatalf("%d expiries, %d windows for %d endpoints", len(n.expires), n.fds.Len(), len(n.eps))
+	}
+	if n.cfg.Apps == nil {
+		// The node's own table: its references are exactly the records'.
+		refs := map[appRef]uint32{}
+		for i := range n.eps {
+			refs[n.eps[i].app]++
+		}
+		for i := range n.quar {
+			refs[n.quar[i].ep.app]++
+		}
+		delete(refs, 0)
+		for r := 1; r < len(n.apps.lists); r++ {
+			if got := n.apps.lists[r].refs; got != refs[appRef(r)] {
+				t.Fatalf("app list %d: %d references counted, %d held", r, got, refs[appRef(r)])
+			}
+		}
 	}
 	if bytes != n.stateBytes {
 		t.Fatalf("stateBytes %d, recomputed %d", n.stateBytes, bytes)

@@ -72,7 +72,11 @@ var (
 // Append appends the encoding of m to buf. It panics if m is nil or not a
 // *Syn, *Ack or *Ack2. It does not check the caps; Decode does.
 func Append(buf []byte, m Message) []byte {
-	buf = slices.Grow(buf, Size(m))
+	if len(buf) == cap(buf) {
+		// A full (or nil) buffer: allocate once. A reused one with room
+		// grows as needed, without a sizing pass over the message.
+		buf = slices.Grow(buf, Size(m))
+	}
 	buf = append(buf, WireVersion, byte(m.Kind()))
 	switch m := m.(type) {
 	case *Syn:
@@ -90,10 +94,17 @@ func Append(buf []byte, m Message) []byte {
 
 func appendDigests(buf []byte, ds []Digest) []byte {
 	buf = binary.AppendUvarint(buf, uint64(len(ds)))
-	for _, d := range ds {
-		buf = binary.AppendUvarint(buf, uint64(d.Node))
-		buf = binary.AppendUvarint(buf, d.Generation)
-		buf = binary.AppendUvarint(buf, d.Version)
+	for i, d := range ds {
+		// Room for three maximal uvarints, then write by index.
+		n := len(buf)
+		if cap(buf)-n < 3*binary.MaxVarintLen64 {
+			buf = slices.Grow(buf, 3*binary.MaxVarintLen64+(len(ds)-i)*8)
+		}
+		b := buf[n : n+3*binary.MaxVarintLen64]
+		k := putUvarint(b, uint64(d.Node))
+		k += putUvarint(b[k:], d.Generation)
+		k += putUvarint(b[k:], d.Version)
+		buf = buf[:n+k]
 	}
 	return buf
 }
@@ -102,11 +113,17 @@ func appendStates(buf []byte, ss []EndpointState) []byte {
 	buf = binary.AppendUvarint(buf, uint64(len(ss)))
 	for i := range ss {
 		s := &ss[i]
-		buf = binary.AppendUvarint(buf, uint64(s.Node))
-		buf = binary.AppendUvarint(buf, s.Generation)
-		buf = binary.AppendUvarint(buf, s.Base)
-		buf = binary.AppendUvarint(buf, s.Heartbeat)
-		buf = binary.AppendUvarint(buf, uint64(len(s.States)))
+		n := len(buf)
+		if cap(buf)-n < 5*binary.MaxVarintLen64 {
+			buf = slices.Grow(buf, 5*binary.MaxVarintLen64+(len(ss)-i)*8)
+		}
+		b := buf[n : n+5*binary.MaxVarintLen64]
+		k := putUvarint(b, uint64(s.Node))
+		k += putUvarint(b[k:], s.Generation)
+		k += putUvarint(b[k:], s.Base)
+		k += putUvarint(b[k:], s.Heartbeat)
+		k += putUvarint(b[k:], uint64(len(s.States)))
+		buf = buf[:n+k]
 		for _, a := range s.States {
 			buf = binary.AppendUvarint(buf, uint64(a.Key))
 			buf = binary.AppendUvarint(buf, a.Version)
@@ -115,6 +132,24 @@ func appendStates(buf []byte, ss []EndpointState) []byte {
 		}
 	}
 	return buf
+}
+
+// putUvarint is binary.PutUvarint with the one-byte case first.
+func putUvarint(b []byte, x uint64) int {
+	if x < 0x80 {
+		b[0] = byte(x)
+		return 1
+	}
+	return binary.PutUvarint(b, x)
+}
+
+// minimal returns n, or 0 if the last byte c of an n-byte uvarint is 0
+// (a shorter encoding exists).
+func minimal(c byte, n int) int {
+	if c == 0 {
+		return 0
+	}
+	return n
 }
 
 // Size returns len(Append(nil, m)). It panics like Append.
@@ -185,7 +220,29 @@ func sizeStates(ss []EndpointState) int {
 // Decode decodes one message encoded by Append. The result shares no
 // memory with b. Errors wrap ErrVersion, ErrUnknownKind, ErrMalformed or
 // ErrTooLarge.
-func Decode(b []byte) (Message, error) {
+func Decode(b []byte) (Message, error) { return decode(b, nil) }
+
+// Decoder decodes like Decode but reuses its memory: the message it
+// returns and its digest and state lists are valid only until the next
+// call. App-state lists (EndpointState.States) and strings are always
+// fresh, so a receiver may keep them. Node.Step keeps nothing else of a
+// message, so a driver can decode each received message with one Decoder
+// and Step it at once (a simulator). The zero value is ready to use; it is
+// not safe for concurrent use.
+type Decoder struct {
+	syn      Syn
+	ack      Ack
+	ack2     Ack2
+	digests  []Digest // Syn.Digests
+	requests []Digest // Ack.Requests
+	states   []EndpointState
+	cluster  string
+}
+
+// Decode decodes one message encoded by Append (see Decoder).
+func (dc *Decoder) Decode(b []byte) (Message, error) { return decode(b, dc) }
+
+func decode(b []byte, dc *Decoder) (Message, error) {
 	if len(b) == 0 {
 		return nil, fmt.Errorf("%w: empty input", ErrMalformed)
 	}
@@ -199,21 +256,51 @@ func Decode(b []byte) (Message, error) {
 	var m Message
 	switch d.kind {
 	case KindSyn:
-		x := new(Syn)
+		var x *Syn
+		var buf *[]Digest
+		if dc != nil {
+			x, buf = &dc.syn, &dc.digests
+			*x = Syn{}
+		} else {
+			x = new(Syn)
+		}
 		if n := d.count("cluster", MaxClusterName, 1); n > 0 {
-			x.Cluster = string(d.b[d.off : d.off+n])
+			raw := d.b[d.off : d.off+n]
+			if dc != nil && string(raw) == dc.cluster {
+				x.Cluster = dc.cluster
+			} else {
+				x.Cluster = string(raw)
+				if dc != nil {
+					dc.cluster = x.Cluster
+				}
+			}
 			d.off += n
 		}
-		x.Digests = d.digests("digests")
+		x.Digests = d.digests("digests", buf)
 		m = x
 	case KindAck:
-		x := new(Ack)
-		x.Requests = d.digests("requests")
-		x.States = d.states()
+		var x *Ack
+		var rbuf *[]Digest
+		var sbuf *[]EndpointState
+		if dc != nil {
+			x, rbuf, sbuf = &dc.ack, &dc.requests, &dc.states
+			*x = Ack{}
+		} else {
+			x = new(Ack)
+		}
+		x.Requests = d.digests("requests", rbuf)
+		x.States = d.states(sbuf)
 		m = x
 	case KindAck2:
-		x := new(Ack2)
-		x.States = d.states()
+		var x *Ack2
+		var sbuf *[]EndpointState
+		if dc != nil {
+			x, sbuf = &dc.ack2, &dc.states
+			*x = Ack2{}
+		} else {
+			x = new(Ack2)
+		}
+		x.States = d.states(sbuf)
 		m = x
 	default:
 		return nil, fmt.Errorf("%w: kind byte %d", ErrUnknownKind, b[1])
@@ -248,21 +335,22 @@ func (d *decoder) fail(sentinel error, field, reason string) {
 
 // uvarint reads a minimal uvarint; after an error it returns 0.
 func (d *decoder) uvarint(field string) uint64 {
+	if off := d.off; off < len(d.b) && d.b[off] < 0x80 && d.err == nil {
+		d.off = off + 1
+		return uint64(d.b[off])
+	}
+	return d.uvarintLong(field)
+}
+
+// uvarintLong is uvarint past the one-byte case.
+func (d *decoder) uvarintLong(field string) uint64 {
 	if d.err != nil {
 		return 0
 	}
-	b, off := d.b, d.off
-	if off < len(b) && b[off] < 0x80 {
-		d.off = off + 1
-		return uint64(b[off])
-	}
+	off := d.off
 	var x uint64
-	for i := 0; i < binary.MaxVarintLen64; i++ {
-		if off+i >= len(b) {
-			d.fail(ErrMalformed, field, "truncated input")
-			return 0
-		}
-		c := b[off+i]
+	var shift uint
+	for i, c := range d.b[off:] {
 		if c < 0x80 {
 			switch {
 			case i == binary.MaxVarintLen64-1 && c > 1:
@@ -273,12 +361,92 @@ func (d *decoder) uvarint(field string) uint64 {
 				return 0
 			}
 			d.off = off + i + 1
-			return x | uint64(c)<<(7*i)
+			return x | uint64(c)<<shift
 		}
-		x |= uint64(c&0x7f) << (7 * i)
+		if i == binary.MaxVarintLen64-1 {
+			d.fail(ErrMalformed, field, "varint overflows 64 bits")
+			return 0
+		}
+		x |= uint64(c&0x7f) << shift
+		shift += 7
 	}
-	d.fail(ErrMalformed, field, "varint overflows 64 bits")
+	d.fail(ErrMalformed, field, "truncated input")
 	return 0
+}
+
+// peekFields decodes len(x) consecutive uvarints at b[off:] into x and
+// returns the bytes they take, or 0 if any is malformed (the caller then
+// re-reads them one by one to report the error).
+func peekFields(b []byte, off int, x []uint64) int {
+	start := off
+	for f := range x {
+		if off >= len(b) {
+			return 0
+		}
+		if c := b[off]; c < 0x80 {
+			x[f] = uint64(c)
+			off++
+			continue
+		}
+		v, k := peekUvarintLong(b, off)
+		if k == 0 {
+			return 0
+		}
+		x[f] = v
+		off += k
+	}
+	return off - start
+}
+
+// peekUvarintLong decodes a minimal uvarint of two or more bytes at
+// b[off:] and returns it with its length, or length 0 if it is truncated,
+// not minimal or overflows.
+func peekUvarintLong(b []byte, off int) (uint64, int) {
+	if off >= len(b) {
+		return 0, 0
+	}
+	b = b[off:]
+	if len(b) >= 5 {
+		// Up to five bytes (35 bits: node ids, generations) unrolled:
+		// the lengths repeat entry after entry, so the branches predict.
+		x := uint64(b[0] & 0x7f)
+		c := b[1]
+		x |= uint64(c&0x7f) << 7
+		if c < 0x80 {
+			return x, minimal(c, 2)
+		}
+		c = b[2]
+		x |= uint64(c&0x7f) << 14
+		if c < 0x80 {
+			return x, minimal(c, 3)
+		}
+		c = b[3]
+		x |= uint64(c&0x7f) << 21
+		if c < 0x80 {
+			return x, minimal(c, 4)
+		}
+		c = b[4]
+		x |= uint64(c&0x7f) << 28
+		if c < 0x80 {
+			return x, minimal(c, 5)
+		}
+	}
+	var x uint64
+	var shift uint
+	for i, c := range b {
+		if c < 0x80 {
+			if i == binary.MaxVarintLen64-1 && c > 1 || c == 0 && i > 0 {
+				return 0, 0
+			}
+			return x | uint64(c)<<shift, i + 1
+		}
+		if i == binary.MaxVarintLen64-1 {
+			return 0, 0
+		}
+		x |= uint64(c&0x7f) << shift
+		shift += 7
+	}
+	return 0, 0
 }
 
 // bounded reads a uvarint that must not exceed limit.
@@ -313,20 +481,51 @@ func (d *decoder) count(field string, limit, minElem int) int {
 	return int(v)
 }
 
-func (d *decoder) digests(field string) []Digest {
+// digestFields are the field names of a digest list's entries, for
+// errors (built once: a list has up to a million entries).
+type digestFields struct{ node, gen, ver string }
+
+var fieldNames = map[string]*digestFields{
+	"digests":  {"digests.node", "digests.generation", "digests.version"},
+	"requests": {"requests.node", "requests.generation", "requests.version"},
+}
+
+// digests reads a digest list, into *buf if it is not nil (reusing its
+// memory and leaving the grown list there).
+func (d *decoder) digests(field string, buf *[]Digest) []Digest {
+	f := fieldNames[field]
 	n := d.count(field, MaxEntries, minDigestSize)
 	if n == 0 {
 		return nil
 	}
-	ds := make([]Digest, n)
+	var ds []Digest
+	switch {
+	case buf == nil:
+		ds = make([]Digest, n)
+	case cap(*buf) >= n:
+		ds = (*buf)[:n]
+	default:
+		ds = make([]Digest, n)
+		*buf = ds
+	}
 	for i := range ds {
+		// Fast path: three well-formed uvarints and a node above the
+		// previous; anything else is re-read below to report it.
+		if d.err == nil {
+			var f [3]uint64
+			if k := peekFields(d.b, d.off, f[:]); k > 0 && f[0] <= math.MaxUint32 && (i == 0 || wire.ProcID(f[0]) > ds[i-1].Node) {
+				ds[i] = Digest{Node: wire.ProcID(f[0]), Generation: f[1], Version: f[2]}
+				d.off += k
+				continue
+			}
+		}
 		start := d.off
-		node := wire.ProcID(d.bounded(field+".node", math.MaxUint32))
+		node := wire.ProcID(d.bounded(f.node, math.MaxUint32))
 		if i > 0 && node <= ds[i-1].Node && d.err == nil {
 			d.off = start
-			d.fail(ErrMalformed, field+".node", "nodes not strictly increasing")
+			d.fail(ErrMalformed, f.node, "nodes not strictly increasing")
 		}
-		ds[i] = Digest{Node: node, Generation: d.uvarint(field + ".generation"), Version: d.uvarint(field + ".version")}
+		ds[i] = Digest{Node: node, Generation: d.uvarint(f.gen), Version: d.uvarint(f.ver)}
 		if d.err != nil {
 			return nil
 		}
@@ -334,14 +533,37 @@ func (d *decoder) digests(field string) []Digest {
 	return ds
 }
 
-func (d *decoder) states() []EndpointState {
+// states reads a state list, into *buf if it is not nil (see digests).
+func (d *decoder) states(buf *[]EndpointState) []EndpointState {
 	n := d.count("states", MaxEntries, minStateSize)
 	if n == 0 {
 		return nil
 	}
-	ss := make([]EndpointState, n)
+	var ss []EndpointState
+	switch {
+	case buf == nil:
+		ss = make([]EndpointState, n)
+	case cap(*buf) >= n:
+		ss = (*buf)[:n]
+		clear(ss)
+	default:
+		ss = make([]EndpointState, n)
+		*buf = ss
+	}
 	for i := range ss {
 		s := &ss[i]
+		// Fast path: a state without items (heartbeat deltas), well
+		// formed; anything else is read below.
+		if d.err == nil {
+			// node, generation, base, heartbeat, item count
+			var f [5]uint64
+			if k := peekFields(d.b, d.off, f[:]); k > 0 && f[4] == 0 && f[0] <= math.MaxUint32 &&
+				(i == 0 || wire.ProcID(f[0]) > ss[i-1].Node) && (f[3] == 0 || f[3] > f[2]) {
+				*s = EndpointState{Node: wire.ProcID(f[0]), Generation: f[1], Base: f[2], Heartbeat: f[3]}
+				d.off += k
+				continue
+			}
+		}
 		start := d.off
 		s.Node = wire.ProcID(d.bounded("states.node", math.MaxUint32))
 		if i > 0 && s.Node <= ss[i-1].Node && d.err == nil {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"reflect"
@@ -163,8 +164,16 @@ func FuzzDecode(f *testing.F) {
 	for _, s := range fuzzSeeds() {
 		f.Add(s)
 	}
+	seeds := fuzzSeeds()
 	f.Fuzz(func(t *testing.T, data []byte) {
 		m, err := Decode(data)
+		// A reused Decoder, dirtied by another message first, agrees.
+		var dc Decoder
+		_, _ = dc.Decode(seeds[len(data)%len(seeds)])
+		m2, err2 := dc.Decode(data)
+		if fmt.Sprint(err) != fmt.Sprint(err2) || err == nil && !bytes.Equal(Append(nil, m), Append(nil, m2)) {
+			t.Fatalf("Decoder: %v %v, Decode: %v %v", m2, err2, m, err)
+		}
 		if err != nil {
 			if m != nil {
 				t.Fatalf("Decode returned %v with error %v", m, err)
@@ -289,5 +298,111 @@ func TestRandomRoundTrips(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 8))
 	for i := 0; i < 3000; i++ {
 		checkRoundTrip(t, randMessage(r, KindSyn+Kind(i%3)))
+	}
+}
+
+// TestDecoderReuse: one Decoder decoding a stream of random messages (and
+// broken ones) returns what Decode returns, and the app-state lists it
+// returned earlier stay intact.
+func TestDecoderReuse(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 10))
+	var dc Decoder
+	type kept struct {
+		items []AppState
+		want  string
+	}
+	var keep []kept
+	for i := 0; i < 3000; i++ {
+		b := Append(nil, randMessage(r, KindSyn+Kind(r.IntN(3))))
+		if r.IntN(10) == 0 && len(b) > 2 {
+			b = b[:2+r.IntN(len(b)-2)] // truncated
+		}
+		want, werr := Decode(b)
+		got, gerr := dc.Decode(b)
+		if fmt.Sprint(werr) != fmt.Sprint(gerr) {
+			t.Fatalf("message %d: Decoder error %v, Decode %v", i, gerr, werr)
+		}
+		if werr != nil {
+			continue
+		}
+		if Describe(got) != Describe(want) {
+			t.Fatalf("message %d: Decoder %s, Decode %s", i, Describe(got), Describe(want))
+		}
+		var ss []EndpointState
+		switch m := got.(type) {
+		case *Ack:
+			ss = m.States
+		case *Ack2:
+			ss = m.States
+		}
+		for _, s := range ss {
+			if len(s.States) > 0 {
+				keep = append(keep, kept{s.States, fmt.Sprint(s.States)})
+			}
+		}
+	}
+	for _, k := range keep {
+		if fmt.Sprint(k.items) != k.want {
+			t.Fatal("an app-state list returned earlier was overwritten")
+		}
+	}
+	if len(keep) == 0 {
+		t.Fatal("no app-state lists to check")
+	}
+}
+
+// peekUvarint decodes one uvarint with the decoder's fast path.
+func peekUvarint(b []byte, off int) (uint64, int) {
+	var x [1]uint64
+	k := peekFields(b, off, x[:])
+	return x[0], k
+}
+
+// TestVarintFastPaths checks the codec's uvarint shortcuts against
+// encoding/binary: every length, trailing bytes or none, non-minimal,
+// overflowing and truncated inputs.
+func TestVarintFastPaths(t *testing.T) {
+	r := rand.New(rand.NewPCG(11, 12))
+	for i := 0; i < 200000; i++ {
+		x := r.Uint64() >> uint(r.IntN(64))
+		want := binary.AppendUvarint(nil, x)
+		b := make([]byte, 16)
+		if n := putUvarint(b, x); !bytes.Equal(b[:n], want) {
+			t.Fatalf("putUvarint(%#x) = % x, want % x", x, b[:n], want)
+		}
+		in := append(append([]byte{0x55}, want...), make([]byte, r.IntN(10))...)
+		for k := 1 + len(want); k < len(in); k++ {
+			in[k] = byte(r.Uint32())
+		}
+		if got, n := peekUvarint(in, 1); got != x || n != len(want) {
+			t.Fatalf("peekUvarint(% x) = %#x, %d, want %#x, %d", in, got, n, x, len(want))
+		}
+		if n := len(want); n > 1 {
+			if _, k := peekUvarint(want[:n-1], 0); k != 0 {
+				t.Fatalf("truncated % x accepted", want[:n-1])
+			}
+		}
+		if len(want) < binary.MaxVarintLen64 {
+			// The same value with a redundant zero group.
+			long := append(append([]byte(nil), want...), 0)
+			long[len(want)-1] |= 0x80
+			long = append(long, make([]byte, r.IntN(10))...)
+			if _, k := peekUvarint(long, 0); k != 0 {
+				t.Fatalf("non-minimal % x accepted", long)
+			}
+		}
+	}
+	for _, bad := range [][]byte{
+		bytes.Repeat([]byte{0xff}, 10),                                 // no end
+		append(bytes.Repeat([]byte{0xff}, 9), 0x02),                    // 65 bits
+		append(bytes.Repeat([]byte{0xff}, 10), 0x01, 0, 0, 0, 0, 0, 0), // 11 bytes
+		{0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x00},         // zero, 9 bytes
+	} {
+		if _, k := peekUvarint(bad, 0); k != 0 {
+			t.Errorf("% x accepted", bad)
+		}
+	}
+	if x, k := peekUvarint(append(bytes.Repeat([]byte{0xff}, 9), 0x01), 0); x != math.MaxUint64 || k != 10 {
+		t.Errorf("max uint64: %#x %d", x, k)
 	}
 }
