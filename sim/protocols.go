@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	"github.com/weft-dev/weft/amcast"
+	"github.com/weft-dev/weft/amcast/fastcast"
+	"github.com/weft-dev/weft/amcast/ftskeen"
 	"github.com/weft-dev/weft/amcast/skeen"
 	"github.com/weft-dev/weft/amcast/wbcast"
 	"github.com/weft-dev/weft/wire"
@@ -51,6 +53,42 @@ var protocolSpecs = []*ProtocolSpec{
 			}
 			return machine(wbcast.Restore(wbcast.Config{Topology: topo, ID: id}, ws))
 		},
+	},
+	ftskeenSpec,
+	fastcastSpec,
+}
+
+// ftskeenSpec runs FT-Skeen (Skeen's process replicated per group by
+// Multi-Paxos) with its default configuration.
+var ftskeenSpec = &ProtocolSpec{
+	Name: "ftskeen",
+	New: func(topo *amcast.Topology, id wire.ProcID) (amcast.Machine, error) {
+		return machine(ftskeen.New(ftskeen.Config{Topology: topo, ID: id}))
+	},
+	NewStore: func() amcast.Store { return ftskeen.NewStore() },
+	Restore: func(topo *amcast.Topology, id wire.ProcID, st amcast.Store) (amcast.Machine, error) {
+		rs, ok := st.(*ftskeen.Store)
+		if !ok {
+			return nil, fmt.Errorf("sim: ftskeen cannot restore from a %T", st)
+		}
+		return machine(ftskeen.Restore(ftskeen.Config{Topology: topo, ID: id}, rs))
+	},
+}
+
+// fastcastSpec runs FastCast (speculative soft timestamps over the same
+// per-group Multi-Paxos) with its default configuration.
+var fastcastSpec = &ProtocolSpec{
+	Name: "fastcast",
+	New: func(topo *amcast.Topology, id wire.ProcID) (amcast.Machine, error) {
+		return machine(fastcast.New(fastcast.Config{Topology: topo, ID: id}))
+	},
+	NewStore: func() amcast.Store { return fastcast.NewStore() },
+	Restore: func(topo *amcast.Topology, id wire.ProcID, st amcast.Store) (amcast.Machine, error) {
+		fs, ok := st.(*fastcast.Store)
+		if !ok {
+			return nil, fmt.Errorf("sim: fastcast cannot restore from a %T", st)
+		}
+		return machine(fastcast.Restore(fastcast.Config{Topology: topo, ID: id}, fs))
 	},
 }
 

@@ -9,8 +9,9 @@ import "testing"
 //   - 116: re-multicast skipped the blocking ACCEPTED message;
 //   - 189: a member that missed a recovery could not succeed a dead leader;
 //   - 14089: a member promised to a dead candidate's higher ballot was
-//     stranded.
-var regressionSeeds = []uint64{6, 44, 116, 189, 14089}
+//     stranded;
+//   - 28437: the liveness horizon ignored multicasts issued after GST.
+var regressionSeeds = []uint64{6, 44, 116, 189, 14089, 28437}
 
 func TestSwarmRegressionSeeds(t *testing.T) {
 	for _, seed := range regressionSeeds {

@@ -142,6 +142,12 @@ type Config struct {
 	Faults Faults
 	// NoHistory skips recording the history (and checking it).
 	NoHistory bool
+	// ServiceTime models CPU cost: every message a replica handles keeps it
+	// busy for this many virtual units, and the messages that arrive
+	// meanwhile wait in a FIFO queue, handled one after the other. 0 (the
+	// default) handles messages the instant they arrive. Clients and ticks
+	// cost nothing.
+	ServiceTime int64
 }
 
 func (c *Config) validate(ps *ProtocolSpec) error {
@@ -163,8 +169,8 @@ func (c *Config) validate(ps *ProtocolSpec) error {
 	if c.TickEvery == 0 {
 		c.TickEvery = c.Delta
 	}
-	if c.MaxTime < 0 || c.StallTime < 0 || c.MaxMessages < 0 {
-		return fmt.Errorf("sim: negative MaxTime, StallTime or MaxMessages")
+	if c.MaxTime < 0 || c.StallTime < 0 || c.MaxMessages < 0 || c.ServiceTime < 0 {
+		return fmt.Errorf("sim: negative MaxTime, StallTime, MaxMessages or ServiceTime")
 	}
 	w := &c.Workload
 	if w.Clients == 0 {
@@ -221,6 +227,7 @@ const (
 	evRestart   // replica to restarts if still in incarnation arg
 	evTornLimit // replica to crashes now if its torn crash (incarnation arg) has not struck
 	evGST
+	evHandle // a message that waited in its replica's queue (Config.ServiceTime) is handled
 )
 
 // event is pointer-free, so the queue costs the garbage collector nothing
@@ -305,6 +312,9 @@ type Stats struct {
 	// (leaders) and every later delivery in the group (followers).
 	LeaderLat   []int64
 	FollowerLat []int64
+	// Handled counts, per process (replicas, then clients), the messages
+	// it handled.
+	Handled []int
 }
 
 // Result is the outcome of a run.
@@ -356,6 +366,7 @@ type Sim struct {
 	clients []*amcast.Client
 	nrep    int
 	last    []int64 // per link (from*n+to): arrival time of the last message
+	busy    []int64 // per replica: end of the work queued (Config.ServiceTime)
 	issued  int
 	nextSeq []uint64
 	msgs    map[wire.MsgID]*msgInfo
@@ -441,6 +452,10 @@ func New(cfg Config) (*Sim, error) {
 	s.delivered = make([]int, s.nrep)
 	s.nextSeq = make([]uint64, len(s.clients))
 	s.last = make([]int64, n*n)
+	s.stats.Handled = make([]int, n)
+	if cfg.ServiceTime > 0 {
+		s.busy = make([]int64, s.nrep)
+	}
 	s.horizon = cfg.MaxTime
 	if cfg.Faults.Enabled() {
 		s.f = newFaultState(s)
@@ -590,15 +605,24 @@ func (s *Sim) handle(ev *event) error {
 				return nil
 			}
 		}
-		msg, err := wire.Decode(s.msgData.bytes(ev))
-		s.msgData.done(ev)
-		if err != nil {
-			return fmt.Errorf("sim: p%d->p%d: %w", ev.from, ev.to, err)
+		if s.busy != nil && int(ev.to) < s.nrep {
+			// Queue it behind the replica's work (the event keeps its
+			// reference to the encoded message).
+			h := *ev
+			h.kind = evHandle
+			h.at = max(s.now, s.busy[ev.to]) + s.cfg.ServiceTime
+			s.busy[ev.to] = h.at
+			s.push(h)
+			return nil
 		}
-		if err := s.procs[ev.to].Step(wire.Envelope{From: ev.from, To: ev.to, Msg: msg}); err != nil {
-			return fmt.Errorf("sim: t=%d p%d refused %s from p%d: %w", s.now, ev.to, wire.Describe(msg), ev.from, err)
+		return s.handleMsg(ev)
+	case evHandle:
+		if !s.up[ev.to] {
+			s.stats.LostDown++
+			s.msgData.done(ev)
+			return nil
 		}
-		return s.flush(ev.to, ev.fg)
+		return s.handleMsg(ev)
 	case evIssue:
 		return s.issue(int(ev.arg))
 	case evTick:
@@ -616,6 +640,20 @@ func (s *Sim) handle(ev *event) error {
 		return nil
 	}
 	return s.f.handle(ev)
+}
+
+// handleMsg decodes a message and hands it to its recipient.
+func (s *Sim) handleMsg(ev *event) error {
+	msg, err := wire.Decode(s.msgData.bytes(ev))
+	s.msgData.done(ev)
+	if err != nil {
+		return fmt.Errorf("sim: p%d->p%d: %w", ev.from, ev.to, err)
+	}
+	s.stats.Handled[ev.to]++
+	if err := s.procs[ev.to].Step(wire.Envelope{From: ev.from, To: ev.to, Msg: msg}); err != nil {
+		return fmt.Errorf("sim: t=%d p%d refused %s from p%d: %w", s.now, ev.to, wire.Describe(msg), ev.from, err)
+	}
+	return s.flush(ev.to, ev.fg)
 }
 
 // issue multicasts the next message of a client (or script entry i).
@@ -644,6 +682,11 @@ func (s *Sim) issue(i int) error {
 	}
 	s.issued++
 	s.stats.Multicasts++
+	if s.f != nil && s.cfg.MaxTime == 0 && s.now+s.cfg.Faults.Conv > s.horizon {
+		// The liveness phase bounds how long a multicast may take after
+		// GST: one issued after GST gets the whole phase too.
+		s.horizon = s.now + s.cfg.Faults.Conv
+	}
 	if len(dest) > 1 {
 		s.stats.MultiGroup++
 	}

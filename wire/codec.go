@@ -170,6 +170,8 @@ func Append(buf []byte, m Message) []byte {
 				buf = binary.AppendUvarint(buf, a)
 			}
 		}
+	default:
+		buf, _ = appendPaxos(buf, m)
 	}
 	return buf
 }
@@ -328,6 +330,9 @@ func Size(m Message) int {
 	default:
 		if m == nil {
 			panic("wire: encoding a nil Message")
+		}
+		if b, ok := sizePaxos(m); ok {
+			return n + b
 		}
 		panic("wire: encoding unknown message type " + fmt.Sprintf("%T", m))
 	}
@@ -540,7 +545,11 @@ func Decode(b []byte) (Message, error) {
 		}
 		m = x
 	default:
-		return nil, fmt.Errorf("%w: kind byte %d", ErrUnknownKind, b[1])
+		x, ok := d.decodePaxos()
+		if !ok {
+			return nil, fmt.Errorf("%w: kind byte %d", ErrUnknownKind, b[1])
+		}
+		m = x
 	}
 	if d.err == nil && d.off != len(b) {
 		d.fail(ErrMalformed, "", fmt.Sprintf("%d trailing bytes", len(b)-d.off))

@@ -88,7 +88,43 @@ func samples() []struct {
 			`REC_SNAPSHOT b=2.p5 cb=2.p5 clock=9 maxd=6.g3 msgs=1 clients=1`},
 		{&RecNewState{B: Ballot{2, 5}, Clock: 1 << 40, State: []MsgState{sampleState(1, PhaseStart)}},
 			`REC_NEW_STATE b=2.p5 clock=1099511627776 state=[{9.1 START dest=[1 3] lts=4.g1 gts=6.g3 B=[2.p3 1.p9]}]`},
+		{&PaxosPrepare{B: Ballot{1, 4}, From: 12},
+			`PAXOS_PREPARE b=1.p4 from=12`},
+		{&PaxosPromise{B: Ballot{1, 4}, Executed: 3, Entries: []LogEntry{
+			{Slot: 3, B: Ballot{0, 3}, Cmd: sampleAssign()},
+			{Slot: 4, B: Ballot{0, 3}, Decided: true, Cmd: sampleFinal()},
+			{Slot: 5, B: Ballot{0, 3}}}},
+			`PAXOS_PROMISE b=1.p4 exec=3 entries=[{3 b=0.p3 ASSIGN 7.1 dest=[0 2]} {4 b=0.p3 decided FINAL 7.1 dest=[0 2] gts=5.g2} {5 b=0.p3 NOOP}]`},
+		{&PaxosPromise{B: Ballot{1, 4}},
+			`PAXOS_PROMISE b=1.p4 exec=0 entries=[]`},
+		{&PaxosAccept{B: Ballot{0, 3}, Slot: 7, Cmd: sampleAssign()},
+			`PAXOS_ACCEPT b=0.p3 slot=7 ASSIGN 7.1 dest=[0 2]`},
+		{&PaxosAccept{B: Ballot{0, 3}, Slot: math.MaxUint64, Cmd: Command{Op: CmdAssign, M: AppMsg{ID: MsgID{7, 2}, Dest: []GroupID{1}}, TS: Timestamp{4, 1}}},
+			`PAXOS_ACCEPT b=0.p3 slot=18446744073709551615 ASSIGN 7.2 dest=[1] lts=4.g1`},
+		{&PaxosAccepted{B: Ballot{0, 3}, Slot: 7},
+			`PAXOS_ACCEPTED b=0.p3 slot=7`},
+		{&PaxosDecided{First: 2, Cmds: []Command{sampleAssign(), {Op: CmdNoop}, sampleFinal()}},
+			`PAXOS_DECIDED first=2 cmds=[ASSIGN 7.1 dest=[0 2] | NOOP | FINAL 7.1 dest=[0 2] gts=5.g2]`},
+		{&PaxosHeartbeat{B: Ballot{2, 1}, Leader: true, Executed: 9, Commit: 10},
+			`PAXOS_HEARTBEAT b=2.p1 leader=true exec=9 commit=10`},
+		{&SoftTS{ID: MsgID{7, 1}, G: 2, LTS: Timestamp{5, 2}},
+			`SOFT_TS 7.1 g=2 lts=5.g2`},
+		{&HardTS{ID: MsgID{7, 1}, G: 0, LTS: Timestamp{3, 0}},
+			`HARD_TS 7.1 g=0 lts=3.g0`},
+		{&RecSlotAccepted{B: Ballot{0, 3}, Slot: 7, Cmd: sampleFinal()},
+			`REC_SLOT_ACCEPTED b=0.p3 slot=7 FINAL 7.1 dest=[0 2] gts=5.g2`},
+		{&RecSlotDecided{Slot: 8, Cmd: Command{Op: CmdNoop}},
+			`REC_SLOT_DECIDED slot=8 NOOP`},
 	}
+}
+
+// sampleAssign and sampleFinal are log commands with their fields set.
+func sampleAssign() Command {
+	return Command{Op: CmdAssign, M: AppMsg{ID: MsgID{7, 1}, Dest: []GroupID{0, 2}, Payload: []byte("hi")}}
+}
+
+func sampleFinal() Command {
+	return Command{Op: CmdFinal, M: AppMsg{ID: MsgID{7, 1}, Dest: []GroupID{0, 2}}, TS: Timestamp{5, 2}}
 }
 
 // allKinds lists every kind that has a name, i.e. every defined kind.
@@ -369,8 +405,40 @@ func randMessage(r *rand.Rand, k Kind) Message {
 		return &RecCollected{IDs: ids}
 	case KindRecNewState:
 		return &RecNewState{B: randBallot(r), Clock: randNum(r, 64), State: randStates(r)}
+	case KindPaxosPrepare:
+		return &PaxosPrepare{B: randBallot(r), From: randNum(r, 64)}
+	case KindPaxosPromise:
+		var es []LogEntry
+		for range r.IntN(4) {
+			es = append(es, LogEntry{Slot: randNum(r, 64), B: randBallot(r), Decided: r.IntN(2) == 1, Cmd: randCommand(r)})
+		}
+		return &PaxosPromise{B: randBallot(r), Executed: randNum(r, 64), Entries: es}
+	case KindPaxosAccept:
+		return &PaxosAccept{B: randBallot(r), Slot: randNum(r, 64), Cmd: randCommand(r)}
+	case KindPaxosAccepted:
+		return &PaxosAccepted{B: randBallot(r), Slot: randNum(r, 64)}
+	case KindPaxosDecided:
+		var cs []Command
+		for range r.IntN(4) {
+			cs = append(cs, randCommand(r))
+		}
+		return &PaxosDecided{First: randNum(r, 64), Cmds: cs}
+	case KindPaxosHeartbeat:
+		return &PaxosHeartbeat{B: randBallot(r), Leader: r.IntN(2) == 1, Executed: randNum(r, 64), Commit: randNum(r, 64)}
+	case KindSoftTS:
+		return &SoftTS{ID: randID(r), G: GroupID(randNum(r, 32)), LTS: randTS(r)}
+	case KindHardTS:
+		return &HardTS{ID: randID(r), G: GroupID(randNum(r, 32)), LTS: randTS(r)}
+	case KindRecSlotAccepted:
+		return &RecSlotAccepted{B: randBallot(r), Slot: randNum(r, 64), Cmd: randCommand(r)}
+	case KindRecSlotDecided:
+		return &RecSlotDecided{Slot: randNum(r, 64), Cmd: randCommand(r)}
 	}
 	panic("randMessage: kind " + k.String())
+}
+
+func randCommand(r *rand.Rand) Command {
+	return Command{Op: CmdOp(r.IntN(int(cmdOpEnd))), M: randAppMsg(r), TS: randTS(r)}
 }
 
 func TestRandomRoundTrip(t *testing.T) {
@@ -425,9 +493,9 @@ func TestDecodeErrors(t *testing.T) {
 		{"version 2", badVersion, ErrVersion, "version byte 2"},
 		{"version 0", zeroVersion, ErrVersion, "version byte 0"},
 		{"kind 0", raw(Version, KindInvalid), ErrUnknownKind, "kind byte 0"},
-		{"kind end of messages", raw(Version, kindEndMessages), ErrUnknownKind, "kind byte 12"},
+		{"kind end of messages", raw(Version, kindEndMessages), ErrUnknownKind, "kind byte 20"},
 		{"kind 99", raw(Version, 99), ErrUnknownKind, "kind byte 99"},
-		{"kind end of records", raw(Version, kindEndRecords), ErrUnknownKind, "kind byte 106"},
+		{"kind end of records", raw(Version, kindEndRecords), ErrUnknownKind, "kind byte 108"},
 		{"kind 255", raw(Version, 255), ErrUnknownKind, "kind byte 255"},
 		{"trailing byte", withTrailing, ErrMalformed, "1 trailing bytes"},
 		{"trailing after empty body", raw(Version, KindNewLeader, 1, 2, 3), ErrMalformed, "trailing"},
@@ -442,6 +510,11 @@ func TestDecodeErrors(t *testing.T) {
 		{"non-minimal zero", raw(Version, KindNewLeader, []byte{0x80, 0x00}, 0), ErrMalformed, "non-minimal"},
 		{"heartbeat bool 2", raw(Version, KindHeartbeat, 1, 1, 1, 1, 2), ErrMalformed, "leader"},
 		{"phase out of range", raw(Version, KindRecAccepted, 1, 1, 0, 0, []byte{byte(PhaseCommitted) + 1}, 0, 0, 0, 0, 0), ErrMalformed, "s.phase"},
+		{"command op out of range", raw(Version, KindPaxosAccept, 0, 0, 1, []byte{byte(cmdOpEnd)}, 1, 1, 0, 0, 0, 0), ErrMalformed, "cmd.op"},
+		{"promise entry op out of range", raw(Version, KindPaxosPromise, 0, 0, 0, 1, 1, 0, 0, []byte{0}, []byte{9}, 1, 1, 0, 0, 0, 0), ErrMalformed, "entries.cmd.op"},
+		{"promise entries past end", raw(Version, KindPaxosPromise, 0, 0, 0, 5, 1, 0, 0), ErrMalformed, "entries"},
+		{"decided bool 2", raw(Version, KindPaxosPromise, 0, 0, 0, 1, 1, 0, 0, []byte{2}, []byte{0}, 1, 1, 0, 0, 0, 0), ErrMalformed, "entries.decided"},
+		{"command dest unsorted", raw(Version, KindRecSlotDecided, 1, []byte{1}, 1, 1, 2, 4, 3, 0, 0, 0), ErrMalformed, "cmd.m.dest"},
 		{"phase 255", raw(Version, KindRecAccepted, 1, 1, 0, 0, []byte{255}, 0, 0, 0, 0, 0), ErrMalformed, "phase 255"},
 		{"oversized payload", raw(Version, KindMulticast, 1, 1, 1, 0, MaxPayload+1), ErrTooLarge, "m.payload"},
 		{"huge payload", raw(Version, KindMulticast, 1, 1, 1, 0, uint64(math.MaxUint64)), ErrTooLarge, "limit"},

@@ -137,7 +137,9 @@ func describe(sb *strings.Builder, m Message) {
 		descClock(sb, m.Clock)
 		descStates(sb, m.State)
 	default:
-		fmt.Fprintf(sb, " %T", m)
+		if !describePaxos(sb, m) {
+			fmt.Fprintf(sb, " %T", m)
+		}
 	}
 }
 
@@ -179,7 +181,7 @@ func isNilPtr(m Message) bool {
 	case *RecSnapshot:
 		return m == nil
 	}
-	return false
+	return isNilPaxos(m)
 }
 
 func descID(sb *strings.Builder, id MsgID) {

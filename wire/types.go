@@ -148,6 +148,14 @@ const (
 	KindNewState
 	KindNewStateAck
 	KindHeartbeat
+	KindPaxosPrepare
+	KindPaxosPromise
+	KindPaxosAccept
+	KindPaxosAccepted
+	KindPaxosDecided
+	KindPaxosHeartbeat
+	KindSoftTS
+	KindHardTS
 	kindEndMessages
 )
 
@@ -159,6 +167,8 @@ const (
 	KindRecNewState
 	KindRecCollected
 	KindRecSnapshot
+	KindRecSlotAccepted
+	KindRecSlotDecided
 	kindEndRecords
 )
 
@@ -180,6 +190,17 @@ var kindNames = map[Kind]string{
 	KindRecNewState:  "REC_NEW_STATE",
 	KindRecCollected: "REC_COLLECTED",
 	KindRecSnapshot:  "REC_SNAPSHOT",
+
+	KindPaxosPrepare:    "PAXOS_PREPARE",
+	KindPaxosPromise:    "PAXOS_PROMISE",
+	KindPaxosAccept:     "PAXOS_ACCEPT",
+	KindPaxosAccepted:   "PAXOS_ACCEPTED",
+	KindPaxosDecided:    "PAXOS_DECIDED",
+	KindPaxosHeartbeat:  "PAXOS_HEARTBEAT",
+	KindSoftTS:          "SOFT_TS",
+	KindHardTS:          "HARD_TS",
+	KindRecSlotAccepted: "REC_SLOT_ACCEPTED",
+	KindRecSlotDecided:  "REC_SLOT_DECIDED",
 }
 
 func (k Kind) String() string {

@@ -79,8 +79,10 @@ func TestSimLatencyJSON(t *testing.T) {
 		t.Fatalf("%v\n%s", err, out)
 	}
 	want := map[string][4]any{
-		"skeen":  {2.0, 4.0, nil, nil},
-		"wbcast": {3.0, 5.0, 4.0, 6.0},
+		"skeen":    {2.0, 4.0, nil, nil},
+		"ftskeen":  {6.0, 10.0, 6.0, 10.0},
+		"fastcast": {4.0, 6.0, 4.0, 6.0},
+		"wbcast":   {3.0, 5.0, 4.0, 6.0},
 	}
 	for _, r := range rows {
 		w := want[r["protocol"].(string)]
@@ -89,7 +91,7 @@ func TestSimLatencyJSON(t *testing.T) {
 			t.Errorf("%s: got %v want %v", r["protocol"], got, w)
 		}
 	}
-	if len(rows) != 2 {
+	if len(rows) != len(want) {
 		t.Fatalf("%d rows", len(rows))
 	}
 }

@@ -1,0 +1,45 @@
+package ftskeen_test
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/cockroachdb/datadriven"
+
+	"github.com/weft-dev/weft/amcast"
+	"github.com/weft-dev/weft/amcast/amcasttest"
+	"github.com/weft-dev/weft/amcast/ftskeen"
+	"github.com/weft-dev/weft/sim"
+	"github.com/weft-dev/weft/wire"
+)
+
+// durability gives replicas a ftskeen.Store each and restarts them with
+// ftskeen.Restore and the default configuration (the one sim.NewReplica
+// uses), with a fresh failure detector.
+var durability = &amcasttest.Durability{
+	NewStore: func(protocol string, _ *amcast.Topology, _ wire.ProcID) (amcast.Store, error) {
+		if protocol != "ftskeen" {
+			return nil, nil
+		}
+		return ftskeen.NewStore(), nil
+	},
+	Restore: func(protocol string, topo *amcast.Topology, id wire.ProcID, st amcast.Store) (amcast.Machine, error) {
+		s, ok := st.(*ftskeen.Store)
+		if protocol != "ftskeen" || !ok {
+			return nil, fmt.Errorf("cannot restore a %s replica from %T", protocol, st)
+		}
+		return ftskeen.Restore(ftskeen.Config{Topology: topo, ID: id}, s)
+	},
+}
+
+// TestInteraction runs the golden scripts in testdata (see package
+// amcasttest for the commands). Rewrite them with
+// go test ./amcast/ftskeen -run TestInteraction -rewrite.
+func TestInteraction(t *testing.T) {
+	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
+		env := amcasttest.New(sim.NewReplica)
+		env.DefaultProtocol = "ftskeen"
+		env.Durability = durability
+		datadriven.RunTest(t, path, env.Handle)
+	})
+}

@@ -1,0 +1,851 @@
+// Package paxos is the per-group Multi-Paxos replicated log under weft's
+// black-box baselines (FT-Skeen, FastCast): every member of a group runs
+// one Log; the leader proposes commands, every member executes the chosen
+// commands in slot order through its Host. It is a pure, deterministic
+// state machine like the protocol cores that embed it: messages and ticks
+// in, messages and durable records out through the host's amcast.Outbox.
+//
+// # Normal case (phase 2)
+//
+// The leader of ballot b assigns each command the next slot, accepts it
+// itself (its vote) and sends PAXOS_ACCEPT (2a) to the other members. A
+// member that has not promised a higher ballot accepts, records the value
+// durably and sends PAXOS_ACCEPTED (2b) to every other member. A member
+// learns that a slot is chosen when it holds the value of ballot b and the
+// votes of a quorum for b. The leader counts its own vote; the other members
+// count only 2b messages, not the leader's 2a: every learner then decides
+// 2δ after the 2a, the accounting of the WbCast paper's FT-Skeen (counting
+// the 2a as the leader's vote would let members of 3-replica groups decide
+// after δ, an optimisation left out so that the baselines are the ones the
+// paper measures). Members execute chosen commands in slot order.
+//
+// # Leader change (phase 1)
+//
+// Heartbeats feed a failure detector. When the leader is suspected, the
+// first live member after it (in group order) starts a higher ballot with
+// PAXOS_PREPARE, asking for everything at or above the first slot it has
+// not executed. Members that join the ballot persist the promise and answer
+// PAXOS_PROMISE with their accepted values (chosen ones marked). With a
+// quorum of promises the candidate leads: at every slot from its execution
+// point to the highest reported one it proposes the chosen value if one was
+// reported, else the value accepted with the highest ballot, else a no-op,
+// and new commands go after them. A candidate that does not win in time
+// retries higher; a leader that loses touch with a quorum steps down.
+//
+// # Catch-up and commit notices
+//
+// A leader's heartbeat carries its execution point: below it every slot is
+// chosen, so a member that accepted the leader's ballot's value there takes
+// it as chosen (this is how members learn when a quorum cannot be heard
+// directly). A member whose execution point stalls below the leader's gets
+// the chosen values in PAXOS_DECIDED batches.
+//
+// # Durability
+//
+// Promises (REC_BALLOT), accepted values (REC_SLOT_ACCEPTED) and learned
+// choices (REC_SLOT_DECIDED) are persisted before any message that relies
+// on them leaves (the amcast.Ready contract). Logs are not compacted.
+package paxos
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/weft-dev/weft/amcast"
+	"github.com/weft-dev/weft/wire"
+)
+
+// Status is a member's role in its group.
+type Status uint8
+
+// Roles.
+const (
+	Follower Status = iota
+	Leader
+	Candidate
+)
+
+func (s Status) String() string {
+	switch s {
+	case Follower:
+		return "FOLLOWER"
+	case Leader:
+		return "LEADER"
+	case Candidate:
+		return "CANDIDATE"
+	}
+	return fmt.Sprintf("Status(%d)", uint8(s))
+}
+
+// Host is the state machine that executes the log.
+type Host interface {
+	// Execute applies the command chosen at slot. It is called once per
+	// slot, in slot order.
+	Execute(slot uint64, c *wire.Command)
+	// Lead is called when the member starts (true) or stops (false)
+	// leading its group.
+	Lead(leading bool)
+}
+
+// Detector judges the liveness of group members, with time in ticks. It
+// must be deterministic.
+type Detector interface {
+	Heard(p wire.ProcID, now uint64)
+	Suspected(p wire.ProcID, now uint64) bool
+}
+
+// TimeoutDetector suspects a member not heard from for more than Timeout
+// ticks (members never heard from count as heard at tick 0).
+type TimeoutDetector struct {
+	Timeout uint64
+	last    map[wire.ProcID]uint64
+}
+
+// NewTimeoutDetector returns a detector with the given timeout in ticks.
+func NewTimeoutDetector(timeout uint64) *TimeoutDetector {
+	return &TimeoutDetector{Timeout: timeout, last: map[wire.ProcID]uint64{}}
+}
+
+// Heard implements Detector.
+func (d *TimeoutDetector) Heard(p wire.ProcID, now uint64) { d.last[p] = now }
+
+// Suspected implements Detector.
+func (d *TimeoutDetector) Suspected(p wire.ProcID, now uint64) bool { return now > d.last[p]+d.Timeout }
+
+// Config configures one member's log. Zero durations take the defaults.
+type Config struct {
+	Topology *amcast.Topology
+	ID       wire.ProcID
+	// HeartbeatTicks: ticks between heartbeats (default 1).
+	HeartbeatTicks int
+	// ElectionTicks: silence after which a member is suspected; a candidate
+	// that has not won after twice this retries (default 10).
+	ElectionTicks int
+	// CatchUpBatch: chosen values per catch-up message (default 256).
+	CatchUpBatch int
+	// Detector: default a TimeoutDetector with ElectionTicks.
+	Detector Detector
+}
+
+// WithDefaults validates c and fills in its defaults; protocols call it
+// before building their own state.
+func (c *Config) WithDefaults() error {
+	if c.Topology == nil {
+		return fmt.Errorf("paxos: Config.Topology is nil")
+	}
+	if !c.Topology.IsReplica(c.ID) {
+		return fmt.Errorf("paxos: process %d is not a replica of the topology", c.ID)
+	}
+	for _, f := range []struct {
+		v    *int
+		d    int
+		name string
+	}{{&c.HeartbeatTicks, 1, "HeartbeatTicks"}, {&c.ElectionTicks, 10, "ElectionTicks"}, {&c.CatchUpBatch, 256, "CatchUpBatch"}} {
+		if *f.v == 0 {
+			*f.v = f.d
+		}
+		if *f.v < 0 {
+			return fmt.Errorf("paxos: Config.%s must be positive, got %d", f.name, *f.v)
+		}
+	}
+	if c.Detector == nil {
+		c.Detector = NewTimeoutDetector(uint64(c.ElectionTicks))
+	}
+	return nil
+}
+
+// Counters are the log's coverage counters.
+type Counters struct {
+	BallotsStarted int // PAXOS_PREPARE sent
+	LeaderChanges  int // ballots won
+	// RecoveriesWithValues counts ballots won whose merged log held a
+	// command that was not yet chosen here (a real recovery, not an empty
+	// takeover).
+	RecoveriesWithValues int
+	CatchUps             int // PAXOS_DECIDED batches sent
+}
+
+type slot struct {
+	accB    wire.Ballot
+	cmd     wire.Command
+	has     bool // a value was accepted (or learned)
+	decided bool
+	voteB   wire.Ballot
+	votes   uint64 // member-index bitmask of votes for voteB
+	sentAt  uint64 // leader: tick of the last PAXOS_ACCEPT sent
+}
+
+type peer struct {
+	ballot     wire.Ballot
+	claimsLead bool
+	heardHB    bool
+	executed   uint64
+	// Leader: target is the leader's execution point when the member was
+	// first seen behind it (at tick targetAt); a member still below it two
+	// ticks later is missing chosen values, not merely waiting for votes
+	// in flight, and gets them.
+	target   uint64
+	targetAt uint64
+}
+
+type candidate struct {
+	b        wire.Ballot
+	start    uint64
+	promises map[wire.ProcID]*wire.PaxosPromise
+}
+
+// maxSlotAhead bounds how far past its log a member accepts a slot number.
+const maxSlotAhead = 1 << 24
+
+// Log is one member's replica of its group's log.
+type Log struct {
+	cfg     Config
+	host    Host
+	out     *amcast.Outbox
+	id      wire.ProcID
+	g       wire.GroupID
+	gi      int
+	members []wire.ProcID
+	quorum  int
+
+	status   Status
+	ballot   wire.Ballot // highest ballot joined (a promise)
+	slots    []slot
+	executed uint64 // first slot not executed
+	next     uint64 // leader: first free slot
+	ticks    uint64
+
+	peers     []peer
+	cand      *candidate
+	lastStart uint64
+	started   bool
+	executing bool
+	cov       Counters
+}
+
+// New returns the log of a member in its initial state: the group's first
+// member leads ballot (0, first member).
+func New(cfg Config, host Host, out *amcast.Outbox) (*Log, error) {
+	if err := cfg.WithDefaults(); err != nil {
+		return nil, err
+	}
+	l := newLog(cfg, host, out)
+	l.ballot = wire.Ballot{N: 0, P: cfg.Topology.InitialLeader(l.g)}
+	if l.ballot.Leader() == l.id {
+		l.status = Leader
+	}
+	return l, nil
+}
+
+func newLog(cfg Config, host Host, out *amcast.Outbox) *Log {
+	g, _ := cfg.Topology.GroupOf(cfg.ID)
+	ms := cfg.Topology.Members(g)
+	return &Log{cfg: cfg, host: host, out: out, id: cfg.ID, g: g, gi: cfg.Topology.MemberIndex(cfg.ID),
+		members: ms, quorum: cfg.Topology.Quorum(g), peers: make([]peer, len(ms))}
+}
+
+// Restore rebuilds a member's log from its store after a crash. It comes
+// back as a follower of its last promised ballot with every accepted and
+// learned value; call Replay to re-execute the chosen prefix.
+func Restore(cfg Config, host Host, out *amcast.Outbox, st *Store) (*Log, error) {
+	if err := cfg.WithDefaults(); err != nil {
+		return nil, err
+	}
+	l := newLog(cfg, host, out)
+	l.ballot = st.Ballot
+	if st.Ballot == (wire.Ballot{}) {
+		l.ballot = wire.Ballot{N: 0, P: cfg.Topology.InitialLeader(l.g)}
+	}
+	l.status = Follower
+	for _, s := range st.sortedSlots() {
+		e := st.slots[s]
+		sl := l.at(s)
+		sl.accB, sl.cmd, sl.has, sl.decided = e.accB, e.cmd, e.has, e.decided
+	}
+	return l, nil
+}
+
+// Replay executes the chosen prefix of a restored log (Host.Execute for
+// each slot, in order).
+func (l *Log) Replay() { l.executeReady() }
+
+// ID returns the member's id.
+func (l *Log) ID() wire.ProcID { return l.id }
+
+// Group returns the member's group.
+func (l *Log) Group() wire.GroupID { return l.g }
+
+// Status returns the member's role.
+func (l *Log) Status() Status { return l.status }
+
+// IsLeader reports whether the member leads its group.
+func (l *Log) IsLeader() bool { return l.status == Leader }
+
+// Ballot returns the highest ballot the member joined.
+func (l *Log) Ballot() wire.Ballot { return l.ballot }
+
+// Executed returns the first slot not executed.
+func (l *Log) Executed() uint64 { return l.executed }
+
+// Counters returns the coverage counters.
+func (l *Log) Counters() Counters { return l.cov }
+
+// Ticks returns the ticks seen.
+func (l *Log) Ticks() uint64 { return l.ticks }
+
+func (l *Log) at(s uint64) *slot {
+	for uint64(len(l.slots)) <= s {
+		l.slots = append(l.slots, slot{})
+	}
+	return &l.slots[s]
+}
+
+func (l *Log) sendOthers(m wire.Message) {
+	for _, q := range l.members {
+		if q != l.id {
+			l.out.Send(l.id, q, m)
+		}
+	}
+}
+
+// Propose appends cmd to the log. It returns false if the member does not
+// lead its group. In a group of one the command is chosen, and executed
+// (Host.Execute), before Propose returns, unless the host is executing:
+// hosts update their own state before they propose.
+func (l *Log) Propose(cmd wire.Command) (uint64, bool) {
+	if l.status != Leader {
+		return 0, false
+	}
+	s := l.next
+	l.next++
+	l.proposeAt(s, cmd)
+	return s, true
+}
+
+func (l *Log) proposeAt(s uint64, cmd wire.Command) {
+	sl := l.at(s)
+	sl.accB, sl.cmd, sl.has = l.ballot, cmd, true
+	sl.voteB, sl.votes = l.ballot, 1<<l.gi
+	sl.sentAt = l.ticks
+	l.out.Persist(&wire.RecSlotAccepted{B: l.ballot, Slot: s, Cmd: cmd})
+	l.sendOthers(&wire.PaxosAccept{B: l.ballot, Slot: s, Cmd: cmd})
+	l.checkChosen(s)
+}
+
+// Pending calls fn for every slot at or above the execution point that
+// holds a value not yet executed, in slot order: the leader's commands in
+// flight.
+func (l *Log) Pending(fn func(slot uint64, c *wire.Command)) {
+	for s := l.executed; s < uint64(len(l.slots)); s++ {
+		if sl := &l.slots[s]; sl.has {
+			fn(s, &sl.cmd)
+		}
+	}
+}
+
+// Heard records that member from was heard (any message). Hosts call it for
+// every message from a member of the group.
+func (l *Log) Heard(from wire.ProcID) {
+	if from != l.id {
+		l.cfg.Detector.Heard(from, l.ticks)
+	}
+}
+
+func (l *Log) member(from wire.ProcID) (int, error) {
+	if g, ok := l.cfg.Topology.GroupOf(from); !ok || g != l.g {
+		return 0, fmt.Errorf("%w: paxos message from p%d, not a member of group %d", amcast.ErrBadMessage, from, l.g)
+	}
+	return l.cfg.Topology.MemberIndex(from), nil
+}
+
+// Step handles a Paxos message from a member of the group. It returns
+// false for messages that are not the log's.
+func (l *Log) Step(from wire.ProcID, m wire.Message) (bool, error) {
+	var err error
+	switch m := m.(type) {
+	case *wire.PaxosPrepare:
+		err = l.onPrepare(from, m)
+	case *wire.PaxosPromise:
+		err = l.onPromise(from, m)
+	case *wire.PaxosAccept:
+		err = l.onAccept(from, m)
+	case *wire.PaxosAccepted:
+		err = l.onAccepted(from, m)
+	case *wire.PaxosDecided:
+		err = l.onDecided(from, m)
+	case *wire.PaxosHeartbeat:
+		err = l.onHeartbeat(from, m)
+	default:
+		return false, nil
+	}
+	return true, err
+}
+
+func (l *Log) checkSlot(s uint64) error {
+	if s >= uint64(len(l.slots))+maxSlotAhead {
+		return fmt.Errorf("%w: slot %d far beyond the log (%d slots)", amcast.ErrBadMessage, s, len(l.slots))
+	}
+	return nil
+}
+
+// join promises ballot b (b > l.ballot), stepping down if this member led
+// or was establishing a lower ballot.
+func (l *Log) join(b wire.Ballot) {
+	l.ballot = b
+	if b.Leader() != l.id {
+		l.stepDown()
+	}
+	l.out.Persist(&wire.RecBallot{Ballot: b})
+}
+
+func (l *Log) stepDown() {
+	was := l.status
+	l.status = Follower
+	l.cand = nil
+	if was == Leader {
+		l.host.Lead(false)
+	}
+}
+
+func (l *Log) onAccept(from wire.ProcID, a *wire.PaxosAccept) error {
+	if _, err := l.member(from); err != nil {
+		return err
+	}
+	if a.B.Leader() != from || from == l.id {
+		return fmt.Errorf("%w: PAXOS_ACCEPT ballot %s from p%d", amcast.ErrBadMessage, a.B, from)
+	}
+	if err := l.checkSlot(a.Slot); err != nil {
+		return err
+	}
+	if a.B.Less(l.ballot) {
+		return nil // a deposed leader's
+	}
+	if l.ballot.Less(a.B) {
+		l.join(a.B)
+	}
+	if l.status != Follower {
+		return nil // our own ballot (cannot happen: a.B's leader is from)
+	}
+	sl := l.at(a.Slot)
+	if sl.has && sl.accB == a.B {
+		// A re-sent proposal: our vote may have been lost.
+		l.sendOthers(&wire.PaxosAccepted{B: a.B, Slot: a.Slot})
+		return nil
+	}
+	if sl.decided {
+		// A new leader re-proposing a chosen slot: its value is the chosen
+		// one; vote for it so the leader can learn it too.
+		sl.accB = a.B
+		l.sendOthers(&wire.PaxosAccepted{B: a.B, Slot: a.Slot})
+		return nil
+	}
+	sl.accB, sl.cmd, sl.has = a.B, a.Cmd, true
+	l.out.Persist(&wire.RecSlotAccepted{B: a.B, Slot: a.Slot, Cmd: a.Cmd})
+	l.vote(sl, a.B, l.gi)
+	l.sendOthers(&wire.PaxosAccepted{B: a.B, Slot: a.Slot})
+	l.checkChosen(a.Slot)
+	return nil
+}
+
+func (l *Log) vote(sl *slot, b wire.Ballot, idx int) {
+	switch {
+	case sl.voteB == b:
+	case sl.voteB.Less(b):
+		sl.voteB, sl.votes = b, 0
+	default:
+		return
+	}
+	sl.votes |= 1 << idx
+}
+
+func (l *Log) onAccepted(from wire.ProcID, a *wire.PaxosAccepted) error {
+	i, err := l.member(from)
+	if err != nil {
+		return err
+	}
+	if err := l.checkSlot(a.Slot); err != nil {
+		return err
+	}
+	sl := l.at(a.Slot)
+	if sl.decided {
+		return nil
+	}
+	l.vote(sl, a.B, i)
+	l.checkChosen(a.Slot)
+	return nil
+}
+
+func popcount(x uint64) int {
+	n := 0
+	for x != 0 {
+		x &= x - 1
+		n++
+	}
+	return n
+}
+
+// checkChosen decides slot s if a quorum voted for the value held here.
+func (l *Log) checkChosen(s uint64) {
+	sl := &l.slots[s]
+	if sl.decided || !sl.has || sl.accB != sl.voteB || popcount(sl.votes) < l.quorum {
+		return
+	}
+	l.decide(s, sl.cmd)
+	l.executeReady()
+}
+
+func (l *Log) decide(s uint64, cmd wire.Command) {
+	sl := l.at(s)
+	sl.decided, sl.cmd, sl.has = true, cmd, true
+	sl.votes = 0
+	l.out.Persist(&wire.RecSlotDecided{Slot: s, Cmd: cmd})
+}
+
+// executeReady executes the chosen prefix. It is not re-entrant: a command
+// the host proposes while executing (chosen at once in a group of one) is
+// executed by the same loop, after the current one.
+func (l *Log) executeReady() {
+	if l.executing {
+		return
+	}
+	l.executing = true
+	for l.executed < uint64(len(l.slots)) && l.slots[l.executed].decided {
+		s := l.executed
+		l.executed++
+		cmd := l.slots[s].cmd
+		l.host.Execute(s, &cmd)
+	}
+	l.executing = false
+}
+
+func (l *Log) onDecided(from wire.ProcID, d *wire.PaxosDecided) error {
+	if _, err := l.member(from); err != nil {
+		return err
+	}
+	if err := l.checkSlot(d.First + uint64(len(d.Cmds))); err != nil {
+		return err
+	}
+	if l.status != Follower {
+		// A leader learns its slots from its own ballot's votes (and from
+		// phase 1): its commit notices then vouch only for its proposals.
+		return nil
+	}
+	for k := range d.Cmds {
+		s := d.First + uint64(k)
+		if sl := l.at(s); !sl.decided {
+			l.decide(s, d.Cmds[k])
+		}
+	}
+	l.executeReady()
+	return nil
+}
+
+// Tick advances the log's time: heartbeats and leader election.
+func (l *Log) Tick() {
+	l.ticks++
+	if l.ticks%uint64(l.cfg.HeartbeatTicks) == 0 {
+		hb := &wire.PaxosHeartbeat{B: l.ballot, Leader: l.claimsLead(), Executed: l.executed}
+		if l.status == Leader {
+			hb.Commit = l.executed
+		}
+		l.sendOthers(hb)
+	}
+	l.checkLeadership()
+	if l.status == Leader {
+		l.resendUndecided()
+	}
+}
+
+// resendBatch bounds the proposals a leader re-sends per tick.
+const resendBatch = 64
+
+// resendUndecided re-sends the proposals not chosen after ElectionTicks/2
+// ticks (lost to a partition or a link reset): the members answer with
+// their votes again.
+func (l *Log) resendUndecided() {
+	wait := uint64(max(l.cfg.ElectionTicks/2, 2))
+	n := 0
+	for s := l.executed; s < l.next && s < uint64(len(l.slots)) && n < resendBatch; s++ {
+		sl := &l.slots[s]
+		if sl.decided || !sl.has || sl.accB != l.ballot || l.ticks < sl.sentAt+wait {
+			continue
+		}
+		sl.sentAt = l.ticks
+		n++
+		l.sendOthers(&wire.PaxosAccept{B: l.ballot, Slot: s, Cmd: sl.cmd})
+	}
+}
+
+func (l *Log) claimsLead() bool { return l.status == Leader || l.status == Candidate }
+
+func (l *Log) onHeartbeat(from wire.ProcID, hb *wire.PaxosHeartbeat) error {
+	i, err := l.member(from)
+	if err != nil {
+		return err
+	}
+	if from == l.id {
+		return fmt.Errorf("%w: PAXOS_HEARTBEAT from self", amcast.ErrBadMessage)
+	}
+	pr := &l.peers[i]
+	pr.heardHB = true
+	pr.ballot = hb.B
+	pr.claimsLead = hb.Leader && hb.B.Leader() == from
+	pr.executed = hb.Executed
+	if hb.Commit > 0 && hb.B.Leader() == from {
+		// Commit notice: below hb.Commit every slot is chosen, and a value
+		// accepted with the leader's ballot is the chosen one.
+		for s := l.executed; s < hb.Commit && s < uint64(len(l.slots)); s++ {
+			sl := &l.slots[s]
+			if sl.decided {
+				continue
+			}
+			if !sl.has || sl.accB != hb.B {
+				break
+			}
+			l.decide(s, sl.cmd)
+		}
+		l.executeReady()
+	}
+	if l.status == Leader && hb.Leader && l.ballot.Less(hb.B) && hb.B.Leader() == from {
+		l.stepDown() // a higher ballot leads; its 2a will make us join it
+	}
+	if l.status == Leader {
+		switch {
+		case hb.Executed >= pr.target:
+			pr.target = 0
+			if hb.Executed < l.executed {
+				pr.target, pr.targetAt = l.executed, l.ticks
+			}
+		case l.ticks >= pr.targetAt+2:
+			l.catchUp(i)
+			pr.target, pr.targetAt = l.executed, l.ticks
+		}
+	}
+	return nil
+}
+
+// catchUp sends member i the chosen values after its execution point.
+func (l *Log) catchUp(i int) {
+	pr := &l.peers[i]
+	first := pr.executed
+	end := min(l.executed, first+uint64(l.cfg.CatchUpBatch))
+	if first >= end {
+		return
+	}
+	cmds := make([]wire.Command, 0, end-first)
+	for s := first; s < end; s++ {
+		cmds = append(cmds, l.slots[s].cmd)
+	}
+	l.cov.CatchUps++
+	l.out.Send(l.id, l.members[i], &wire.PaxosDecided{First: first, Cmds: cmds})
+}
+
+// checkLeadership runs the failure detector's verdicts: a leader that lost
+// touch with a quorum steps down; a leader that sees a member stuck on a
+// higher ballot nobody leads re-establishes itself above it; the designated
+// successor of a suspected leader starts a ballot; a candidate that has not
+// won in time retries higher.
+func (l *Log) checkLeadership() {
+	det := l.cfg.Detector
+	heard := 1
+	for i, q := range l.members {
+		if i != l.gi && !det.Suspected(q, l.ticks) {
+			heard++
+		}
+	}
+	quorum := heard >= l.quorum
+	et := uint64(l.cfg.ElectionTicks)
+	// The highest ballot this member knows of, and whether its leader is
+	// alive and claims it.
+	cur := l.ballot
+	for i := range l.peers {
+		if pr := &l.peers[i]; i != l.gi && pr.heardHB && cur.Less(pr.ballot) {
+			cur = pr.ballot
+		}
+	}
+	L := cur.Leader()
+	li := l.cfg.Topology.MemberIndex(L)
+	liveClaim := L == l.id && l.claimsLead() && cur == l.ballot ||
+		L != l.id && !det.Suspected(L, l.ticks) && !(l.peers[li].heardHB && l.peers[li].ballot == cur && !l.peers[li].claimsLead)
+	switch {
+	case l.status == Leader:
+		if !quorum {
+			l.stepDown()
+			return
+		}
+		if cur != l.ballot && !liveClaim && (!l.started || l.ticks >= l.lastStart+et) {
+			l.startBallotAbove(cur)
+		}
+		return
+	case l.status == Candidate:
+		if l.ticks >= l.cand.start+2*et && quorum {
+			l.startBallotAbove(cur)
+		}
+		return
+	}
+	if !quorum || (l.started && l.ticks < l.lastStart+et) {
+		return
+	}
+	if L == l.id {
+		// It led this ballot before a restart or a step-down: listen for
+		// one election timeout first, then take the group back unless
+		// someone leads a higher ballot.
+		if l.ticks >= et && !l.someoneLeadsHigher() {
+			l.startBallotAbove(cur)
+		}
+		return
+	}
+	if liveClaim {
+		return
+	}
+	for k := 1; k < len(l.members); k++ {
+		q := l.members[(li+k)%len(l.members)]
+		if q == l.id {
+			l.startBallotAbove(cur)
+			return
+		}
+		if !det.Suspected(q, l.ticks) {
+			return
+		}
+	}
+}
+
+func (l *Log) someoneLeadsHigher() bool {
+	for i, q := range l.members {
+		pr := &l.peers[i]
+		if i != l.gi && pr.heardHB && pr.claimsLead && l.ballot.Less(pr.ballot) && !l.cfg.Detector.Suspected(q, l.ticks) {
+			return true
+		}
+	}
+	return false
+}
+
+// startBallotAbove starts a ballot led by this member, higher than cur and
+// than its own.
+func (l *Log) startBallotAbove(cur wire.Ballot) {
+	b := wire.Ballot{N: max(l.ballot.N, cur.N) + 1, P: l.id}
+	if l.status == Leader {
+		l.stepDown()
+	}
+	l.status = Candidate
+	l.cand = &candidate{b: b, start: l.ticks, promises: map[wire.ProcID]*wire.PaxosPromise{}}
+	l.lastStart, l.started = l.ticks, true
+	l.cov.BallotsStarted++
+	p := &wire.PaxosPrepare{B: b, From: l.executed}
+	l.sendOthers(p)
+	_ = l.onPrepare(l.id, p)
+}
+
+func (l *Log) onPrepare(from wire.ProcID, p *wire.PaxosPrepare) error {
+	if _, err := l.member(from); err != nil {
+		return err
+	}
+	if p.B.Leader() != from {
+		return fmt.Errorf("%w: PAXOS_PREPARE ballot %s from p%d", amcast.ErrBadMessage, p.B, from)
+	}
+	if !l.ballot.Less(p.B) {
+		return nil // stale or duplicate
+	}
+	l.join(p.B)
+	pr := &wire.PaxosPromise{B: p.B, Executed: l.executed}
+	for s := p.From; s < uint64(len(l.slots)); s++ {
+		if sl := &l.slots[s]; sl.has {
+			pr.Entries = append(pr.Entries, wire.LogEntry{Slot: s, B: sl.accB, Decided: sl.decided, Cmd: sl.cmd})
+		}
+	}
+	if from == l.id {
+		return l.onPromise(l.id, pr)
+	}
+	l.out.Send(l.id, from, pr)
+	return nil
+}
+
+func (l *Log) onPromise(from wire.ProcID, p *wire.PaxosPromise) error {
+	if _, err := l.member(from); err != nil {
+		return err
+	}
+	c := l.cand
+	if c == nil || l.status != Candidate || p.B != c.b || l.ballot != c.b {
+		return nil
+	}
+	if _, dup := c.promises[from]; dup {
+		return nil
+	}
+	for i := range p.Entries {
+		if err := l.checkSlot(p.Entries[i].Slot); err != nil {
+			return err
+		}
+	}
+	c.promises[from] = p
+	if len(c.promises) < l.quorum {
+		return nil
+	}
+	l.becomeLeader()
+	return nil
+}
+
+// becomeLeader ends phase 1: every slot from the execution point to the
+// highest one reported gets the chosen value, the highest-ballot accepted
+// value or a no-op, proposed under the new ballot.
+func (l *Log) becomeLeader() {
+	c := l.cand
+	type pick struct {
+		e   wire.LogEntry
+		set bool
+	}
+	picks := map[uint64]*pick{}
+	top := uint64(len(l.slots))
+	senders := make([]wire.ProcID, 0, len(c.promises))
+	for q := range c.promises {
+		senders = append(senders, q)
+	}
+	slices.Sort(senders)
+	for _, q := range senders {
+		for _, e := range c.promises[q].Entries {
+			if e.Slot < l.executed {
+				continue
+			}
+			top = max(top, e.Slot+1)
+			pk := picks[e.Slot]
+			if pk == nil {
+				pk = &pick{}
+				picks[e.Slot] = pk
+			}
+			switch {
+			case !pk.set:
+				pk.e, pk.set = e, true
+			case pk.e.Decided:
+			case e.Decided || pk.e.B.Less(e.B):
+				pk.e = e
+			}
+		}
+	}
+	l.status = Leader
+	l.cand = nil
+	l.cov.LeaderChanges++
+	l.next = top
+	recovered := false
+	executing := l.executing
+	l.executing = true // execute after every slot is proposed again
+	for s := l.executed; s < top; s++ {
+		cmd := wire.Command{Op: wire.CmdNoop}
+		if pk := picks[s]; pk != nil {
+			cmd = pk.e.Cmd
+			if pk.e.Decided && !l.at(s).decided {
+				l.decide(s, cmd)
+			}
+		} else if sl := l.at(s); sl.decided {
+			cmd = sl.cmd
+		}
+		if cmd.Op != wire.CmdNoop && !l.at(s).decided {
+			recovered = true
+		}
+		l.proposeAt(s, cmd)
+	}
+	l.executing = executing
+	if recovered {
+		l.cov.RecoveriesWithValues++
+	}
+	l.host.Lead(true)
+	l.executeReady()
+}

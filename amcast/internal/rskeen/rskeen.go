@@ -1,0 +1,461 @@
+// Package rskeen is what the black-box baselines share: a Skeen process
+// replicated by a per-group Multi-Paxos log (package paxos). Core holds the
+// per-message records, Skeen's delivery rule, client replies, liveness
+// re-multicasts and the durable delivery records; the protocol packages
+// (ftskeen, fastcast) decide which commands go into the log and when a
+// message commits.
+package rskeen
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+
+	"github.com/weft-dev/weft/amcast"
+	"github.com/weft-dev/weft/amcast/internal/paxos"
+	"github.com/weft-dev/weft/amcast/internal/tsheap"
+	"github.com/weft-dev/weft/wire"
+)
+
+// Phase is a message's phase at a replica.
+type Phase uint8
+
+// Phases.
+const (
+	Start     Phase = iota // unknown to the log
+	Assigned               // the group's local timestamp is chosen (pending)
+	Committed              // the global timestamp is final
+)
+
+// Rec is a replica's state for one message.
+type Rec struct {
+	M     wire.AppMsg
+	Known bool
+	Phase Phase
+	LTS   wire.Timestamp // the group's local timestamp
+	GTS   wire.Timestamp
+
+	Delivered bool
+	// TS holds, per destination (indexed like M.Dest), the local timestamp
+	// each destination group chose, as far as this replica knows.
+	TS []wire.Timestamp
+	// Soft holds FastCast's proposed (not yet chosen) local timestamps.
+	Soft []wire.Timestamp
+	// Finals lists the values of FINAL commands executed after the
+	// message's ASSIGN (FastCast: the commit needs one equal to the gts).
+	Finals []wire.Timestamp
+
+	// Leader bookkeeping: commands of this leadership in flight.
+	AssignInFlight bool
+	FinalInFlight  bool
+	FinalVal       wire.Timestamp
+	SpecDone       bool // FastCast: the speculative FINAL was proposed
+
+	early   []early // timestamps received before the message itself
+	since   uint64  // tick of the last progress (liveness re-multicast)
+	sentAt  uint64  // tick (+1) of the last re-send of our timestamp
+	restore *delivered
+}
+
+type early struct {
+	g    wire.GroupID
+	ts   wire.Timestamp
+	soft bool
+}
+
+type delivered struct {
+	lts, gts wire.Timestamp
+}
+
+// Config is the part of a protocol's configuration Core uses.
+type Config struct {
+	// RetryTicks: a message known here but not delivered after this many
+	// ticks without progress is re-multicast to its destination groups
+	// (default 12).
+	RetryTicks int
+}
+
+// Core is the shared state of one replica.
+type Core struct {
+	amcast.Outbox
+	Log  *paxos.Log
+	ID   wire.ProcID
+	G    wire.GroupID
+	GI   int
+	Topo *amcast.Topology
+
+	retryTicks   int
+	recs         map[wire.MsgID]*Rec
+	open         map[wire.MsgID]*Rec // known and not committed: what re-multicasts scan
+	pending      tsheap.Heap         // Assigned messages by local timestamp (lazy)
+	committed    tsheap.Heap         // Committed, undelivered messages by global timestamp
+	maxDelivered wire.Timestamp
+	hint         []wire.ProcID // per group: its leader as far as we know
+	cov          amcast.Coverage
+}
+
+// Init sets up the core of replica id (the protocol then sets Log).
+func (c *Core) Init(topo *amcast.Topology, id wire.ProcID, cfg Config) {
+	if cfg.RetryTicks == 0 {
+		cfg.RetryTicks = 12
+	}
+	g, _ := topo.GroupOf(id)
+	c.ID, c.G, c.GI, c.Topo = id, g, topo.MemberIndex(id), topo
+	c.retryTicks = max(cfg.RetryTicks, 1)
+	c.recs = map[wire.MsgID]*Rec{}
+	c.open = map[wire.MsgID]*Rec{}
+	for gg := range topo.Groups {
+		c.hint = append(c.hint, topo.InitialLeader(wire.GroupID(gg)))
+	}
+}
+
+// RestoreDelivered marks the deliveries of a restored store as done.
+func (c *Core) RestoreDelivered(st *Store) {
+	for id, d := range st.delivered {
+		r := c.Rec(id)
+		dd := d
+		r.restore = &dd
+	}
+	c.maxDelivered = st.maxDelivered
+}
+
+// IsLeader implements amcast.Observable.
+func (c *Core) IsLeader() bool { return c.Log.IsLeader() }
+
+// Retained implements amcast.Observable.
+func (c *Core) Retained() int { return len(c.recs) }
+
+// Coverage implements amcast.Observable.
+func (c *Core) Coverage() amcast.Coverage {
+	cov := c.cov
+	lc := c.Log.Counters()
+	cov.BallotsStarted += lc.BallotsStarted
+	cov.LeaderChanges += lc.LeaderChanges
+	cov.RecoveriesWithAccepted += lc.RecoveriesWithValues
+	cov.CatchUps += lc.CatchUps
+	return cov
+}
+
+// AddRetried counts commands a new leader re-proposed or re-sent.
+func (c *Core) AddRetried(n int) { c.cov.Retried += n }
+
+// Status returns the replica's role.
+func (c *Core) Status() paxos.Status { return c.Log.Status() }
+
+// MaxDelivered returns the global timestamp of the last delivery.
+func (c *Core) MaxDelivered() wire.Timestamp { return c.maxDelivered }
+
+// Recs returns the records (read-only use).
+func (c *Core) Recs() map[wire.MsgID]*Rec { return c.recs }
+
+// Ticks returns the replica's ticks.
+func (c *Core) Ticks() uint64 { return c.Log.Ticks() }
+
+// SendTo sends m (never to self: protocols handle their own copies).
+func (c *Core) SendTo(to wire.ProcID, m wire.Message) {
+	if to != c.ID {
+		c.Send(c.ID, to, m)
+	}
+}
+
+// SendGroup sends m to every member of group g but this replica.
+func (c *Core) SendGroup(g wire.GroupID, m wire.Message) {
+	for _, q := range c.Topo.Members(g) {
+		c.SendTo(q, m)
+	}
+}
+
+// Hint returns the presumed leader of group g.
+func (c *Core) Hint(g wire.GroupID) wire.ProcID { return c.hint[g] }
+
+// SetHint records that p led group g (it sent something only leaders send).
+func (c *Core) SetHint(g wire.GroupID, p wire.ProcID) {
+	if int(g) < len(c.hint) {
+		c.hint[g] = p
+	}
+}
+
+// CheckMsg validates an application message addressed to this group.
+func (c *Core) CheckMsg(m *wire.AppMsg) error {
+	if err := m.Validate(c.Topo.NumGroups()); err != nil {
+		return fmt.Errorf("%w: %v", amcast.ErrBadMessage, err)
+	}
+	if m.DestIndex(c.G) < 0 {
+		return fmt.Errorf("%w: message %s is not addressed to group %d", amcast.ErrBadMessage, m.ID, c.G)
+	}
+	return nil
+}
+
+// Rec returns the record of id, creating it.
+func (c *Core) Rec(id wire.MsgID) *Rec {
+	r := c.recs[id]
+	if r == nil {
+		r = &Rec{since: c.Ticks()}
+		c.recs[id] = r
+	}
+	return r
+}
+
+// Lookup returns the record of id or nil.
+func (c *Core) Lookup(id wire.MsgID) *Rec { return c.recs[id] }
+
+// Learn makes r hold m (the first copy wins) and files the timestamps that
+// arrived before it.
+func (c *Core) Learn(r *Rec, m *wire.AppMsg) {
+	if r.Known {
+		return
+	}
+	r.M, r.Known = *m, true
+	if r.Phase != Committed {
+		c.open[m.ID] = r
+	}
+	r.TS = make([]wire.Timestamp, len(m.Dest))
+	r.Soft = make([]wire.Timestamp, len(m.Dest))
+	for _, e := range r.early {
+		if i := m.DestIndex(e.g); i >= 0 {
+			if e.soft {
+				r.Soft[i] = e.ts
+			} else {
+				r.TS[i] = e.ts
+			}
+		}
+	}
+	r.early = nil
+}
+
+// CheckTS validates a timestamp message for id from process from claiming
+// to speak for group g (another destination group).
+func (c *Core) CheckTS(from wire.ProcID, id wire.MsgID, g wire.GroupID, ts wire.Timestamp) error {
+	if sg, ok := c.Topo.GroupOf(from); !ok || sg != g || g == c.G {
+		return fmt.Errorf("%w: timestamp of %s for group %d from p%d", amcast.ErrBadMessage, id, g, from)
+	}
+	if ts.G != g || ts.T == 0 {
+		return fmt.Errorf("%w: timestamp %s of group %d for %s", amcast.ErrBadMessage, ts, g, id)
+	}
+	if r := c.recs[id]; r != nil && r.Known && r.M.DestIndex(g) < 0 {
+		return fmt.Errorf("%w: timestamp for %s from group %d, not a destination", amcast.ErrBadMessage, id, g)
+	}
+	return nil
+}
+
+// SetTS files group g's chosen local timestamp for r. A group chooses one
+// local timestamp per message; two different ones are a bug.
+func (c *Core) SetTS(r *Rec, g wire.GroupID, ts wire.Timestamp) {
+	if !r.Known {
+		r.early = append(r.early, early{g: g, ts: ts})
+		return
+	}
+	i := r.M.DestIndex(g)
+	if !r.TS[i].IsZero() && r.TS[i] != ts {
+		panic(fmt.Sprintf("rskeen: p%d: group %d chose local timestamps %s and %s for %s", c.ID, g, r.TS[i], ts, r.M.ID))
+	}
+	r.TS[i] = ts
+}
+
+// SetSoft files group g's proposed local timestamp for r (latest wins).
+func (c *Core) SetSoft(r *Rec, g wire.GroupID, ts wire.Timestamp) {
+	if !r.Known {
+		r.early = append(r.early, early{g: g, ts: ts, soft: true})
+		return
+	}
+	r.Soft[r.M.DestIndex(g)] = ts
+}
+
+// MaxTS returns the maximum of ts and whether every entry is set.
+func MaxTS(ts []wire.Timestamp) (wire.Timestamp, bool) {
+	var m wire.Timestamp
+	for _, t := range ts {
+		if t.IsZero() {
+			return wire.Timestamp{}, false
+		}
+		m = wire.MaxTS(m, t)
+	}
+	return m, true
+}
+
+// Assign records that the log chose lts as the group's local timestamp of
+// r: r becomes pending (or, when a restored store says it was delivered
+// before the crash, committed and delivered).
+func (c *Core) Assign(r *Rec, lts wire.Timestamp) {
+	r.Phase = Assigned
+	r.LTS = lts
+	r.TS[r.M.DestIndex(c.G)] = lts
+	r.since = c.Ticks()
+	if d := r.restore; d != nil {
+		if d.lts != lts {
+			panic(fmt.Sprintf("rskeen: p%d: %s re-executed with lts %s, delivered with %s", c.ID, r.M.ID, lts, d.lts))
+		}
+		r.Phase, r.GTS, r.Delivered, r.restore = Committed, d.gts, true, nil
+		delete(c.open, r.M.ID)
+		return
+	}
+	c.pending.Push(tsheap.Entry{TS: lts, ID: r.M.ID})
+}
+
+// Commit fixes r's global timestamp and delivers what the delivery rule
+// allows.
+func (c *Core) Commit(r *Rec, gts wire.Timestamp) {
+	if r.Phase == Committed {
+		if r.GTS != gts {
+			panic(fmt.Sprintf("rskeen: p%d: %s committed with %s and %s", c.ID, r.M.ID, r.GTS, gts))
+		}
+		return
+	}
+	r.Phase, r.GTS = Committed, gts
+	r.since = c.Ticks()
+	delete(c.open, r.M.ID)
+	c.committed.Push(tsheap.Entry{TS: gts, ID: r.M.ID})
+	c.tryDeliver()
+}
+
+// tryDeliver is Skeen's delivery rule: deliver committed messages in
+// global-timestamp order while no pending message has a local timestamp at
+// or below the next one's.
+func (c *Core) tryDeliver() {
+	for c.committed.Len() > 0 {
+		top := c.committed.Top()
+		r := c.recs[top.ID]
+		if r == nil || r.Delivered || r.Phase != Committed || r.GTS != top.TS {
+			c.committed.Pop()
+			continue
+		}
+		for c.pending.Len() > 0 {
+			e := c.pending.Top()
+			if pr := c.recs[e.ID]; pr != nil && pr.Phase == Assigned && pr.LTS == e.TS {
+				break
+			}
+			c.pending.Pop()
+		}
+		if c.pending.Len() > 0 && c.pending.Top().TS.LessEq(top.TS) {
+			return
+		}
+		c.committed.Pop()
+		if !c.maxDelivered.Less(r.GTS) {
+			panic(fmt.Sprintf("rskeen: p%d delivers %s with gts %s after %s", c.ID, r.M.ID, r.GTS, c.maxDelivered))
+		}
+		r.Delivered = true
+		c.maxDelivered = r.GTS
+		c.DeliverDurable(r.M, r.GTS, &wire.RecDelivered{M: r.M, LTS: r.LTS, GTS: r.GTS})
+		c.Reply(r)
+	}
+}
+
+// Reply answers the client if this replica leads the message's first
+// destination group.
+func (c *Core) Reply(r *Rec) {
+	if c.Log.IsLeader() && r.M.Dest[0] == c.G && !c.Topo.IsReplica(r.M.ID.Client) {
+		c.SendTo(r.M.ID.Client, &wire.Delivered{ID: r.M.ID, G: c.G, GTS: r.GTS, Leader: c.ID})
+	}
+}
+
+// MayResend reports whether r's timestamp may be re-sent now (at most once
+// per two ticks: retries from many processes cost one re-send) and notes
+// the re-send.
+func (c *Core) MayResend(r *Rec) bool {
+	t := c.Ticks()
+	if r.sentAt != 0 && t < r.sentAt-1+2 {
+		return false
+	}
+	r.sentAt = t + 1
+	return true
+}
+
+// Touch notes progress on r (its re-multicast timer restarts).
+func (c *Core) Touch(r *Rec) { r.since = c.Ticks() }
+
+// SortedIDs returns the ids of the records in id order.
+func (c *Core) SortedIDs() []wire.MsgID {
+	ids := make([]wire.MsgID, 0, len(c.recs))
+	for id := range c.recs {
+		ids = append(ids, id)
+	}
+	slices.SortFunc(ids, func(a, b wire.MsgID) int {
+		if a.Less(b) {
+			return -1
+		}
+		if b.Less(a) {
+			return 1
+		}
+		return 0
+	})
+	return ids
+}
+
+// remulticastBatch bounds the messages one replica re-multicasts per round.
+const remulticastBatch = 8
+
+// Remulticast is the liveness timer: a message known here, not committed,
+// without progress for RetryTicks (leaders; followers wait longer,
+// staggered by their position) is sent again as MULTICAST to every member
+// of its destination groups, lowest local timestamp first, a few per round.
+// A leader handles a MULTICAST it knows by re-sending its group's timestamp.
+func (c *Core) Remulticast() {
+	t := c.Ticks()
+	if t%uint64(max(c.retryTicks/2, 1)) != 0 || c.Log.Status() == paxos.Candidate {
+		return
+	}
+	rt := uint64(c.retryTicks)
+	if !c.Log.IsLeader() {
+		rt *= uint64(2 + c.GI)
+	}
+	type stuck struct {
+		key wire.Timestamp
+		id  wire.MsgID
+	}
+	var ss []stuck
+	for id, r := range c.open {
+		if r.Known && !r.Delivered && r.Phase != Committed && t >= r.since+rt {
+			ss = append(ss, stuck{r.LTS, id})
+		}
+	}
+	sort.Slice(ss, func(i, j int) bool {
+		if ss[i].key != ss[j].key {
+			return ss[i].key.Less(ss[j].key)
+		}
+		return ss[i].id.Less(ss[j].id)
+	})
+	if len(ss) > remulticastBatch {
+		ss = ss[:remulticastBatch]
+	}
+	for _, s := range ss {
+		r := c.recs[s.id]
+		r.since = t
+		c.cov.Remulticasts++
+		mc := &wire.Multicast{M: r.M}
+		for _, g := range r.M.Dest {
+			c.SendGroup(g, mc)
+		}
+	}
+}
+
+// Store is the durable image of a replica of a replicated-Skeen protocol:
+// its Paxos log and its deliveries.
+type Store struct {
+	Log          *paxos.Store
+	delivered    map[wire.MsgID]delivered
+	maxDelivered wire.Timestamp
+}
+
+// NewStore returns an empty store.
+func NewStore() *Store {
+	return &Store{Log: paxos.NewStore(), delivered: map[wire.MsgID]delivered{}}
+}
+
+var _ amcast.Store = (*Store)(nil)
+
+// Apply implements amcast.Store.
+func (st *Store) Apply(rec wire.Message) error {
+	if st.Log.Apply(rec) {
+		return nil
+	}
+	r, ok := rec.(*wire.RecDelivered)
+	if !ok {
+		return fmt.Errorf("rskeen: store cannot apply %s", rec.Kind())
+	}
+	st.delivered[r.M.ID] = delivered{lts: r.LTS, gts: r.GTS}
+	st.maxDelivered = wire.MaxTS(st.maxDelivered, r.GTS)
+	return nil
+}
+
+// Messages returns the number of log slots the store holds.
+func (st *Store) Messages() int { return st.Log.Slots() }
