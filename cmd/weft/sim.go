@@ -17,7 +17,7 @@ import (
 
 func simCmd() *cobra.Command {
 	c := &cobra.Command{Use: "sim", Short: "Run protocols in the deterministic simulator"}
-	c.AddCommand(simRunCmd(), simLatencyCmd(), simCostCmd(), simSweepCmd(), simFailoverCmd(), simGCCmd())
+	c.AddCommand(simRunCmd(), simLatencyCmd(), simCostCmd(), simSweepCmd(), simFailoverCmd(), simGCCmd(), simGossipCmd())
 	return c
 }
 
