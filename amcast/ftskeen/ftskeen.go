@@ -80,17 +80,10 @@ var (
 // New returns a replica in its initial state (each group's first member
 // leads).
 func New(cfg Config) (*Process, error) {
-	pc := cfg.paxos()
-	if err := pc.WithDefaults(); err != nil {
+	p := &Process{}
+	if err := p.Open(p, cfg.paxos(), rskeen.Config{RetryTicks: cfg.RetryTicks}, nil); err != nil {
 		return nil, fmt.Errorf("ftskeen: %w", err)
 	}
-	p := &Process{}
-	p.Init(cfg.Topology, cfg.ID, rskeen.Config{RetryTicks: cfg.RetryTicks})
-	l, err := paxos.New(pc, p, &p.Outbox)
-	if err != nil {
-		return nil, err
-	}
-	p.Log = l
 	return p, nil
 }
 
@@ -105,19 +98,10 @@ func NewStore() *Store { return rskeen.NewStore() }
 // as a follower, re-executes the chosen prefix of its log and does not
 // deliver again what it delivered durably. Config.Detector must be fresh.
 func Restore(cfg Config, st *Store) (*Process, error) {
-	pc := cfg.paxos()
-	if err := pc.WithDefaults(); err != nil {
+	p := &Process{}
+	if err := p.Open(p, cfg.paxos(), rskeen.Config{RetryTicks: cfg.RetryTicks}, st); err != nil {
 		return nil, fmt.Errorf("ftskeen: %w", err)
 	}
-	p := &Process{}
-	p.Init(cfg.Topology, cfg.ID, rskeen.Config{RetryTicks: cfg.RetryTicks})
-	l, err := paxos.Restore(pc, p, &p.Outbox, st.Log)
-	if err != nil {
-		return nil, err
-	}
-	p.Log = l
-	p.RestoreDelivered(st)
-	l.Replay()
 	return p, nil
 }
 

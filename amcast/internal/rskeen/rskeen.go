@@ -109,6 +109,28 @@ func (c *Core) Init(topo *amcast.Topology, id wire.ProcID, cfg Config) {
 	}
 }
 
+// Open sets up the core of a replica and its Paxos log, fresh (st nil)
+// or restored from st after a crash: the replica comes back as a follower,
+// re-executes the chosen prefix of its log and does not deliver again what
+// it delivered durably. host is the protocol embedding the core.
+func (c *Core) Open(host paxos.Host, pc paxos.Config, cfg Config, st *Store) error {
+	if err := pc.WithDefaults(); err != nil {
+		return err
+	}
+	c.Init(pc.Topology, pc.ID, cfg)
+	var err error
+	if st == nil {
+		c.Log, err = paxos.New(pc, host, &c.Outbox)
+		return err
+	}
+	if c.Log, err = paxos.Restore(pc, host, &c.Outbox, st.Log); err != nil {
+		return err
+	}
+	c.RestoreDelivered(st)
+	c.Log.Replay()
+	return nil
+}
+
 // RestoreDelivered marks the deliveries of a restored store as done.
 func (c *Core) RestoreDelivered(st *Store) {
 	for id, d := range st.delivered {
