@@ -33,6 +33,28 @@ func (id MsgID) Less(o MsgID) bool {
 	return id.Seq < o.Seq
 }
 
+// Compare returns -1, 0 or +1 (client, then sequence).
+func (id MsgID) Compare(o MsgID) int {
+	switch {
+	case id.Less(o):
+		return -1
+	case o.Less(id):
+		return 1
+	}
+	return 0
+}
+
+// SortedIDs returns the keys of m in id order (map order is random; outputs
+// of deterministic state machines must not depend on it).
+func SortedIDs[V any](m map[MsgID]V) []MsgID {
+	ids := make([]MsgID, 0, len(m))
+	for id := range m {
+		ids = append(ids, id)
+	}
+	slices.SortFunc(ids, MsgID.Compare)
+	return ids
+}
+
 // Timestamp is a Skeen timestamp (time, group). Timestamps are ordered
 // lexicographically; ties on time are broken by group id. The zero value is
 // the bottom timestamp ⊥: real timestamps have T >= 1.

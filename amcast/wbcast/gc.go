@@ -92,15 +92,7 @@ func (p *Process) collect() {
 	if len(ids) == 0 {
 		return
 	}
-	slices.SortFunc(ids, func(a, b wire.MsgID) int {
-		if a.Less(b) {
-			return -1
-		}
-		if b.Less(a) {
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(ids, wire.MsgID.Compare)
 	for _, id := range ids {
 		delete(p.recs, id)
 		p.done.add(id)

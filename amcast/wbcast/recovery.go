@@ -145,15 +145,7 @@ func (p *Process) onNewLeaderAck(from wire.ProcID, a *wire.NewLeaderAck) error {
 	for _, s := range merged {
 		state = append(state, *s)
 	}
-	slices.SortFunc(state, func(a, b wire.MsgState) int {
-		if a.M.ID.Less(b.M.ID) {
-			return -1
-		}
-		if b.M.ID.Less(a.M.ID) {
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(state, func(a, b wire.MsgState) int { return a.M.ID.Compare(b.M.ID) })
 	p.cballot = c.b
 	p.adopt(c.b, clock, state)
 	c.stateAcks = 1 << p.gi

@@ -120,20 +120,7 @@ func (st *Store) Apply(rec wire.Message) error {
 // length of the history.
 func (st *Store) Snapshot() *wire.RecSnapshot {
 	snap := &wire.RecSnapshot{Ballot: st.Ballot, CBallot: st.CBallot, Clock: st.Clock, MaxDelivered: st.maxDelivered}
-	ids := make([]wire.MsgID, 0, len(st.msgs))
-	for id := range st.msgs {
-		ids = append(ids, id)
-	}
-	slices.SortFunc(ids, func(a, b wire.MsgID) int {
-		if a.Less(b) {
-			return -1
-		}
-		if b.Less(a) {
-			return 1
-		}
-		return 0
-	})
-	for _, id := range ids {
+	for _, id := range wire.SortedIDs(st.msgs) {
 		m := st.msgs[id]
 		snap.Msgs = append(snap.Msgs, m.s)
 		snap.Delivered = append(snap.Delivered, m.delivered)

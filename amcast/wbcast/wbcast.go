@@ -32,7 +32,6 @@ package wbcast
 
 import (
 	"fmt"
-	"slices"
 
 	"github.com/weft-dev/weft/amcast"
 	"github.com/weft-dev/weft/amcast/internal/tsheap"
@@ -727,19 +726,4 @@ func (p *Process) raiseLinf(g wire.GroupID, ts wire.Timestamp) {
 
 // sortedIDs returns the ids of the records, sorted (map order is random and
 // outputs must be deterministic).
-func (p *Process) sortedIDs() []wire.MsgID {
-	ids := make([]wire.MsgID, 0, len(p.recs))
-	for id := range p.recs {
-		ids = append(ids, id)
-	}
-	slices.SortFunc(ids, func(a, b wire.MsgID) int {
-		if a.Less(b) {
-			return -1
-		}
-		if b.Less(a) {
-			return 1
-		}
-		return 0
-	})
-	return ids
-}
+func (p *Process) sortedIDs() []wire.MsgID { return wire.SortedIDs(p.recs) }

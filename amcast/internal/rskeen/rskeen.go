@@ -8,7 +8,6 @@ package rskeen
 
 import (
 	"fmt"
-	"slices"
 	"sort"
 
 	"github.com/weft-dev/weft/amcast"
@@ -386,22 +385,7 @@ func (c *Core) MayResend(r *Rec) bool {
 func (c *Core) Touch(r *Rec) { r.since = c.Ticks() }
 
 // SortedIDs returns the ids of the records in id order.
-func (c *Core) SortedIDs() []wire.MsgID {
-	ids := make([]wire.MsgID, 0, len(c.recs))
-	for id := range c.recs {
-		ids = append(ids, id)
-	}
-	slices.SortFunc(ids, func(a, b wire.MsgID) int {
-		if a.Less(b) {
-			return -1
-		}
-		if b.Less(a) {
-			return 1
-		}
-		return 0
-	})
-	return ids
-}
+func (c *Core) SortedIDs() []wire.MsgID { return wire.SortedIDs(c.recs) }
 
 // remulticastBatch bounds the messages one replica re-multicasts per round.
 const remulticastBatch = 8
