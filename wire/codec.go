@@ -171,7 +171,10 @@ func Append(buf []byte, m Message) []byte {
 			}
 		}
 	default:
-		buf, _ = appendPaxos(buf, m)
+		var ok bool
+		if buf, ok = appendPaxos(buf, m); !ok {
+			buf, _ = appendNodeMsg(buf, m)
+		}
 	}
 	return buf
 }
@@ -332,6 +335,9 @@ func Size(m Message) int {
 			panic("wire: encoding a nil Message")
 		}
 		if b, ok := sizePaxos(m); ok {
+			return n + b
+		}
+		if b, ok := sizeNodeMsg(m); ok {
 			return n + b
 		}
 		panic("wire: encoding unknown message type " + fmt.Sprintf("%T", m))
@@ -546,6 +552,9 @@ func Decode(b []byte) (Message, error) {
 		m = x
 	default:
 		x, ok := d.decodePaxos()
+		if !ok {
+			x, ok = d.decodeNodeMsg()
+		}
 		if !ok {
 			return nil, fmt.Errorf("%w: kind byte %d", ErrUnknownKind, b[1])
 		}

@@ -115,6 +115,11 @@ func samples() []struct {
 			`REC_SLOT_ACCEPTED b=0.p3 slot=7 FINAL 7.1 dest=[0 2] gts=5.g2`},
 		{&RecSlotDecided{Slot: 8, Cmd: Command{Op: CmdNoop}},
 			`REC_SLOT_DECIDED slot=8 NOOP`},
+		{&Gossip{Data: []byte{1, 2, 3}}, `GOSSIP 3B`},
+		{&ViewRequest{}, `VIEW_REQUEST`},
+		{&View{Entries: []ViewEntry{{ID: 0, Group: 0, Ballot: Ballot{2, 0}, Leader: true, Alive: true, Addr: "127.0.0.1:7100"},
+			{ID: 4, Group: 1, Ballot: Ballot{1, 3}}}},
+			`VIEW p0:g0:2.p0:leader@127.0.0.1:7100 p4:g1:1.p3:down`},
 	}
 }
 
@@ -433,6 +438,19 @@ func randMessage(r *rand.Rand, k Kind) Message {
 		return &RecSlotAccepted{B: randBallot(r), Slot: randNum(r, 64), Cmd: randCommand(r)}
 	case KindRecSlotDecided:
 		return &RecSlotDecided{Slot: randNum(r, 64), Cmd: randCommand(r)}
+	case KindGossip:
+		return &Gossip{Data: randBytes(r)}
+	case KindViewRequest:
+		return &ViewRequest{}
+	case KindView:
+		var es []ViewEntry
+		id := ProcID(0)
+		for range r.IntN(4) {
+			id += ProcID(1 + randNum(r, 16))
+			es = append(es, ViewEntry{ID: id, Group: GroupID(randNum(r, 32)), Ballot: randBallot(r),
+				Leader: r.IntN(2) == 0, Alive: r.IntN(2) == 0, Addr: string(randBytes(r))})
+		}
+		return &View{Entries: es}
 	}
 	panic("randMessage: kind " + k.String())
 }
@@ -493,7 +511,7 @@ func TestDecodeErrors(t *testing.T) {
 		{"version 2", badVersion, ErrVersion, "version byte 2"},
 		{"version 0", zeroVersion, ErrVersion, "version byte 0"},
 		{"kind 0", raw(Version, KindInvalid), ErrUnknownKind, "kind byte 0"},
-		{"kind end of messages", raw(Version, kindEndMessages), ErrUnknownKind, "kind byte 20"},
+		{"kind end of messages", raw(Version, kindEndMessages), ErrUnknownKind, "kind byte 23"},
 		{"kind 99", raw(Version, 99), ErrUnknownKind, "kind byte 99"},
 		{"kind end of records", raw(Version, kindEndRecords), ErrUnknownKind, "kind byte 108"},
 		{"kind 255", raw(Version, 255), ErrUnknownKind, "kind byte 255"},
@@ -711,4 +729,16 @@ func BenchmarkDecodeAccept(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(len(enc)), "bytes/msg")
+}
+
+// randBytes returns a short random byte string (possibly empty).
+func randBytes(r *rand.Rand) []byte {
+	b := make([]byte, r.IntN(12))
+	for i := range b {
+		b[i] = byte(r.IntN(256))
+	}
+	if len(b) == 0 {
+		return nil
+	}
+	return b
 }

@@ -137,7 +137,7 @@ func describe(sb *strings.Builder, m Message) {
 		descClock(sb, m.Clock)
 		descStates(sb, m.State)
 	default:
-		if !describePaxos(sb, m) {
+		if !describePaxos(sb, m) && !describeNodeMsg(sb, m) {
 			fmt.Fprintf(sb, " %T", m)
 		}
 	}
@@ -181,7 +181,7 @@ func isNilPtr(m Message) bool {
 	case *RecSnapshot:
 		return m == nil
 	}
-	return isNilPaxos(m)
+	return isNilPaxos(m) || isNilNodeMsg(m)
 }
 
 func descID(sb *strings.Builder, id MsgID) {

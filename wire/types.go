@@ -178,6 +178,9 @@ const (
 	KindPaxosHeartbeat
 	KindSoftTS
 	KindHardTS
+	KindGossip
+	KindViewRequest
+	KindView
 	kindEndMessages
 )
 
@@ -221,6 +224,9 @@ var kindNames = map[Kind]string{
 	KindPaxosHeartbeat:  "PAXOS_HEARTBEAT",
 	KindSoftTS:          "SOFT_TS",
 	KindHardTS:          "HARD_TS",
+	KindGossip:          "GOSSIP",
+	KindViewRequest:     "VIEW_REQUEST",
+	KindView:            "VIEW",
 	KindRecSlotAccepted: "REC_SLOT_ACCEPTED",
 	KindRecSlotDecided:  "REC_SLOT_DECIDED",
 }
