@@ -22,6 +22,13 @@
 //	0 = "10.0.0.1:7100"
 //	...
 //
+//	[gossip]                       # gossip membership (optional table)
+//	enabled = true                 # default true
+//	profile = "lan"                # local, lan or cassandra (default lan)
+//	interval = "200ms"             # gossip round (default: the profile's; 5ms..1m)
+//	phi_threshold = 8              # conviction threshold (default: the profile's; (0, 100])
+//	seeds = [0, 3]                 # default: the first member of every group
+//
 // (sample.toml, also available as Sample, is a complete commented file.)
 //
 // Keys are checked strictly: an unknown key, a value of the wrong type,
@@ -131,6 +138,8 @@ type Config struct {
 	// host:port address. Table "[nodes]"; required; exactly the ids in
 	// Groups.
 	Nodes map[string]string `toml:"nodes"`
+	// Gossip is the [gossip] table (see Gossip).
+	Gossip Gossip `toml:"gossip"`
 }
 
 // FieldError is a configuration error about one key.
@@ -229,6 +238,7 @@ func (c *Config) setDefaults(md toml.MetaData, kind Kind) error {
 	}
 	str(&c.Cluster, "cluster", DefaultCluster)
 	str(&c.LogLevel, "log_level", DefaultLogLevel)
+	c.setGossipDefaults(md)
 	if !md.IsDefined("wal_segment_size") {
 		c.WALSegmentSize = DefaultWALSegmentSize
 	}
@@ -347,6 +357,9 @@ func (c *Config) validate(kind Kind) error {
 			return err
 		}
 	}
+	if err := c.validateGossip(seen); err != nil {
+		return err
+	}
 	if kind == Cluster {
 		return nil
 	}
@@ -451,5 +464,6 @@ func (c *Config) Format() string {
 	for _, id := range keys {
 		fmt.Fprintf(&sb, "%d = %s\n", id, q(c.Nodes[strconv.FormatUint(id, 10)]))
 	}
+	c.formatGossip(&sb)
 	return sb.String()
 }
