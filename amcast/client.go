@@ -85,6 +85,22 @@ func (c *Client) Tick() {
 	}
 }
 
+// SetLeader sets the client's view of group g's leader to p (from a
+// membership view); new messages to g go to p. p must be a member of g.
+func (c *Client) SetLeader(g wire.GroupID, p wire.ProcID) error {
+	if int(g) >= len(c.leaders) {
+		return fmt.Errorf("amcast: no group %d", g)
+	}
+	if pg, ok := c.topo.GroupOf(p); !ok || pg != g {
+		return fmt.Errorf("amcast: p%d is not a member of group %d", p, g)
+	}
+	c.leaders[g] = p
+	return nil
+}
+
+// Leader returns the client's view of group g's leader.
+func (c *Client) Leader(g wire.GroupID) wire.ProcID { return c.leaders[g] }
+
 // Outstanding returns the number of messages awaiting a reply.
 func (c *Client) Outstanding() int { return len(c.out) }
 

@@ -8,9 +8,16 @@
 // reply within RetryTicks ticks it is sent again, with the same id, to
 // every member of its destination groups (with exponential backoff up to
 // 8 x RetryTicks), so it survives lost messages and leader changes, and
-// is delivered at most once whatever the retries. The leader view starts
-// at each group's first member and follows the Leader hint of every
-// DELIVERED reply. (Gossip-based discovery will replace the guessing.)
+// is delivered at most once whatever the retries.
+//
+// Leader discovery: the client asks one node at a time (rotating through
+// Nodes) for its gossip view (VIEW_REQUEST; any node answers for the whole
+// cluster) at start, every ViewTicks ticks and after a retry, and sends
+// each group's messages to the member the view shows leading with the
+// highest ballot among those judged up. The Leader hint of every DELIVERED
+// reply updates the view between two answers. Before the first answer
+// (or against nodes without gossip) it starts at each group's first
+// member.
 //
 // Message ids are (client id, sequence number), sequences counting from 1.
 // Two clients must never share an id: a node remembers delivered ids and
@@ -38,6 +45,7 @@ import (
 const (
 	DefaultTick       = 10 * time.Millisecond
 	DefaultRetryTicks = 20
+	DefaultViewTicks  = 50
 )
 
 // ErrClosed is returned by Multicast after Close.
@@ -58,6 +66,9 @@ type Config struct {
 	Tick time.Duration
 	// RetryTicks is the reply timeout in ticks (default DefaultRetryTicks).
 	RetryTicks int
+	// ViewTicks is how often, in ticks, the client asks a node for the
+	// cluster's view (default DefaultViewTicks; negative never asks).
+	ViewTicks int
 	// OnMulticast, if set, is called for each message just before it is
 	// first sent, from the client's goroutine (a history recorder logs the
 	// multicast event there).
@@ -91,6 +102,7 @@ type request struct {
 type reply struct {
 	from wire.ProcID
 	d    *wire.Delivered
+	v    *wire.View
 }
 
 // Client multicasts messages to a cluster. It is safe for concurrent use.
@@ -108,10 +120,16 @@ type Client struct {
 	seq     uint64
 	waiting map[wire.MsgID]*request
 	hint    map[wire.MsgID]reply
+	nodes   []wire.ProcID // every node, in the order views are asked
+	ticks   int
+	nextAsk int // next view request at this tick
+	asked   int // views requested
+	seenRe  int // retries when the last view was asked
 
 	mu      sync.Mutex
 	leaders []wire.ProcID
 	retries int
+	views   int // views applied
 }
 
 // New starts a client. It dials every node in the background; messages
@@ -125,6 +143,9 @@ func New(cfg Config) (*Client, error) {
 	}
 	if cfg.RetryTicks == 0 {
 		cfg.RetryTicks = DefaultRetryTicks
+	}
+	if cfg.ViewTicks == 0 {
+		cfg.ViewTicks = DefaultViewTicks
 	}
 	if cfg.Tick < time.Millisecond || cfg.RetryTicks < 1 {
 		return nil, fmt.Errorf("client: Tick %v below 1ms or RetryTicks %d below 1", cfg.Tick, cfg.RetryTicks)
@@ -165,8 +186,10 @@ func New(cfg Config) (*Client, error) {
 				return nil, fmt.Errorf("client: no address for node %d", p)
 			}
 			peers[p] = addr
+			c.nodes = append(c.nodes, p)
 		}
 	}
+	rand.Shuffle(len(c.nodes), func(i, j int) { c.nodes[i], c.nodes[j] = c.nodes[j], c.nodes[i] })
 	c.tr, err = transport.New(transport.Config{
 		ClusterName: cfg.Cluster,
 		Self:        cfg.ID,
@@ -200,13 +223,25 @@ func (c *Client) Retries() int {
 	return c.retries
 }
 
+// Views returns how many cluster views the client applied.
+func (c *Client) Views() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.views
+}
+
 func (c *Client) handle(from wire.ProcID, m wire.Message) {
-	d, ok := m.(*wire.Delivered)
-	if !ok {
+	var rp reply
+	switch m := m.(type) {
+	case *wire.Delivered:
+		rp = reply{from: from, d: m}
+	case *wire.View:
+		rp = reply{from: from, v: m}
+	default:
 		return
 	}
 	select {
-	case c.in <- reply{from: from, d: d}:
+	case c.in <- rp:
 	case <-c.stop:
 	}
 }
@@ -265,6 +300,8 @@ func (c *Client) run() {
 			c.reply(rp)
 		case <-ticker.C:
 			c.m.Tick()
+			c.ticks++
+			c.askView()
 		}
 		if c.m.HasReady() {
 			c.ready()
@@ -286,7 +323,53 @@ func (c *Client) submit(r *request) {
 	c.waiting[m.ID] = r
 }
 
+// askView asks the next node for the cluster's view: on the first tick,
+// every ViewTicks ticks, and at the first tick after a retry.
+func (c *Client) askView() {
+	if c.cfg.ViewTicks < 0 || len(c.nodes) == 0 {
+		return
+	}
+	if c.ticks < c.nextAsk && c.m.Retries() == c.seenRe {
+		return
+	}
+	c.seenRe = c.m.Retries()
+	c.nextAsk = c.ticks + c.cfg.ViewTicks
+	c.tr.Send(c.nodes[c.asked%len(c.nodes)], &wire.ViewRequest{})
+	c.asked++
+}
+
+// applyView points each group at the member the view shows leading with
+// the highest ballot among those judged up.
+func (c *Client) applyView(v *wire.View) {
+	best := map[wire.GroupID]wire.ViewEntry{}
+	for _, e := range v.Entries {
+		if !e.Leader || !e.Alive {
+			continue
+		}
+		if g, ok := c.cfg.Topology.GroupOf(e.ID); !ok || g != e.Group {
+			continue
+		}
+		if b, ok := best[e.Group]; !ok || b.Ballot.Less(e.Ballot) {
+			best[e.Group] = e
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(v.Entries) > 0 {
+		c.views++
+	}
+	for g, e := range best {
+		if c.m.SetLeader(g, e.ID) == nil {
+			c.leaders[g] = e.ID
+		}
+	}
+}
+
 func (c *Client) reply(rp reply) {
+	if rp.v != nil {
+		c.applyView(rp.v)
+		return
+	}
 	d := rp.d
 	if err := c.m.Step(wire.Envelope{From: rp.from, To: c.cfg.ID, Msg: d}); err != nil {
 		return // a reply naming a non-replica leader or an unknown group

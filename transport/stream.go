@@ -164,8 +164,8 @@ func (t *Transport) readLoop(fr *FrameReader, from wire.ProcID, mode readMode) (
 			if k >= wire.KindRecBallot {
 				return ReasonBadMessage, fmt.Errorf("durable record %s sent as a message", k)
 			}
-			if mode == modeFromClient && k != wire.KindMulticast {
-				return ReasonForbiddenKind, fmt.Errorf("clients may send only %s, got %s", wire.KindMulticast, k)
+			if mode == modeFromClient && k != wire.KindMulticast && k != wire.KindViewRequest {
+				return ReasonForbiddenKind, fmt.Errorf("clients may send only %s and %s, got %s", wire.KindMulticast, wire.KindViewRequest, k)
 			}
 			t.cfg.Handler(from, m)
 		case FrameClose:
