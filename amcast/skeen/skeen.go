@@ -77,6 +77,10 @@ func (p *Process) Tick() {}
 // Clock returns the process's Lamport clock.
 func (p *Process) Clock() uint64 { return p.clock }
 
+// Retained returns the number of messages the process holds (delivered
+// ones keep a tombstone).
+func (p *Process) Retained() int { return len(p.recs) }
+
 func (p *Process) send(to wire.ProcID, m wire.Message) {
 	if to == p.id {
 		p.local = append(p.local, wire.Envelope{From: p.id, To: p.id, Msg: m})

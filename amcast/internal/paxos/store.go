@@ -71,3 +71,30 @@ func (st *Store) sortedSlots() []uint64 {
 	slices.Sort(ns)
 	return ns
 }
+
+// Snapshot returns records from which Apply, on an empty store, rebuilds
+// this store exactly (promise, and every slot's accepted ballot, value and
+// decision): a REC_BALLOT with the promise (if any), then for each slot in
+// order a REC_SLOT_ACCEPTED with its accepted ballot and value (omitted for
+// a chosen slot whose accepted ballot is the zero ballot, which an empty
+// slot already has) and, if the slot is chosen, a REC_SLOT_DECIDED. A node
+// writes these records as its compaction snapshot. Superseded promises
+// and values (overwritten by later records) are what compaction drops;
+// the chosen prefix itself is kept, since a restored member re-executes
+// it.
+func (st *Store) Snapshot() []wire.Message {
+	out := make([]wire.Message, 0, 1+2*len(st.slots))
+	if st.Ballot != (wire.Ballot{}) {
+		out = append(out, &wire.RecBallot{Ballot: st.Ballot})
+	}
+	for _, n := range st.sortedSlots() {
+		s := st.slots[n]
+		if !s.decided || s.accB != (wire.Ballot{}) {
+			out = append(out, &wire.RecSlotAccepted{B: s.accB, Slot: n, Cmd: s.cmd})
+		}
+		if s.decided {
+			out = append(out, &wire.RecSlotDecided{Slot: n, Cmd: s.cmd})
+		}
+	}
+	return out
+}

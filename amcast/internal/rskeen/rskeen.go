@@ -465,3 +465,18 @@ func (st *Store) Apply(rec wire.Message) error {
 
 // Messages returns the number of log slots the store holds.
 func (st *Store) Messages() int { return st.Log.Slots() }
+
+// Snapshot returns records from which Apply, on an empty store, rebuilds
+// this store: the Paxos log's snapshot (paxos.Store.Snapshot), then one
+// REC_DELIVERED per delivered message, in id order. The store keeps only
+// the id and timestamps of a delivery, so those records carry the
+// message's id without its destinations or payload (the log's ASSIGN
+// command holds the message itself).
+func (st *Store) Snapshot() []wire.Message {
+	out := st.Log.Snapshot()
+	for _, id := range wire.SortedIDs(st.delivered) {
+		d := st.delivered[id]
+		out = append(out, &wire.RecDelivered{M: wire.AppMsg{ID: id}, LTS: d.lts, GTS: d.gts})
+	}
+	return out
+}
