@@ -74,6 +74,10 @@ func openDeliveryLog(path string, cfg check.Config, proc, group int) (*deliveryL
 			f.Close()
 			return nil, fmt.Errorf("node: deliveries log %s: %w", path, err)
 		}
+		if h.Config.Protocol != cfg.Protocol {
+			f.Close()
+			return nil, fmt.Errorf("node: deliveries log %s was written by a %s node, not %s", path, h.Config.Protocol, cfg.Protocol)
+		}
 		if h.Config.Groups != cfg.Groups || h.Config.Replicas != cfg.Replicas {
 			f.Close()
 			return nil, fmt.Errorf("node: deliveries log %s was written for %d groups x %d replicas, not %d x %d",

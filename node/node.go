@@ -1,6 +1,7 @@
-// Package node is weft's real node: it drives one WbCast process
-// (amcast/wbcast) with the network (transport), a write-ahead log
-// (storage/wal) and the wall clock.
+// Package node is weft's real node: it drives one process of an atomic
+// multicast protocol (Config.Protocol: WbCast, amcast/wbcast, by default;
+// the FT-Skeen, FastCast and Skeen baselines; see core.go) with the
+// network (transport), a write-ahead log (storage/wal) and the wall clock.
 //
 // One goroutine owns the process. It feeds it the messages the transport
 // receives (through a bounded channel) and a tick every Config.Tick, and
@@ -15,11 +16,14 @@
 //  4. then Advance.
 //
 // On start the node replays its WAL (the latest snapshot and the records
-// after it) into a wbcast.Store and restores the process from it
-// (wbcast.Restore); a node whose data directory has no log yet starts fresh
-// (wbcast.New). When the log has grown by Config.CompactBytes since the
-// last compaction (and by at least twice the last snapshot), the node
-// writes a snapshot of the store and cuts the log (wal.Cut).
+// after it) into the protocol's store (wbcast.Store, or ftskeen.Store for
+// both Paxos-based baselines) and restores the process from it; a node
+// whose data directory has no log yet starts fresh. When the log has grown
+// by Config.CompactBytes since the last compaction (and by at least twice
+// the last snapshot), the node writes a snapshot of the store and cuts
+// the log (wal.Cut). Skeen is not fault tolerant: it runs one replica per
+// group, persists nothing, and a Skeen node refuses to restart from a data
+// directory an earlier run used.
 //
 // The deliveries log (Config.DeliveryLog) is what test harnesses check
 // after a SIGKILL. A delivery is written there only after its record is
@@ -40,7 +44,6 @@ import (
 	"time"
 
 	"github.com/weft-dev/weft/amcast"
-	"github.com/weft-dev/weft/amcast/wbcast"
 	"github.com/weft-dev/weft/internal/check"
 	"github.com/weft-dev/weft/storage/vfs"
 	"github.com/weft-dev/weft/storage/wal"
@@ -68,6 +71,11 @@ type Config struct {
 	ID wire.ProcID
 	// Topology is the group layout, the same at every node.
 	Topology *amcast.Topology
+	// Protocol is the atomic multicast protocol every node of the cluster
+	// runs: "wbcast" (the default, when empty), "ftskeen", "fastcast" or
+	// "skeen" (see Protocols). Skeen is not fault tolerant: it needs
+	// exactly 1 replica per group, and its nodes cannot restart.
+	Protocol string
 	// Peers maps every replica id to its address (this node's entry, if
 	// present, is ignored).
 	Peers map[wire.ProcID]string
@@ -85,8 +93,8 @@ type Config struct {
 	// ElectionTicks: a group member silent this many ticks is suspected,
 	// and its successor starts a ballot (default DefaultElectionTicks).
 	ElectionTicks int
-	// HeartbeatTicks and RetryTicks are passed to wbcast.Config (0: the
-	// wbcast defaults, 1 and 12 ticks).
+	// HeartbeatTicks and RetryTicks are passed to the protocol's Config
+	// (0: the protocol defaults, 1 and 12 ticks; Skeen has no timers).
 	HeartbeatTicks, RetryTicks int
 	// MaxBatch bounds the inputs stepped before one Ready (default
 	// DefaultMaxBatch).
@@ -110,6 +118,17 @@ type Config struct {
 	OnDeliver func(Delivery)
 	// Logger receives node and transport events (default: discard).
 	Logger *slog.Logger
+	// Detector is the failure detector for the protocol core; nil: the
+	// protocol's tick timeout.
+	Detector Detector
+}
+
+// Detector judges the liveness of a node's group members, in protocol
+// ticks. It is the interface of wbcast.Detector and of the baselines'
+// paxos.Detector; it is called from the node's goroutine only.
+type Detector interface {
+	Heard(p wire.ProcID, now uint64)
+	Suspected(p wire.ProcID, now uint64) bool
 }
 
 // Delivery is one message delivered at this node.
@@ -130,6 +149,16 @@ func (c *Config) validate() error {
 	}
 	if c.DataDir == "" {
 		return errors.New("node: Config.DataDir is empty")
+	}
+	if c.Protocol == "" {
+		c.Protocol = DefaultProtocol
+	}
+	ps, err := lookupProtocol(c.Protocol)
+	if err != nil {
+		return err
+	}
+	if err := ps.checkTopology(c.Topology); err != nil {
+		return err
 	}
 	for g := range c.Topology.Groups {
 		for _, p := range c.Topology.Members(wire.GroupID(g)) {
@@ -175,14 +204,14 @@ func (c *Config) validate() error {
 	return nil
 }
 
-// Node runs one WbCast process. See the package documentation.
+// Node runs one process of Config.Protocol. See the package documentation.
 type Node struct {
 	cfg   Config
 	log   *slog.Logger
 	group wire.GroupID
-	m     *wbcast.Process
+	proto *protocolSpec
+	m     core // the process, with its durable image (mirrored to write snapshots)
 	w     *wal.WAL
-	store *wbcast.Store // the durable image, mirrored to write snapshots
 	tr    *transport.Transport
 	dlog  *deliveryLog
 	inbox chan wire.Envelope
@@ -222,6 +251,7 @@ type Stats struct {
 type Status struct {
 	ID           wire.ProcID     `json:"id"`
 	Group        wire.GroupID    `json:"group"`
+	Protocol     string          `json:"protocol"`
 	Role         string          `json:"role"`
 	Leader       bool            `json:"leader"`
 	Ballot       wire.Ballot     `json:"ballot"`
@@ -316,43 +346,27 @@ func (n *Node) open() error {
 		n.lastSnapshot = int64(len(snap))
 	}
 	recs = append(recs, msgs...)
-	st := wbcast.NewStore()
-	n.store = st
-	var durable []*wire.RecDelivered
-	for _, r := range recs {
-		if err := st.Apply(r); err != nil {
-			return fmt.Errorf("node: replaying the log: %w", err)
-		}
-		switch r := r.(type) {
-		case *wire.RecDelivered:
-			durable = append(durable, r)
-		case *wire.RecSnapshot:
-			for i, m := range r.Msgs {
-				if r.Delivered[i] {
-					durable = append(durable, &wire.RecDelivered{M: m.M, LTS: m.LTS, GTS: m.GTS})
-				}
-			}
-		}
-	}
+	durable := durableDeliveries(recs)
 	n.stats.RestoredRecords = len(recs)
 	n.stats.RestoredSnapshotBytes = len(snap)
-	wcfg := wbcast.Config{Topology: cfg.Topology, ID: cfg.ID, HeartbeatTicks: cfg.HeartbeatTicks,
-		ElectionTicks: cfg.ElectionTicks, RetryTicks: cfg.RetryTicks}
-	if fresh && len(recs) == 0 {
-		n.m, err = wbcast.New(wcfg)
-	} else {
-		n.m, err = wbcast.Restore(wcfg, st)
-		b, cb := n.m.Ballot()
-		n.log.Info("restored from the log", "records", len(recs), "snapshot_bytes", len(snap), "wal_first", n.w.FirstIndex(), "wal_last", n.w.LastIndex(),
-			"messages", st.Messages(), "ballot", b, "cballot", cb, "max_delivered", n.m.MaxDelivered())
-	}
-	if err != nil {
+	if n.proto, err = lookupProtocol(cfg.Protocol); err != nil {
 		return err
+	}
+	cc := coreConfig{Topology: cfg.Topology, ID: cfg.ID, HeartbeatTicks: cfg.HeartbeatTicks,
+		ElectionTicks: cfg.ElectionTicks, RetryTicks: cfg.RetryTicks}
+	if n.m, err = newCore(n.proto, cc, cfg.Detector, fresh, recs); err != nil {
+		return err
+	}
+	if !fresh || len(recs) > 0 {
+		b, cb := n.m.ballots()
+		n.log.Info("restored from the log", "protocol", n.proto.name, "records", len(recs), "snapshot_bytes", len(snap),
+			"wal_first", n.w.FirstIndex(), "wal_last", n.w.LastIndex(), "messages", n.m.store().messages(),
+			"ballot", b, "cballot", cb, "max_delivered", n.m.maxDelivered())
 	}
 	if cfg.DeliveryLog == "-" {
 		return nil
 	}
-	hc := check.Config{Protocol: "wbcast", Groups: cfg.Topology.NumGroups(), Replicas: len(cfg.Topology.Groups[0])}
+	hc := check.Config{Protocol: n.proto.name, Groups: cfg.Topology.NumGroups(), Replicas: len(cfg.Topology.Groups[0])}
 	n.dlog, err = openDeliveryLog(cfg.DeliveryLog, hc, int(cfg.ID), int(n.group))
 	if err != nil {
 		return err
@@ -520,8 +534,8 @@ func (n *Node) ready() error {
 		n.stats.Records += uint64(len(rd.Persist))
 		for _, r := range rd.Persist {
 			n.sinceCut += int64(wire.Size(r))
-			if err := n.store.Apply(r); err != nil {
-				return err
+			if err := n.m.store().Apply(r); err != nil {
+				return fmt.Errorf("node: mirroring a persisted record: %w", err)
 			}
 		}
 	}
@@ -559,10 +573,18 @@ func (n *Node) ready() error {
 	return nil
 }
 
-// compact writes a snapshot of the store and cuts the log.
+// compact writes a snapshot of the store and cuts the log. A protocol
+// whose store cannot produce a snapshot keeps its whole log (compaction
+// is then disabled for the rest of the run).
 func (n *Node) compact() error {
 	start := time.Now()
-	snap := encodeSnapshot([]wire.Message{n.store.Snapshot()})
+	recs, ok := n.m.store().snapshot()
+	if !ok {
+		n.cfg.CompactBytes = -1
+		n.log.Info("log compaction disabled: the protocol's store cannot produce a snapshot", "protocol", n.proto.name)
+		return nil
+	}
+	snap := encodeSnapshot(recs)
 	if err := n.w.Cut(snap); err != nil {
 		return err
 	}
@@ -575,21 +597,19 @@ func (n *Node) compact() error {
 }
 
 func (n *Node) publish() {
-	switch leader := n.m.IsLeader(); {
+	b, cb := n.m.ballots()
+	switch leader := n.m.leader(); {
 	case leader && n.leaderSince.IsZero():
 		n.leaderSince = time.Now()
-		b, _ := n.m.Ballot()
 		n.log.Info("leading the group", "ballot", b)
 	case !leader && !n.leaderSince.IsZero():
 		n.leaderSince = time.Time{}
-		b, _ := n.m.Ballot()
 		n.log.Info("no longer leading the group", "ballot", b)
 	}
-	b, cb := n.m.Ballot()
 	st := Status{
-		ID: n.cfg.ID, Group: n.group, Role: n.m.Status().String(), Leader: n.m.IsLeader(),
-		Ballot: b, CBallot: cb, Clock: n.m.Clock(), MaxDelivered: n.m.MaxDelivered(),
-		Retained: n.m.Retained(), Coverage: n.m.Coverage(),
+		ID: n.cfg.ID, Group: n.group, Protocol: n.proto.name, Role: n.m.role(), Leader: n.m.leader(),
+		Ballot: b, CBallot: cb, Clock: n.m.clock(), MaxDelivered: n.m.maxDelivered(),
+		Retained: n.m.retained(), Coverage: n.m.coverage(),
 		WALFirst: n.w.FirstIndex(), WALLast: n.w.LastIndex(), Stats: n.stats, Pid: os.Getpid(), LeaderSince: n.leaderSince,
 	}
 	st.Stats.InboxQueued = len(n.inbox)

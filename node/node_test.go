@@ -26,6 +26,8 @@ type cluster struct {
 	dirs  map[wire.ProcID]string
 	nodes map[wire.ProcID]*Node
 	tune  func(*Config)
+	// protocol is the cluster's protocol (tune's Config.Protocol).
+	protocol string
 
 	mu     sync.Mutex
 	events []check.Event // multicast, crash and restart events
@@ -38,7 +40,14 @@ func newCluster(t *testing.T, groups, replicas int, tune func(*Config)) *cluster
 		t.Fatal(err)
 	}
 	c := &cluster{t: t, topo: topo, addrs: map[wire.ProcID]string{}, dirs: map[wire.ProcID]string{},
-		nodes: map[wire.ProcID]*Node{}, tune: tune}
+		nodes: map[wire.ProcID]*Node{}, tune: tune, protocol: DefaultProtocol}
+	if tune != nil {
+		var probe Config
+		tune(&probe)
+		if probe.Protocol != "" {
+			c.protocol = probe.Protocol
+		}
+	}
 	lns := map[wire.ProcID]net.Listener{}
 	root := t.TempDir()
 	for p := range wire.ProcID(topo.NumReplicas()) {
@@ -176,7 +185,7 @@ func (c *cluster) history(t *testing.T) *check.History {
 	c.mu.Lock()
 	evs := slices.Clone(c.events)
 	c.mu.Unlock()
-	h := &check.History{Config: check.Config{Protocol: "wbcast", Groups: c.topo.NumGroups(), Replicas: len(c.topo.Groups[0])}}
+	h := &check.History{Config: check.Config{Protocol: c.protocol, Groups: c.topo.NumGroups(), Replicas: len(c.topo.Groups[0])}}
 	for p := range wire.ProcID(c.topo.NumReplicas()) {
 		f, err := os.Open(filepath.Join(c.dirs[p], "deliveries.jsonl"))
 		if err != nil {
@@ -320,7 +329,13 @@ func TestNodeTwoGroupsRestartFromSnapshot(t *testing.T) {
 // the WAL sync and the write to the deliveries log (and a torn last
 // line): on restart the node writes exactly the missing deliveries.
 func TestNodeHandsOverDeliveriesMissingFromTheLog(t *testing.T) {
-	c := newCluster(t, 1, 3, nil)
+	for _, protocol := range []string{ProtocolWbCast, ProtocolFTSkeen, ProtocolFastCast} {
+		t.Run(protocol, func(t *testing.T) { testHandOver(t, protocol) })
+	}
+}
+
+func testHandOver(t *testing.T, protocol string) {
+	c := newCluster(t, 1, 3, func(cfg *Config) { cfg.Protocol = protocol })
 	cl := c.client()
 	multicast(t, cl, 60, 4, func(int) []wire.GroupID { return []wire.GroupID{0} })
 	c.waitDelivered(t, 60)

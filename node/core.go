@@ -1,0 +1,341 @@
+package node
+
+import (
+	"fmt"
+
+	"github.com/weft-dev/weft/amcast"
+	"github.com/weft-dev/weft/amcast/fastcast"
+	"github.com/weft-dev/weft/amcast/ftskeen"
+	"github.com/weft-dev/weft/amcast/skeen"
+	"github.com/weft-dev/weft/amcast/wbcast"
+	"github.com/weft-dev/weft/wire"
+)
+
+// Protocol names (Config.Protocol, Status.Protocol, the deliveries log's
+// header).
+const (
+	ProtocolWbCast   = "wbcast"
+	ProtocolFTSkeen  = "ftskeen"
+	ProtocolFastCast = "fastcast"
+	ProtocolSkeen    = "skeen"
+)
+
+// DefaultProtocol is the protocol of a Config with an empty Protocol.
+const DefaultProtocol = ProtocolWbCast
+
+// Protocols lists the protocols a node can run, the default first.
+var Protocols = []string{ProtocolWbCast, ProtocolFTSkeen, ProtocolFastCast, ProtocolSkeen}
+
+// core is the protocol state machine a Node drives, whatever the protocol,
+// with the durable image the node mirrors to write compaction snapshots.
+type core interface {
+	amcast.Machine
+	// role is the process's role for the status ("LEADER", "FOLLOWER",
+	// "RECOVERING", "CANDIDATE").
+	role() string
+	// leader reports whether the process leads its group.
+	leader() bool
+	// ballots returns the ballot the process joined and the ballot of its
+	// state (the same for the baselines, zero for Skeen).
+	ballots() (ballot, cballot wire.Ballot)
+	// clock is the process's logical clock.
+	clock() uint64
+	// maxDelivered is the gts of the last delivery.
+	maxDelivered() wire.Timestamp
+	// retained is the number of messages held in memory.
+	retained() int
+	// coverage returns this incarnation's protocol counters.
+	coverage() amcast.Coverage
+	// store is the durable image: the node applies every record it makes
+	// durable to it.
+	store() coreStore
+}
+
+// coreStore is a protocol's durable image (amcast.Store).
+type coreStore interface {
+	amcast.Store
+	// messages is the number of messages (or log slots) the image holds.
+	messages() int
+	// snapshot returns the records from which Apply, on an empty store,
+	// rebuilds this one: what compaction writes in place of the log. ok
+	// is false if the protocol cannot compact (its log is then kept).
+	snapshot() (recs []wire.Message, ok bool)
+}
+
+// coreConfig is what a protocol core is built from.
+type coreConfig struct {
+	Topology                                  *amcast.Topology
+	ID                                        wire.ProcID
+	HeartbeatTicks, ElectionTicks, RetryTicks int
+}
+
+// protocolSpec describes how a node runs one protocol.
+type protocolSpec struct {
+	name string
+	// faultTolerant: replicas persist their state and restart from it; a
+	// protocol that is not runs one replica per group and never restarts.
+	faultTolerant bool
+	newStore      func() coreStore
+	// open builds a fresh core (st nil) or restores one from st. det is
+	// the failure detector (nil: the protocol's tick timeout).
+	open func(cc coreConfig, det Detector, st coreStore) (core, error)
+}
+
+var protocolSpecs = map[string]*protocolSpec{
+	ProtocolWbCast: {name: ProtocolWbCast, faultTolerant: true,
+		newStore: func() coreStore { return wbcastStore{wbcast.NewStore()} }, open: openWbCast},
+	ProtocolFTSkeen: {name: ProtocolFTSkeen, faultTolerant: true,
+		newStore: func() coreStore { return rskeenStore{ftskeen.NewStore()} }, open: openFTSkeen},
+	ProtocolFastCast: {name: ProtocolFastCast, faultTolerant: true,
+		newStore: func() coreStore { return rskeenStore{fastcast.NewStore()} }, open: openFastCast},
+	ProtocolSkeen: {name: ProtocolSkeen, faultTolerant: false,
+		newStore: func() coreStore { return skeenStore{} }, open: openSkeen},
+}
+
+// lookupProtocol returns the spec of the named protocol ("" is the
+// default).
+func lookupProtocol(name string) (*protocolSpec, error) {
+	if name == "" {
+		name = DefaultProtocol
+	}
+	ps, ok := protocolSpecs[name]
+	if !ok {
+		return nil, fmt.Errorf("node: Config.Protocol %q is not one of %v", name, Protocols)
+	}
+	return ps, nil
+}
+
+// checkTopology reports whether the protocol can run on topo: Skeen is
+// not fault tolerant and needs exactly one replica per group.
+func (ps *protocolSpec) checkTopology(topo *amcast.Topology) error {
+	if ps.faultTolerant {
+		return nil
+	}
+	for g, ms := range topo.Groups {
+		if len(ms) != 1 {
+			return fmt.Errorf("node: Config.Protocol %q is not fault tolerant and needs exactly 1 replica per group; Config.Topology group %d has %d",
+				ps.name, g, len(ms))
+		}
+	}
+	return nil
+}
+
+// newCore builds the node's protocol core. A node whose data directory has
+// no log yet (fresh) starts in the initial state; otherwise recs (the
+// latest snapshot's records, then the log's) are applied to a new store
+// and the core is restored from it. det is the failure detector for the
+// fault-tolerant protocols (nil: the protocol's tick timeout).
+//
+// Skeen persists nothing: a restarted Skeen process would have lost its
+// clock and its pending messages, and could deliver out of order or twice.
+// A Skeen node therefore refuses to start from a data directory that
+// already holds a log (an earlier incarnation ran there); the directory
+// must be removed, and the whole cluster started afresh.
+func newCore(ps *protocolSpec, cc coreConfig, det Detector, fresh bool, recs []wire.Message) (core, error) {
+	if !ps.faultTolerant {
+		if !fresh {
+			return nil, fmt.Errorf("node: %s is not fault tolerant: node %d cannot restart from the log of an earlier run; remove its data directory (and restart the whole cluster) to start afresh",
+				ps.name, cc.ID)
+		}
+		return ps.open(cc, det, nil)
+	}
+	if fresh && len(recs) == 0 {
+		return ps.open(cc, det, nil)
+	}
+	st := ps.newStore()
+	for i, r := range recs {
+		if err := st.Apply(r); err != nil {
+			return nil, fmt.Errorf("node: replaying the log as %s (record %d of %d; was the data directory written by another protocol?): %w",
+				ps.name, i+1, len(recs), err)
+		}
+	}
+	return ps.open(cc, det, st)
+}
+
+// durableDeliveries returns the deliveries recs make durable, in log
+// order: the REC_DELIVERED records and the delivered messages of WbCast's
+// REC_SNAPSHOT.
+func durableDeliveries(recs []wire.Message) []*wire.RecDelivered {
+	var out []*wire.RecDelivered
+	for _, r := range recs {
+		switch r := r.(type) {
+		case *wire.RecDelivered:
+			out = append(out, r)
+		case *wire.RecSnapshot:
+			for i, m := range r.Msgs {
+				if r.Delivered[i] {
+					out = append(out, &wire.RecDelivered{M: m.M, LTS: m.LTS, GTS: m.GTS})
+				}
+			}
+		}
+	}
+	return out
+}
+
+// WbCast.
+
+type wbcastCore struct {
+	*wbcast.Process
+	st wbcastStore
+}
+
+type wbcastStore struct{ *wbcast.Store }
+
+func (s wbcastStore) messages() int { return s.Messages() }
+func (s wbcastStore) snapshot() ([]wire.Message, bool) {
+	return []wire.Message{s.Snapshot()}, true
+}
+
+func openWbCast(cc coreConfig, det Detector, st coreStore) (core, error) {
+	cfg := wbcast.Config{Topology: cc.Topology, ID: cc.ID, HeartbeatTicks: cc.HeartbeatTicks,
+		ElectionTicks: cc.ElectionTicks, RetryTicks: cc.RetryTicks}
+	if det != nil {
+		cfg.Detector = det
+	}
+	c := &wbcastCore{}
+	var err error
+	if st == nil {
+		c.st = wbcastStore{wbcast.NewStore()}
+		c.Process, err = wbcast.New(cfg)
+	} else {
+		c.st = st.(wbcastStore)
+		c.Process, err = wbcast.Restore(cfg, c.st.Store)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+func (c *wbcastCore) role() string                        { return c.Status().String() }
+func (c *wbcastCore) leader() bool                        { return c.IsLeader() }
+func (c *wbcastCore) ballots() (wire.Ballot, wire.Ballot) { return c.Ballot() }
+func (c *wbcastCore) clock() uint64                       { return c.Clock() }
+func (c *wbcastCore) maxDelivered() wire.Timestamp        { return c.MaxDelivered() }
+func (c *wbcastCore) retained() int                       { return c.Retained() }
+func (c *wbcastCore) coverage() amcast.Coverage           { return c.Coverage() }
+func (c *wbcastCore) store() coreStore                    { return c.st }
+
+// FT-Skeen and FastCast (Skeen replicated by per-group Multi-Paxos; one
+// store type, rskeen.Store, under two names).
+
+// rskeenCore adapts ftskeen.Process and fastcast.Process (their role type
+// lives in an internal package, hence the closures).
+type rskeenCore struct {
+	amcast.Machine
+	obs    amcast.Observable
+	status func() string
+	ballot func() (wire.Ballot, wire.Ballot)
+	clk    func() uint64
+	maxDel func() wire.Timestamp
+	st     rskeenStore
+}
+
+type rskeenStore struct{ *ftskeen.Store } // = rskeen.Store = fastcast.Store
+
+func (s rskeenStore) messages() int                    { return s.Messages() }
+func (s rskeenStore) snapshot() ([]wire.Message, bool) { return s.Snapshot(), true }
+
+func rskeenStoreOf(st coreStore) rskeenStore {
+	if st == nil {
+		return rskeenStore{ftskeen.NewStore()}
+	}
+	return st.(rskeenStore)
+}
+
+func openFTSkeen(cc coreConfig, det Detector, st coreStore) (core, error) {
+	cfg := ftskeen.Config{Topology: cc.Topology, ID: cc.ID, HeartbeatTicks: cc.HeartbeatTicks,
+		ElectionTicks: cc.ElectionTicks, RetryTicks: cc.RetryTicks}
+	if det != nil {
+		cfg.Detector = det
+	}
+	var p *ftskeen.Process
+	var err error
+	if st == nil {
+		p, err = ftskeen.New(cfg)
+	} else {
+		p, err = ftskeen.Restore(cfg, st.(rskeenStore).Store)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &rskeenCore{Machine: p, obs: p, status: func() string { return p.Status().String() },
+		ballot: p.Ballot, clk: p.Clock, maxDel: p.MaxDelivered, st: rskeenStoreOf(st)}, nil
+}
+
+func openFastCast(cc coreConfig, det Detector, st coreStore) (core, error) {
+	cfg := fastcast.Config{Topology: cc.Topology, ID: cc.ID, HeartbeatTicks: cc.HeartbeatTicks,
+		ElectionTicks: cc.ElectionTicks, RetryTicks: cc.RetryTicks}
+	if det != nil {
+		cfg.Detector = det
+	}
+	var p *fastcast.Process
+	var err error
+	if st == nil {
+		p, err = fastcast.New(cfg)
+	} else {
+		p, err = fastcast.Restore(cfg, st.(rskeenStore).Store)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &rskeenCore{Machine: p, obs: p, status: func() string { return p.Status().String() },
+		ballot: p.Ballot, clk: p.Clock, maxDel: p.MaxDelivered, st: rskeenStoreOf(st)}, nil
+}
+
+func (c *rskeenCore) role() string                        { return c.status() }
+func (c *rskeenCore) leader() bool                        { return c.obs.IsLeader() }
+func (c *rskeenCore) ballots() (wire.Ballot, wire.Ballot) { return c.ballot() }
+func (c *rskeenCore) clock() uint64                       { return c.clk() }
+func (c *rskeenCore) maxDelivered() wire.Timestamp        { return c.maxDel() }
+func (c *rskeenCore) retained() int                       { return c.obs.Retained() }
+func (c *rskeenCore) coverage() amcast.Coverage           { return c.obs.Coverage() }
+func (c *rskeenCore) store() coreStore                    { return c.st }
+
+// Skeen (one process per group, nothing durable).
+
+type skeenCore struct {
+	*skeen.Process
+	maxDel wire.Timestamp // the gts of the last delivery handed out
+}
+
+// Ready implements amcast.Machine, noting the last delivery's gts
+// (deliveries come in gts order).
+func (c *skeenCore) Ready() amcast.Ready {
+	rd := c.Process.Ready()
+	if n := len(rd.Deliveries); n > 0 {
+		c.maxDel = rd.Deliveries[n-1].GTS
+	}
+	return rd
+}
+
+// skeenStore is Skeen's durable image: there is none (the process never
+// persists a record).
+type skeenStore struct{}
+
+func (skeenStore) Apply(rec wire.Message) error {
+	return fmt.Errorf("node: skeen persists no records, got %s", rec.Kind())
+}
+func (skeenStore) messages() int                    { return 0 }
+func (skeenStore) snapshot() ([]wire.Message, bool) { return nil, false }
+
+func openSkeen(cc coreConfig, _ Detector, st coreStore) (core, error) {
+	if st != nil {
+		return nil, fmt.Errorf("node: skeen cannot restore a process")
+	}
+	p, err := skeen.New(cc.Topology, cc.ID)
+	if err != nil {
+		return nil, err
+	}
+	return &skeenCore{Process: p}, nil
+}
+
+// The only process of its group leads it.
+func (c *skeenCore) role() string                        { return "LEADER" }
+func (c *skeenCore) leader() bool                        { return true }
+func (c *skeenCore) ballots() (wire.Ballot, wire.Ballot) { return wire.Ballot{}, wire.Ballot{} }
+func (c *skeenCore) clock() uint64                       { return c.Clock() }
+func (c *skeenCore) maxDelivered() wire.Timestamp        { return c.maxDel }
+func (c *skeenCore) retained() int                       { return c.Retained() }
+func (c *skeenCore) coverage() amcast.Coverage           { return amcast.Coverage{} }
+func (c *skeenCore) store() coreStore                    { return skeenStore{} }
