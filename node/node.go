@@ -45,6 +45,7 @@ import (
 
 	"github.com/weft-dev/weft/amcast"
 	"github.com/weft-dev/weft/internal/check"
+	"github.com/weft-dev/weft/membership"
 	"github.com/weft-dev/weft/storage/vfs"
 	"github.com/weft-dev/weft/storage/wal"
 	"github.com/weft-dev/weft/transport"
@@ -118,8 +119,22 @@ type Config struct {
 	OnDeliver func(Delivery)
 	// Logger receives node and transport events (default: discard).
 	Logger *slog.Logger
-	// Detector is the failure detector for the protocol core; nil: the
-	// protocol's tick timeout.
+
+	// Gossip, if set, runs gossip membership in the node (see gossip.go):
+	// start from a profile (membership.Local, LAN, Cassandra); the node
+	// fills ID, ClusterName, Rand and StoredGeneration, and Seeds when
+	// empty (the first member of every group). Gossip's verdicts then
+	// drive the protocol's failure detection (unless Detector is set).
+	// Nil: no gossip; the protocol's tick timeout detects failures.
+	Gossip *membership.Config
+	// ClientAddr is the address published in gossip for clients (default
+	// Listen).
+	ClientAddr string
+	// OnLeft, if set, is called from the node's goroutine when a Leave has
+	// been announced and gossip stopped; the agent exits then.
+	OnLeft func()
+	// Detector is the failure detector for the protocol core; nil: gossip's
+	// verdicts when Gossip is set, else the protocol's tick timeout.
 	Detector Detector
 }
 
@@ -228,8 +243,13 @@ type Node struct {
 
 	leaderSince time.Time
 
-	mu     sync.Mutex
-	status Status
+	gossip *gossiper       // nil without Config.Gossip
+	det    *gossipDetector // gossip's detector, if it is the core's
+	ctl    chan func()     // operator requests run on the loop
+
+	mu      sync.Mutex
+	status  Status
+	members []Member // the gossip view, refreshed every round
 }
 
 // Stats counts what the node's loop did.
@@ -284,10 +304,19 @@ func New(cfg Config) (*Node, error) {
 		inbox: make(chan wire.Envelope, cfg.InboxSize),
 		stop:  make(chan struct{}),
 		done:  make(chan struct{}),
+		ctl:   make(chan func()),
+	}
+	if cfg.Gossip != nil && cfg.Detector == nil {
+		n.det = newGossipDetector(cfg.ElectionTicks)
+		n.cfg.Detector = n.det
 	}
 	n.group, _ = cfg.Topology.GroupOf(cfg.ID)
 	n.stats.Started = time.Now()
-	if err := n.open(); err != nil {
+	err := n.open()
+	if err == nil {
+		err = n.openGossip()
+	}
+	if err != nil {
 		n.closeStorage()
 		if cfg.Listener != nil {
 			cfg.Listener.Close()
@@ -310,6 +339,13 @@ func New(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	n.tr = tr
+	if n.gossip != nil {
+		if err := n.gossip.start(); err != nil {
+			tr.Close()
+			n.closeStorage()
+			return nil, err
+		}
+	}
 	n.publish()
 	go n.run()
 	return n, nil
@@ -472,11 +508,22 @@ func (n *Node) run() {
 	}()
 	ticker := time.NewTicker(n.cfg.Tick)
 	defer ticker.Stop()
+	defer n.gossip.stop()
 	for {
 		select {
 		case <-n.stop:
 			err = errClosed
 			return
+		case <-n.gossip.tickC():
+			if err = n.gossip.tick(); err != nil {
+				n.log.Error("stopping: storing the gossip generation failed", "err", err)
+				return
+			}
+			n.mu.Lock()
+			n.members = n.gossip.members()
+			n.mu.Unlock()
+		case f := <-n.ctl:
+			f()
 		case env := <-n.inbox:
 			n.step(env)
 			n.drain(1)
@@ -512,6 +559,22 @@ func (n *Node) drain(have int) {
 }
 
 func (n *Node) step(env wire.Envelope) {
+	switch m := env.Msg.(type) {
+	case *wire.Gossip:
+		if n.gossip != nil {
+			if err := n.gossip.step(env.From, m); err != nil {
+				n.log.Error("gossip: storing the generation failed", "err", err)
+			}
+		}
+		return
+	case *wire.ViewRequest:
+		v := &wire.View{}
+		if n.gossip != nil {
+			v = n.gossip.view()
+		}
+		n.tr.Send(env.From, v)
+		return
+	}
 	n.stats.Steps++
 	if err := n.m.Step(env); err != nil {
 		n.stats.StepErrors++
@@ -613,6 +676,7 @@ func (n *Node) publish() {
 		WALFirst: n.w.FirstIndex(), WALLast: n.w.LastIndex(), Stats: n.stats, Pid: os.Getpid(), LeaderSince: n.leaderSince,
 	}
 	st.Stats.InboxQueued = len(n.inbox)
+	n.gossip.publish(roleName(st.Role, st.Leader), st.Ballot)
 	if n.tr != nil {
 		st.Addr = n.tr.Addr().String()
 	}

@@ -68,6 +68,12 @@ func runAgent(ctx context.Context, path string) error {
 		WAL:            wal.Options{SegmentSize: cfg.WALSegmentSize},
 		CompactBytes:   compact,
 		Logger:         logger,
+		Gossip:         cfg.Membership(),
+		ClientAddr:     cfg.ClientAddr,
+		OnLeft: func() {
+			logger.Info("left the cluster: stopping")
+			stop()
+		},
 	})
 	if err != nil {
 		return err

@@ -1,0 +1,137 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/weft-dev/weft/config"
+	"github.com/weft-dev/weft/wire"
+)
+
+func TestMembersBadFlags(t *testing.T) {
+	for _, c := range []struct {
+		cmd  string
+		args []string
+	}{
+		{"members", nil},
+		{"members", []string{"--admin", "a:1", "--config", "x.toml"}},
+		{"leave", nil},
+		{"assassinate", []string{"--admin", "127.0.0.1:1"}},
+		{"assassinate", []string{"--admin", "127.0.0.1:1", "not-an-address"}},
+	} {
+		if out, err := run(t, append([]string{c.cmd}, c.args...)...); err == nil {
+			t.Errorf("%s %q succeeded: %s", c.cmd, c.args, out)
+		}
+	}
+}
+
+// TestMembersLeaveAssassinateProcesses runs one group of three agents with
+// gossip and drives it with `weft members`, `weft assassinate` and `weft
+// leave` as separate processes: all UP with the leader's role; a SIGKILLed
+// agent goes DOWN, then REMOVED once assassinated; an agent told to leave
+// announces LEFT and its process exits cleanly.
+func TestMembersLeaveAssassinateProcesses(t *testing.T) {
+	exe := buildWeft(t)
+	dir := t.TempDir()
+	addrs, err := freeAddrs(6)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes := map[string]string{"0": addrs[0], "1": addrs[1], "2": addrs[2]}
+	cmds := make([]*exec.Cmd, 3)
+	logs := make([]*bytes.Buffer, 3)
+	waits := make([]chan error, 3)
+	for id := range 3 {
+		cfg := config.Config{Cluster: "members-test", ID: wire.ProcID(id), DataDir: filepath.Join(dir, fmt.Sprint("n", id)),
+			Admin: addrs[3+id], Tick: 10 * time.Millisecond, ElectionTicks: 30, HeartbeatTicks: 1, RetryTicks: 12, LogLevel: "info",
+			WALSegmentSize: 1 << 20, CompactBytes: 1 << 20, Groups: [][]wire.ProcID{{0, 1, 2}}, Nodes: nodes,
+			Gossip: config.Gossip{Enabled: true, Profile: "local", Interval: 20 * time.Millisecond}}
+		path := filepath.Join(dir, fmt.Sprintf("n%d.toml", id))
+		if err := os.WriteFile(path, []byte(cfg.Format()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(exe, "agent", "--config", path)
+		logs[id] = &bytes.Buffer{}
+		cmd.Stdout, cmd.Stderr = logs[id], logs[id]
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		cmds[id] = cmd
+		waits[id] = make(chan error, 1)
+		go func() { waits[id] <- cmd.Wait() }()
+		t.Cleanup(func() {
+			cmd.Process.Signal(os.Interrupt)
+			select {
+			case <-waits[id]:
+			case <-time.After(10 * time.Second):
+				cmd.Process.Kill()
+			}
+		})
+	}
+	members := func() string {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		out, _ := exec.CommandContext(ctx, exe, "members", "--admin", addrs[3]).CombinedOutput()
+		return string(out)
+	}
+	row := func(out string, id int) string {
+		for _, l := range strings.Split(out, "\n") {
+			if f := strings.Fields(l); len(f) > 0 && strings.TrimSuffix(f[0], "*") == fmt.Sprint(id) {
+				return l
+			}
+		}
+		return ""
+	}
+	wait := func(what string, cond func(string) bool) string {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			out := members()
+			if cond(out) {
+				return out
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s; last `weft members`:\n%s", what, out)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	out := wait("three members up with p0 leading", func(out string) bool {
+		return strings.Contains(out, "3 of 3 members up") && regexp.MustCompile(`leader\s+0\.p0\s+UP`).MatchString(row(out, 0))
+	})
+	t.Logf("weft members:\n%s", out)
+
+	cmds[2].Process.Kill()
+	wait("p2 DOWN", func(out string) bool { return strings.Contains(row(out, 2), " DOWN ") })
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	res, err := exec.CommandContext(ctx, exe, "assassinate", "--admin", addrs[3], addrs[2]).CombinedOutput()
+	if err != nil {
+		t.Fatalf("assassinate: %v\n%s", err, res)
+	}
+	wait("p2 REMOVED", func(out string) bool { return strings.Contains(row(out, 2), " REMOVED ") })
+
+	res, err = exec.CommandContext(ctx, exe, "leave", "--admin", addrs[4]).CombinedOutput()
+	if err != nil {
+		t.Fatalf("leave: %v\n%s", err, res)
+	}
+	out = wait("p1 LEFT", func(out string) bool { return strings.Contains(row(out, 1), " LEFT ") })
+	t.Logf("weft members:\n%s", out)
+	select {
+	case err := <-waits[1]:
+		if err != nil {
+			t.Fatalf("agent 1 exited with %v after leaving:\n%s", err, logs[1])
+		}
+		waits[1] <- nil // for the cleanup
+	case <-time.After(15 * time.Second):
+		t.Fatalf("agent 1 still running after leaving:\n%s", logs[1])
+	}
+}

@@ -1,0 +1,487 @@
+package node
+
+// Gossip membership in the node: one membership.Node (the pure gossip
+// core) driven from the node's loop goroutine, its messages carried as
+// wire.Gossip frames on the protocol's connections.
+//
+// What gossip does here:
+//
+//   - Liveness. gossipDetector is the protocol core's failure detector:
+//     once gossip has judged a member (phi-accrual conviction, or
+//     heartbeat progress), its verdict decides; before that, a tick
+//     timeout on protocol traffic does (a member that never showed up
+//     must still be suspected eventually). A conviction of the group's
+//     leader is what makes its successor start a ballot.
+//   - Soft state. Each node publishes its group, role, ballot and client
+//     address (membership.KeyGroup, KeyRole, KeyBallot, KeyClientAddr) and
+//     STATUS=NORMAL; any node answers a client's VIEW_REQUEST from its
+//     view, so a client finds every group's leader through any node.
+//   - Departures. Leave announces LEFT and stops gossip (the agent then
+//     exits); Assassinate removes a dead member's record for good.
+//
+// Gossip never decides anything the protocol relies on for safety: group
+// composition is fixed by the configuration, and a wrong verdict only
+// costs an unneeded ballot (or a late one).
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/weft-dev/weft/membership"
+	"github.com/weft-dev/weft/wire"
+)
+
+// genFile is the file, in DataDir, holding the last gossip generation.
+const genFile = "gossip-generation"
+
+// Member is one row of a node's membership view (weft members).
+type Member struct {
+	ID         wire.ProcID  `json:"id"`
+	Self       bool         `json:"self"`
+	Addr       string       `json:"addr"`
+	Group      wire.GroupID `json:"group"`
+	Role       string       `json:"role"`
+	Ballot     wire.Ballot  `json:"ballot"`
+	Status     string       `json:"status"` // UP, DOWN, JOINING, LEFT, REMOVED, UNKNOWN
+	Phi        float64      `json:"phi"`
+	Generation uint64       `json:"generation"`
+	Heartbeat  uint64       `json:"heartbeat"`
+}
+
+// Member statuses.
+const (
+	MemberUp      = "UP"
+	MemberDown    = "DOWN"
+	MemberJoining = "JOINING" // in the view, not judged yet
+	MemberLeft    = membership.StatusLeft
+	MemberRemoved = membership.StatusRemoved
+	MemberUnknown = "UNKNOWN" // configured, never heard of
+)
+
+// verdict is gossip's judgement of a member.
+type verdict int8
+
+const (
+	unjudged verdict = iota
+	judgedUp
+	judgedDown
+)
+
+// gossipDetector is the protocol core's failure detector (see the top of
+// this file). It is called from the node's loop only.
+type gossipDetector struct {
+	// leaving: this node announced its departure; it suspects nobody, so
+	// it never starts a ballot on its way out.
+	leaving   bool
+	verdict   map[wire.ProcID]verdict
+	timeout   uint64
+	lastHeard map[wire.ProcID]uint64
+}
+
+func newGossipDetector(timeoutTicks int) *gossipDetector {
+	return &gossipDetector{verdict: map[wire.ProcID]verdict{}, timeout: uint64(timeoutTicks), lastHeard: map[wire.ProcID]uint64{}}
+}
+
+// Heard implements the protocols' Detector.
+func (d *gossipDetector) Heard(p wire.ProcID, now uint64) { d.lastHeard[p] = now }
+
+// Suspected implements the protocols' Detector.
+func (d *gossipDetector) Suspected(p wire.ProcID, now uint64) bool {
+	if d.leaving {
+		return false
+	}
+	switch d.verdict[p] {
+	case judgedUp:
+		return false
+	case judgedDown:
+		return true
+	}
+	return now > d.lastHeard[p]+d.timeout
+}
+
+// gossiper drives the membership core for a Node.
+type gossiper struct {
+	n       *Node
+	g       *membership.Node
+	det     *gossipDetector
+	genPath string
+	ticker  *time.Ticker
+	left    bool // Leave completed: gossip stopped
+	// What this node last published.
+	role   string
+	ballot wire.Ballot
+}
+
+// openGossip creates the membership core: it reads the stored generation
+// and validates the configuration. The node's transport is not up yet.
+func (n *Node) openGossip() error {
+	cfg := n.cfg.Gossip
+	if cfg == nil {
+		return nil
+	}
+	mc := *cfg
+	mc.ID = n.cfg.ID
+	mc.ClusterName = n.cfg.Cluster
+	if mc.ClusterName == "" {
+		mc.ClusterName = "weft"
+	}
+	if len(mc.Seeds) == 0 {
+		for g := range n.cfg.Topology.Groups {
+			mc.Seeds = append(mc.Seeds, n.cfg.Topology.Members(wire.GroupID(g))[0])
+		}
+	}
+	now := time.Now()
+	mc.Rand = rand.NewPCG(uint64(now.UnixNano()), uint64(n.cfg.ID))
+	gs := &gossiper{n: n, genPath: filepath.Join(n.cfg.DataDir, genFile), det: n.det}
+	stored, err := readGeneration(gs.genPath)
+	if err != nil {
+		return err
+	}
+	mc.StoredGeneration = stored
+	if gs.g, err = membership.NewNode(mc, now.UnixNano()); err != nil {
+		return fmt.Errorf("node: gossip: %w", err)
+	}
+	group, _ := n.cfg.Topology.GroupOf(n.cfg.ID)
+	for _, kv := range []struct {
+		k membership.Key
+		v string
+	}{
+		{membership.KeyStatus, membership.StatusNormal},
+		{membership.KeyGroup, strconv.Itoa(int(group))},
+	} {
+		if err := gs.g.SetAppState(kv.k, kv.v); err != nil {
+			return fmt.Errorf("node: gossip: %s: %w", kv.k, err)
+		}
+	}
+	n.gossip = gs
+	return nil
+}
+
+// start publishes the client address and starts the gossip rounds (after
+// the transport is up: the address defaults to the one it listens on).
+func (gs *gossiper) start() error {
+	addr := gs.n.cfg.ClientAddr
+	if addr == "" {
+		addr = gs.n.tr.Addr().String()
+	}
+	if err := gs.g.SetAppState(membership.KeyClientAddr, addr); err != nil {
+		return fmt.Errorf("node: gossip: %s: %w", membership.KeyClientAddr, err)
+	}
+	gs.ticker = time.NewTicker(gs.n.cfg.Gossip.Interval)
+	return nil
+}
+
+func (gs *gossiper) tickC() <-chan time.Time {
+	if gs == nil || gs.ticker == nil || gs.left {
+		return nil
+	}
+	return gs.ticker.C
+}
+
+func (gs *gossiper) stop() {
+	if gs != nil && gs.ticker != nil {
+		gs.ticker.Stop()
+	}
+}
+
+// tick runs one gossip round.
+func (gs *gossiper) tick() error {
+	gs.g.SetBacklog(len(gs.n.inbox))
+	gs.g.Tick(time.Now().UnixNano())
+	return gs.flush()
+}
+
+// step feeds one gossip frame.
+func (gs *gossiper) step(from wire.ProcID, m *wire.Gossip) error {
+	msg, err := membership.Decode(m.Data)
+	if err != nil {
+		gs.n.log.Debug("gossip: refused a frame", "from", uint32(from), "err", err)
+		return nil
+	}
+	if err := gs.g.Step(time.Now().UnixNano(), from, msg); err != nil {
+		gs.n.log.Debug("gossip: refused a message", "from", uint32(from), "msg", membership.Describe(msg), "err", err)
+	}
+	return gs.flush()
+}
+
+// flush handles the core's Ready: persist the generation, send, handle
+// events.
+func (gs *gossiper) flush() error {
+	if !gs.g.HasReady() {
+		return nil
+	}
+	rd := gs.g.Ready()
+	if rd.Generation != 0 {
+		if err := writeGeneration(gs.genPath, rd.Generation); err != nil {
+			return err
+		}
+	}
+	for _, env := range rd.Messages {
+		if err := gs.n.tr.Send(env.To, &wire.Gossip{Data: membership.Append(nil, env.Msg)}); err != nil {
+			gs.n.stats.SendErrors++
+		}
+	}
+	for _, e := range rd.Events {
+		gs.event(e)
+	}
+	gs.g.Advance()
+	return nil
+}
+
+func (gs *gossiper) event(e membership.Event) {
+	log := gs.n.log
+	switch e.Kind {
+	case membership.EventAlive:
+		gs.det.verdict[e.Node] = judgedUp
+		log.Info("gossip: member up", "member", uint32(e.Node))
+	case membership.EventDead:
+		gs.det.verdict[e.Node] = judgedDown
+		log.Warn("gossip: member convicted (phi)", "member", uint32(e.Node))
+	case membership.EventLeft:
+		gs.det.verdict[e.Node] = judgedDown
+		log.Info("gossip: member departed", "member", uint32(e.Node), "status", e.Value)
+	case membership.EventRestarted:
+		log.Info("gossip: member restarted", "member", uint32(e.Node), "generation", e.Generation)
+	case membership.EventRemoved:
+		if e.Node == gs.n.cfg.ID {
+			log.Error("gossip: this node was assassinated; restart it to rejoin", "generation", e.Generation)
+		} else {
+			gs.det.verdict[e.Node] = judgedDown
+			log.Info("gossip: member removed", "member", uint32(e.Node))
+		}
+	case membership.EventLeaveComplete:
+		gs.left = true
+		log.Info("gossip: departure announced; gossip stopped")
+		if gs.n.cfg.OnLeft != nil {
+			gs.n.cfg.OnLeft()
+		}
+	case membership.EventAssassinated, membership.EventAssassinateRefused:
+		log.Warn("gossip: "+e.Kind.String(), "member", uint32(e.Node), "reason", e.Value)
+	case membership.EventClusterMismatch, membership.EventGenerationRejected, membership.EventStateSizeWarning, membership.EventStateLimit:
+		log.Warn("gossip: " + e.String())
+	case membership.EventJoin, membership.EventChanged:
+		log.Debug("gossip: " + e.String())
+	}
+}
+
+// publish updates this node's role and ballot in gossip when they changed,
+// and the membership view served to operators and clients.
+func (gs *gossiper) publish(role string, ballot wire.Ballot) {
+	if gs == nil {
+		return
+	}
+	if role != gs.role && !gs.left {
+		if err := gs.g.SetAppState(membership.KeyRole, role); err == nil {
+			gs.role = role
+		}
+	}
+	if ballot != gs.ballot && !gs.left {
+		if err := gs.g.SetAppState(membership.KeyBallot, ballot.String()); err == nil {
+			gs.ballot = ballot
+		}
+	}
+}
+
+// members builds the membership view: every member gossip knows, plus
+// configured replicas it never heard of.
+func (gs *gossiper) members() []Member {
+	now := time.Now().UnixNano()
+	var out []Member
+	seen := map[wire.ProcID]bool{}
+	for _, m := range gs.g.Members() {
+		seen[m.Node] = true
+		r := Member{ID: m.Node, Self: m.Node == gs.n.cfg.ID, Generation: m.Generation, Heartbeat: m.Heartbeat,
+			Phi: gs.g.Phi(m.Node, now)}
+		for _, a := range gs.g.AppStates(m.Node) {
+			switch a.Key {
+			case membership.KeyClientAddr:
+				r.Addr = a.Value
+			case membership.KeyGroup:
+				if g, err := strconv.ParseUint(a.Value, 10, 32); err == nil {
+					r.Group = wire.GroupID(g)
+				}
+			case membership.KeyRole:
+				r.Role = a.Value
+			case membership.KeyBallot:
+				r.Ballot, _ = ParseBallot(a.Value)
+			case membership.KeyStatus:
+				if head, _, _ := strings.Cut(a.Value, ","); head == membership.StatusLeft || head == membership.StatusRemoved {
+					r.Status = head
+				}
+			}
+		}
+		switch {
+		case r.Status != "":
+		case m.Alive:
+			r.Status = MemberUp
+		case gs.det.verdict[m.Node] == judgedDown:
+			r.Status = MemberDown
+		default:
+			r.Status = MemberJoining
+		}
+		out = append(out, r)
+	}
+	topo := gs.n.cfg.Topology
+	for g := range topo.Groups {
+		for _, p := range topo.Members(wire.GroupID(g)) {
+			if !seen[p] {
+				out = append(out, Member{ID: p, Addr: gs.n.cfg.Peers[p], Group: wire.GroupID(g), Status: MemberUnknown})
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b Member) int { return cmp.Compare(a.ID, b.ID) })
+	return out
+}
+
+// view answers a client's VIEW_REQUEST.
+func (gs *gossiper) view() *wire.View {
+	v := &wire.View{}
+	for _, m := range gs.members() {
+		if m.Status == MemberUnknown || m.Status == MemberLeft || m.Status == MemberRemoved {
+			continue
+		}
+		v.Entries = append(v.Entries, wire.ViewEntry{ID: m.ID, Group: m.Group, Ballot: m.Ballot,
+			Leader: m.Role == RoleLeader, Alive: m.Status == MemberUp, Addr: m.Addr})
+	}
+	return v
+}
+
+// RoleLeader is the role a group's leader publishes.
+const RoleLeader = "leader"
+
+// ParseBallot parses a ballot as written by wire.Ballot.String ("3.p1").
+func ParseBallot(s string) (wire.Ballot, error) {
+	n, p, ok := strings.Cut(s, ".p")
+	if !ok {
+		return wire.Ballot{}, fmt.Errorf("ballot %q: want N.pP", s)
+	}
+	nn, err1 := strconv.ParseUint(n, 10, 32)
+	pp, err2 := strconv.ParseUint(p, 10, 32)
+	if err1 != nil || err2 != nil {
+		return wire.Ballot{}, fmt.Errorf("ballot %q: want N.pP", s)
+	}
+	return wire.Ballot{N: uint32(nn), P: wire.ProcID(pp)}, nil
+}
+
+// readGeneration reads the stored gossip generation (0 if there is none).
+func readGeneration(path string) (uint64, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("node: gossip generation: %w", err)
+	}
+	g, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("node: gossip generation file %s: %w", path, err)
+	}
+	return g, nil
+}
+
+// writeGeneration stores the gossip generation durably: a temporary file,
+// fsync, rename, fsync of the directory.
+func writeGeneration(path string, gen uint64) error {
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+	if err != nil {
+		return fmt.Errorf("node: gossip generation: %w", err)
+	}
+	_, err = f.WriteString(strconv.FormatUint(gen, 10) + "\n")
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err == nil {
+		var d *os.File
+		if d, err = os.Open(filepath.Dir(path)); err == nil {
+			err = d.Sync()
+			d.Close()
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("node: gossip generation: %w", err)
+	}
+	return nil
+}
+
+// roleName is the role published in gossip: RoleLeader for a group's
+// leader, else the core's status in lower case ("follower",
+// "recovering").
+func roleName(status string, leader bool) string {
+	if leader {
+		return RoleLeader
+	}
+	return strings.ToLower(status)
+}
+
+// Members returns the node's gossip view (nil without gossip), as of the
+// last gossip round.
+func (n *Node) Members() []Member {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return slices.Clone(n.members)
+}
+
+// errNoGossip is returned by Leave and Assassinate without Config.Gossip.
+var errNoGossip = errors.New("node: gossip is not enabled")
+
+// Leave announces this node's departure in gossip (STATUS=LEFT): peers
+// mark it down (a leader's group elects another) and evict it after the
+// profile's LeftExpiry. Gossip stops after LeaveAnnounce, and then
+// Config.OnLeft is called. The protocol keeps running until the node is
+// closed. Group composition does not change: a replica that left counts
+// as a failed one until it is restarted (with a new gossip generation).
+func (n *Node) Leave() error {
+	return n.control(func() error {
+		if n.gossip == nil {
+			return errNoGossip
+		}
+		if err := n.gossip.g.Leave(time.Now().UnixNano()); err != nil {
+			return err
+		}
+		if n.det != nil {
+			n.det.leaving = true
+		}
+		return n.gossip.flush()
+	})
+}
+
+// Assassinate removes member target from gossip for good (the operator's
+// last resort for a member that is gone and will not leave): after
+// watching it for the profile's AssassinateCheck without heartbeat
+// progress, the node publishes REMOVED for it. It is refused (an event in
+// the log) if the target shows progress. The returned error only covers
+// starting the operation.
+func (n *Node) Assassinate(target wire.ProcID) error {
+	return n.control(func() error {
+		if n.gossip == nil {
+			return errNoGossip
+		}
+		return n.gossip.g.Assassinate(time.Now().UnixNano(), target)
+	})
+}
+
+// control runs f on the node's loop and returns its error.
+func (n *Node) control(f func() error) error {
+	res := make(chan error, 1)
+	select {
+	case n.ctl <- func() { res <- f() }:
+		return <-res
+	case <-n.done:
+		return errClosed
+	}
+}

@@ -1,0 +1,145 @@
+package node
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/weft-dev/weft/membership"
+	"github.com/weft-dev/weft/wire"
+)
+
+// gossipTune enables gossip with fast rounds and a protocol timeout far
+// longer than any wait below, so that only gossip's phi-accrual verdicts
+// can make a follower start a ballot.
+func gossipTune(c *Config) {
+	g := membership.Local()
+	g.Interval = 20 * time.Millisecond
+	g.FD.InitialInterval = 40 * time.Millisecond
+	g.FD.MaxInterval = 40 * time.Millisecond
+	g.FD.MaxLocalPause = 100 * time.Millisecond
+	g.FD.BacklogWindow = 100 * time.Millisecond
+	g.LeaveAnnounce = 200 * time.Millisecond
+	g.AssassinateCheck = 300 * time.Millisecond
+	c.Gossip = &g
+	c.ElectionTicks = 3000 // 30 s at 10 ms ticks
+}
+
+// waitUntil polls cond every 20ms until it holds or d passes.
+func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func memberStatus(n *Node, id wire.ProcID) Member {
+	for _, m := range n.Members() {
+		if m.ID == id {
+			return m
+		}
+	}
+	return Member{}
+}
+
+func allUp(c *cluster, at wire.ProcID, ids ...wire.ProcID) bool {
+	for _, id := range ids {
+		if memberStatus(c.nodes[at], id).Status != MemberUp {
+			return false
+		}
+	}
+	return true
+}
+
+// TestGossipDrivesFailoverAndDiscovery runs 2 groups x 3 replicas with
+// gossip: every node sees every member UP with its group, role and ballot;
+// a client finds the leaders through views; when group 0's leader stops,
+// gossip convicts it and its successor takes over (the protocol's own
+// timeout is 30 s, so only gossip can have triggered it); the client
+// follows; a follower leaves and is seen LEFT; the stopped leader is
+// assassinated and seen REMOVED.
+func TestGossipDrivesFailoverAndDiscovery(t *testing.T) {
+	c := newCluster(t, 2, 3, gossipTune)
+	all := []wire.ProcID{0, 1, 2, 3, 4, 5}
+	waitUntil(t, 10*time.Second, "every node to see every member up", func() bool {
+		for _, p := range all {
+			if !allUp(c, p, all...) {
+				return false
+			}
+		}
+		return true
+	})
+	waitUntil(t, 5*time.Second, "leaders published in gossip", func() bool {
+		m0, m3 := memberStatus(c.nodes[4], 0), memberStatus(c.nodes[1], 3)
+		return m0.Role == RoleLeader && m3.Role == RoleLeader && m0.Group == 0 && m3.Group == 1 &&
+			m0.Addr == c.addrs[0] && memberStatus(c.nodes[0], 1).Role == "follower"
+	})
+
+	cl := c.client()
+	waitUntil(t, 5*time.Second, "the client to apply a view", func() bool { return cl.Views() > 0 })
+	multicast(t, cl, 20, 4, func(i int) []wire.GroupID { return []wire.GroupID{wire.GroupID(i % 2), 1} })
+
+	// Stop group 0's leader; gossip must convict it and p1 take over.
+	old := c.nodes[0].Status().Ballot
+	c.stop(0)
+	waitUntil(t, 10*time.Second, "p1 and p2 to convict p0", func() bool {
+		return memberStatus(c.nodes[1], 0).Status == MemberDown && memberStatus(c.nodes[2], 0).Status == MemberDown
+	})
+	waitUntil(t, 10*time.Second, "a new leader of group 0", func() bool {
+		p, ok := c.leader(0)
+		return ok && p != 0 && old.Less(c.nodes[p].Status().Ballot)
+	})
+	if d := c.nodes[1].det; d == nil || d.verdict[0] != judgedDown {
+		t.Fatalf("p1's detector has no gossip conviction of p0")
+	}
+	newLeader, _ := c.leader(0)
+	waitUntil(t, 5*time.Second, "the client to learn the new leader from a view", func() bool {
+		return cl.Leaders()[0] == newLeader
+	})
+	multicast(t, cl, 20, 4, func(i int) []wire.GroupID { return []wire.GroupID{0} })
+
+	// A follower of group 1 leaves; the others see it LEFT.
+	srv := httptest.NewServer(AdminHandler(c.nodes[5]))
+	defer srv.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := PostAdmin(ctx, http.DefaultClient, srv.Listener.Addr().String(), "/leave"); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 5*time.Second, "p5 seen LEFT", func() bool { return memberStatus(c.nodes[3], 5).Status == MemberLeft })
+
+	// Assassinate the stopped p0 through p3's admin endpoint, by address.
+	srv3 := httptest.NewServer(AdminHandler(c.nodes[3]))
+	defer srv3.Close()
+	if _, err := PostAdmin(ctx, http.DefaultClient, srv3.Listener.Addr().String(), "/assassinate?addr="+c.addrs[0]); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 5*time.Second, "p0 seen REMOVED", func() bool { return memberStatus(c.nodes[4], 0).Status == MemberRemoved })
+	if _, err := PostAdmin(ctx, http.DefaultClient, srv3.Listener.Addr().String(), "/assassinate?addr=10.9.9.9:1"); err == nil {
+		t.Fatal("assassinating an unknown address succeeded")
+	}
+	ms, err := FetchMembers(ctx, http.DefaultClient, srv3.Listener.Addr().String())
+	if err != nil || len(ms) != 6 {
+		t.Fatalf("members: %v %v", ms, err)
+	}
+}
+
+func TestParseBallot(t *testing.T) {
+	for _, b := range []wire.Ballot{{}, {N: 3, P: 1}, {N: 1<<32 - 1, P: 1<<32 - 1}} {
+		got, err := ParseBallot(b.String())
+		if err != nil || got != b {
+			t.Errorf("ParseBallot(%q) = %v, %v", b.String(), got, err)
+		}
+	}
+	for _, s := range []string{"", "3", "3.1", "x.p1", "3.px", "4294967296.p0"} {
+		if _, err := ParseBallot(s); err == nil {
+			t.Errorf("ParseBallot(%q) succeeded", s)
+		}
+	}
+}
