@@ -17,9 +17,12 @@ import (
 // config line, then one "deliver" event per delivery, in delivery order,
 // with T in Unix microseconds). A delivery is written only after its
 // record is durable in the log, and each Ready's deliveries are written
-// with one write(2), so the file survives SIGKILL (it is not fsynced: a
-// power loss may lose its tail, which the WAL then reconciles on restart,
-// see Node). A torn last line is cut off when the file is reopened.
+// with one write(2), so the file survives SIGKILL. It is fsynced only
+// before the WAL is compacted (sync): a power loss may lose the tail
+// written since, which the WAL, still holding those deliveries, then
+// reconciles on restart (see Node); the deliveries a compaction drops from
+// the WAL are already durable here. A torn last line is cut off when the
+// file is reopened.
 type deliveryLog struct {
 	f     *os.File
 	buf   bytes.Buffer
@@ -115,6 +118,17 @@ func (l *deliveryLog) flush() error {
 	_, err := l.f.Write(l.buf.Bytes())
 	l.buf.Reset()
 	if err != nil {
+		return fmt.Errorf("node: deliveries log: %w", err)
+	}
+	return nil
+}
+
+// sync writes the buffered deliveries and fsyncs the file.
+func (l *deliveryLog) sync() error {
+	if err := l.flush(); err != nil {
+		return err
+	}
+	if err := l.f.Sync(); err != nil {
 		return fmt.Errorf("node: deliveries log: %w", err)
 	}
 	return nil

@@ -647,6 +647,14 @@ func (n *Node) compact() error {
 		n.log.Info("log compaction disabled: the protocol's store cannot produce a snapshot", "protocol", n.proto.name)
 		return nil
 	}
+	// The deliveries the cut drops from the WAL must be durable in the
+	// deliveries log first: after a power loss the WAL could not restore
+	// them there.
+	if n.dlog != nil {
+		if err := n.dlog.sync(); err != nil {
+			return err
+		}
+	}
 	snap := encodeSnapshot(recs)
 	if err := n.w.Cut(snap); err != nil {
 		return err
