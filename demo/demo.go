@@ -86,6 +86,11 @@ type Options struct {
 	Seed uint64
 	// Out receives the progress and the summary (default os.Stdout).
 	Out io.Writer
+	// PeerAddr, if set, gives the address agent from is told to reach
+	// agent to at (addr is the address to listens on): tests route each
+	// ordered pair of agents through its own fault-injecting proxy. Agents
+	// listen on their own address and clients use it.
+	PeerAddr func(from, to wire.ProcID, addr string) (string, error)
 }
 
 // ErrCheckFailed is returned by Run when the recorded history fails a
@@ -320,10 +325,23 @@ func (r *run) setup() error {
 		a := &agent{id: wire.ProcID(p), group: p / r.opt.Replicas, dir: filepath.Join(r.dir, fmt.Sprintf("node%d", p)), admin: addrs[n+p]}
 		a.cfgPath = filepath.Join(r.dir, fmt.Sprintf("node%d.toml", p))
 		a.logPath = filepath.Join(r.dir, fmt.Sprintf("node%d.log", p))
+		peers := nodes
+		if r.opt.PeerAddr != nil {
+			peers = map[string]string{}
+			for q := range n {
+				addr := addrs[q]
+				if q != p {
+					if addr, err = r.opt.PeerAddr(a.id, wire.ProcID(q), addr); err != nil {
+						return err
+					}
+				}
+				peers[strconv.Itoa(q)] = addr
+			}
+		}
 		cfg := config.Config{
 			Cluster: "weft-demo", ID: a.id, DataDir: a.dir, Admin: a.admin,
 			Tick: r.opt.Tick, ElectionTicks: r.opt.ElectionTicks, HeartbeatTicks: config.DefaultHeartbeatTicks,
-			RetryTicks: config.DefaultRetryTicks, LogLevel: "info", Groups: groups, Nodes: nodes,
+			RetryTicks: config.DefaultRetryTicks, LogLevel: "info", Groups: groups, Nodes: peers,
 			// Small segments (9 agents preallocate them) and frequent
 			// compaction, so the restarted agent recovers from a snapshot.
 			WALSegmentSize: 4 << 20, CompactBytes: 256 << 10,
