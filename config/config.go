@@ -1,9 +1,11 @@
 // Package config reads a weft agent's TOML configuration.
 //
 // A file names the cluster, this node, where it listens and keeps its data,
-// the group layout with every node's address, and the protocol timing:
+// the protocol, the group layout with every node's address, and the
+// protocol timing:
 //
 //	cluster = "weft"               # cluster name (default "weft"), 1..255 bytes
+//	protocol = "wbcast"            # wbcast (default), ftskeen, fastcast or skeen (1 member per group)
 //	id = 0                         # this node's id (required for an agent)
 //	data_dir = "/var/lib/weft/n0"  # WAL and deliveries log (required for an agent)
 //	listen = "0.0.0.0:7100"        # default: this node's address in [nodes]
@@ -59,6 +61,7 @@ import (
 // Defaults for absent keys.
 const (
 	DefaultCluster        = "weft"
+	DefaultProtocol       = "wbcast"
 	DefaultTick           = 10 * time.Millisecond
 	DefaultElectionTicks  = 30
 	DefaultHeartbeatTicks = 1
@@ -78,6 +81,10 @@ const (
 	MaxWALSegment    = 1 << 30
 )
 
+// Protocols lists the values of the "protocol" key, the default first
+// (node.Protocols: the protocols a node runs).
+var Protocols = []string{"wbcast", "ftskeen", "fastcast", "skeen"}
+
 // Sample is a complete, commented configuration file with every default.
 //
 //go:embed sample.toml
@@ -89,6 +96,12 @@ type Config struct {
 	// Cluster is the cluster name; every node and client of a cluster must
 	// use the same one. Key "cluster"; default "weft"; 1 to 255 bytes.
 	Cluster string `toml:"cluster"`
+	// Protocol is the atomic multicast protocol every node of the cluster
+	// runs: "wbcast", "ftskeen", "fastcast" or "skeen" (Skeen is not fault
+	// tolerant: every group must have exactly 1 member, and a Skeen node
+	// does not restart from an earlier run's data_dir). Key "protocol";
+	// default "wbcast".
+	Protocol string `toml:"protocol"`
 	// ID is this node's id, one of the ids in Groups. Key "id"; required
 	// for an agent.
 	ID wire.ProcID `toml:"id"`
@@ -237,6 +250,7 @@ func (c *Config) setDefaults(md toml.MetaData, kind Kind) error {
 		}
 	}
 	str(&c.Cluster, "cluster", DefaultCluster)
+	str(&c.Protocol, "protocol", DefaultProtocol)
 	str(&c.LogLevel, "log_level", DefaultLogLevel)
 	c.setGossipDefaults(md)
 	if !md.IsDefined("wal_segment_size") {
@@ -296,6 +310,9 @@ func (c *Config) validate(kind Kind) error {
 	if n := len(c.Cluster); n == 0 || n > MaxClusterName {
 		return &FieldError{Field: "cluster", Msg: fmt.Sprintf("must be 1 to %d bytes, got %d", MaxClusterName, n)}
 	}
+	if !slices.Contains(Protocols, c.Protocol) {
+		return &FieldError{Field: "protocol", Msg: fmt.Sprintf("must be one of %s, got %q", strings.Join(Protocols, ", "), c.Protocol)}
+	}
 	if c.Tick < MinTick || c.Tick > MaxTick {
 		return &FieldError{Field: "tick", Msg: fmt.Sprintf("must be between %v and %v, got %v", MinTick, MaxTick, c.Tick)}
 	}
@@ -328,6 +345,9 @@ func (c *Config) validate(kind Kind) error {
 		}
 		if len(ms) > amcast.MaxGroupSize {
 			return &FieldError{Field: field, Msg: fmt.Sprintf("%d members, at most %d", len(ms), amcast.MaxGroupSize)}
+		}
+		if c.Protocol == "skeen" && len(ms) != 1 {
+			return &FieldError{Field: "protocol", Msg: fmt.Sprintf("skeen is not fault tolerant and needs exactly 1 member per group; %s has %d", field, len(ms))}
 		}
 		for _, p := range ms {
 			if h, dup := seen[p]; dup {
@@ -422,6 +442,9 @@ func (c *Config) Format() string {
 	var sb strings.Builder
 	q := strconv.Quote
 	fmt.Fprintf(&sb, "cluster = %s\n", q(c.Cluster))
+	if c.Protocol != "" {
+		fmt.Fprintf(&sb, "protocol = %s\n", q(c.Protocol))
+	}
 	fmt.Fprintf(&sb, "id = %d\n", c.ID)
 	fmt.Fprintf(&sb, "data_dir = %s\n", q(c.DataDir))
 	if c.Listen != "" {

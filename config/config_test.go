@@ -31,10 +31,10 @@ func TestSampleParsesWithDefaults(t *testing.T) {
 	}
 	if c.Cluster != d.Cluster || c.Tick != d.Tick || c.ElectionTicks != d.ElectionTicks ||
 		c.HeartbeatTicks != d.HeartbeatTicks || c.RetryTicks != d.RetryTicks || c.LogLevel != d.LogLevel ||
-		c.WALSegmentSize != d.WALSegmentSize || c.CompactBytes != d.CompactBytes {
+		c.WALSegmentSize != d.WALSegmentSize || c.CompactBytes != d.CompactBytes || c.Protocol != d.Protocol {
 		t.Errorf("sample values differ from the defaults:\nsample   %+v\ndefaults %+v", c, d)
 	}
-	if d.Cluster != DefaultCluster || d.Tick != DefaultTick || d.ElectionTicks != DefaultElectionTicks || d.Admin != "" {
+	if d.Protocol != DefaultProtocol || d.Cluster != DefaultCluster || d.Tick != DefaultTick || d.ElectionTicks != DefaultElectionTicks || d.Admin != "" {
 		t.Errorf("defaults: %+v", d)
 	}
 	if d.Listen != "127.0.0.1:7001" || d.ClientAddr != "127.0.0.1:7001" {
@@ -48,7 +48,7 @@ func TestSampleParsesWithDefaults(t *testing.T) {
 		t.Errorf("Peers: %v", p)
 	}
 	// Every key of Config is in the sample.
-	for _, key := range []string{"cluster", "id", "data_dir", "listen", "client_addr", "admin", "tick", "election_ticks",
+	for _, key := range []string{"cluster", "protocol", "id", "data_dir", "listen", "client_addr", "admin", "tick", "election_ticks",
 		"heartbeat_ticks", "retry_ticks", "wal_segment_size", "compact_bytes", "log_level", "groups", "[nodes]"} {
 		if !strings.Contains(Sample, "\n"+key) {
 			t.Errorf("sample lacks %s", key)
@@ -92,6 +92,10 @@ func TestErrorsNameTheField(t *testing.T) {
 		{"tick = \"fast\"\n" + minimal, "tick"},
 		{"cluster = \"\"\n" + minimal, "cluster"},
 		{"log_level = \"loud\"\n" + minimal, "log_level"},
+		{"protocol = \"paxos\"\n" + minimal, "protocol"},
+		{"protocol = \"\"\n" + minimal, "protocol"},
+		{"protocol = 3\n" + minimal, "protocol"},
+		{"protocol = \"skeen\"\n" + minimal, "protocol"},
 		{"listen = \"nowhere\"\n" + minimal, "listen"},
 		{"admin = \"x:y\"\n" + minimal, "admin"},
 		{strings.Replace(minimal, "id = 1", "id = 7", 1), "id"},
@@ -132,5 +136,30 @@ func TestLoadClusterNeedsOnlyTheLayout(t *testing.T) {
 	_, err := Load(path)
 	if err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "id") {
 		t.Errorf("Load of a client config: %v", err)
+	}
+}
+
+func TestProtocols(t *testing.T) {
+	for _, p := range Protocols {
+		text := "protocol = \"" + p + "\"\n" + minimal
+		if p == "skeen" {
+			text = "protocol = \"skeen\"\nid = 1\ndata_dir = \"/tmp/x\"\ngroups = [[0], [1]]\n[nodes]\n0 = \"127.0.0.1:7000\"\n1 = \"127.0.0.1:7001\"\n"
+		}
+		c, err := Parse(text, Agent)
+		if err != nil {
+			t.Errorf("protocol %s: %v", p, err)
+			continue
+		}
+		if c.Protocol != p {
+			t.Errorf("protocol %s parsed as %q", p, c.Protocol)
+		}
+		d, err := Parse(c.Format(), Agent)
+		if err != nil || d.Protocol != p {
+			t.Errorf("protocol %s: Format round trip gives %q, %v", p, d.Protocol, err)
+		}
+	}
+	_, err := Parse("protocol = \"skeen\"\n"+minimal, Agent)
+	if err == nil || !strings.Contains(err.Error(), "protocol: skeen is not fault tolerant and needs exactly 1 member per group; groups[0] has 3") {
+		t.Errorf("skeen with 3 members per group: %v", err)
 	}
 }

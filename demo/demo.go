@@ -63,6 +63,9 @@ type Options struct {
 	Duration time.Duration
 	// Groups and Replicas shape the cluster (default 3 x 3).
 	Groups, Replicas int
+	// Protocol is the protocol the agents run (default "wbcast"; see
+	// config.Protocols; "skeen" needs Replicas = 1 and KillGroup < 0).
+	Protocol string
 	// Clients is the number of concurrent closed-loop clients (default 16).
 	Clients int
 	// Payload is the size of each message in bytes (default 64).
@@ -134,6 +137,9 @@ func (o *Options) defaults() error {
 	}
 	if o.Replicas == 0 {
 		o.Replicas = 3
+	}
+	if o.Protocol == "" {
+		o.Protocol = config.DefaultProtocol
 	}
 	if o.Clients == 0 {
 		o.Clients = 16
@@ -339,7 +345,7 @@ func (r *run) setup() error {
 			}
 		}
 		cfg := config.Config{
-			Cluster: "weft-demo", ID: a.id, DataDir: a.dir, Admin: a.admin,
+			Cluster: "weft-demo", Protocol: r.opt.Protocol, ID: a.id, DataDir: a.dir, Admin: a.admin,
 			Tick: r.opt.Tick, ElectionTicks: r.opt.ElectionTicks, HeartbeatTicks: config.DefaultHeartbeatTicks,
 			RetryTicks: config.DefaultRetryTicks, LogLevel: "info", Groups: groups, Nodes: peers,
 			// Small segments (9 agents preallocate them) and frequent
@@ -855,7 +861,7 @@ func (r *run) watchRejoin(ctx context.Context, sum *Summary, a *agent, at time.T
 // every agent's deliveries log, in time order (each process's deliveries
 // keep their logged order).
 func (r *run) history() (*check.History, error) {
-	h := &check.History{Config: check.Config{Protocol: "wbcast", Groups: r.opt.Groups, Replicas: r.opt.Replicas, Seed: r.opt.Seed}}
+	h := &check.History{Config: check.Config{Protocol: r.opt.Protocol, Groups: r.opt.Groups, Replicas: r.opt.Replicas, Seed: r.opt.Seed}}
 	r.mu.Lock()
 	evs := slices.Clone(r.events)
 	r.mu.Unlock()

@@ -1,10 +1,12 @@
 package node
 
 import (
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
 
+	"github.com/weft-dev/weft/config"
 	"github.com/weft-dev/weft/internal/check"
 	"github.com/weft-dev/weft/wire"
 )
@@ -160,4 +162,17 @@ func TestNodeRefusesAnotherProtocolsDataDir(t *testing.T) {
 		t.Fatal("an ftskeen node started from a wbcast node's data directory")
 	}
 	t.Log(err)
+}
+
+// TestProtocolsMatchConfig: the config's "protocol" values are the
+// protocols a node runs, with the same default.
+func TestProtocolsMatchConfig(t *testing.T) {
+	if !slices.Equal(Protocols, config.Protocols) || DefaultProtocol != config.DefaultProtocol {
+		t.Errorf("node runs %v (default %s); config accepts %v (default %s)", Protocols, DefaultProtocol, config.Protocols, config.DefaultProtocol)
+	}
+	for _, p := range Protocols {
+		if _, err := lookupProtocol(p); err != nil {
+			t.Error(err)
+		}
+	}
 }

@@ -20,8 +20,9 @@ func agentCmd() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "agent --config FILE",
 		Short: "Run one weft node until SIGINT or SIGTERM",
-		Long: `Run one weft node (a WbCast replica) as configured in a TOML file; see
-config/sample.toml for every key and its default. The node recovers from
+		Long: `Run one weft node (a replica of the configured protocol: WbCast by default,
+or the FT-Skeen, FastCast or Skeen baselines) as configured in a TOML file;
+see config/sample.toml for every key and its default. The node recovers from
 its write-ahead log in data_dir if there is one. It stops cleanly on SIGINT
 or SIGTERM, and exits non-zero if its storage fails.`,
 		Args: cobra.NoArgs,
@@ -58,6 +59,7 @@ func runAgent(ctx context.Context, path string) error {
 		Cluster:        cfg.Cluster,
 		ID:             cfg.ID,
 		Topology:       topo,
+		Protocol:       cfg.Protocol,
 		Peers:          cfg.Peers(),
 		Listen:         cfg.Listen,
 		DataDir:        cfg.DataDir,
@@ -78,7 +80,7 @@ func runAgent(ctx context.Context, path string) error {
 	if err != nil {
 		return err
 	}
-	attrs := []any{"id", uint32(cfg.ID), "listen", n.Addr().String(), "data_dir", cfg.DataDir, "pid", os.Getpid()}
+	attrs := []any{"id", uint32(cfg.ID), "protocol", cfg.Protocol, "listen", n.Addr().String(), "data_dir", cfg.DataDir, "pid", os.Getpid()}
 	if cfg.Admin != "" {
 		a, err := node.ServeAdmin(n, cfg.Admin)
 		if err != nil {
