@@ -64,6 +64,9 @@ func (c *Config) setGossipDefaults(md toml.MetaData) {
 
 func (c *Config) validateGossip(seen map[wire.ProcID]int) error {
 	g := &c.Gossip
+	if !g.Enabled && g.Profile == "" {
+		return nil // a Config built in Go with no gossip
+	}
 	if _, err := gossipProfile(g.Profile); err != nil {
 		return &FieldError{Field: "gossip.profile", Msg: err.Error()}
 	}
@@ -118,7 +121,10 @@ func (c *Config) Membership() *membership.Config {
 
 func (c *Config) formatGossip(sb *strings.Builder) {
 	g := &c.Gossip
-	fmt.Fprintf(sb, "\n[gossip]\nenabled = %t\nprofile = %s\n", g.Enabled, strconv.Quote(g.Profile))
+	fmt.Fprintf(sb, "\n[gossip]\nenabled = %t\n", g.Enabled)
+	if g.Profile != "" {
+		fmt.Fprintf(sb, "profile = %s\n", strconv.Quote(g.Profile))
+	}
 	if g.Interval != 0 {
 		fmt.Fprintf(sb, "interval = %s\n", strconv.Quote(g.Interval.String()))
 	}

@@ -42,6 +42,14 @@ func TestGossipDefaultsAndOverrides(t *testing.T) {
 	if err != nil || off.Membership() != nil {
 		t.Fatalf("disabled gossip: %v %+v", err, off.Membership())
 	}
+	// A Config built in Go with a zero Gossip has gossip off, and formats
+	// as such.
+	zero := *d
+	zero.Gossip = Gossip{}
+	back, err = Parse(zero.Format(), Agent)
+	if err != nil || back.Gossip.Enabled || back.Membership() != nil {
+		t.Fatalf("zero Gossip: %v %+v\n%s", err, back.Gossip, zero.Format())
+	}
 }
 
 func TestGossipErrorsNameTheField(t *testing.T) {
