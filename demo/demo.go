@@ -79,6 +79,9 @@ type Options struct {
 	// Tick and ElectionTicks tune the agents (default 10ms and 30).
 	Tick          time.Duration
 	ElectionTicks int
+	// GossipInterval is the agents' gossip round (profile "local"; default
+	// 25ms). Gossip's phi-accrual detector decides when a leader is dead.
+	GossipInterval time.Duration
 	// Dir is the working directory (default: a new temporary directory).
 	Dir string
 	// Keep keeps the directory at the end.
@@ -153,6 +156,9 @@ func (o *Options) defaults() error {
 	if o.ElectionTicks == 0 {
 		o.ElectionTicks = 30
 	}
+	if o.GossipInterval == 0 {
+		o.GossipInterval = 25 * time.Millisecond
+	}
 	if o.Seed == 0 {
 		o.Seed = uint64(time.Now().UnixNano())
 	}
@@ -160,6 +166,8 @@ func (o *Options) defaults() error {
 		o.Out = os.Stdout
 	}
 	switch {
+	case o.GossipInterval < config.MinGossipInterval:
+		return fmt.Errorf("demo: gossip interval %v is below %v", o.GossipInterval, config.MinGossipInterval)
 	case o.Duration < 3*time.Second:
 		return fmt.Errorf("demo: --duration %v is below 3s", o.Duration)
 	case o.Groups < 1 || o.Replicas < 1 || o.Groups*o.Replicas > 64:
@@ -351,6 +359,9 @@ func (r *run) setup() error {
 			// Small segments (9 agents preallocate them) and frequent
 			// compaction, so the restarted agent recovers from a snapshot.
 			WALSegmentSize: 4 << 20, CompactBytes: 256 << 10,
+			// Gossip's phi-accrual detector drives failover: fast rounds
+			// on loopback convict a killed leader in about half a second.
+			Gossip: config.Gossip{Enabled: true, Profile: "local", Interval: r.opt.GossipInterval},
 		}
 		// Check what we write the way the agent will read it.
 		if _, err := config.Parse(cfg.Format(), config.Agent); err != nil {
@@ -673,6 +684,7 @@ loop:
 	if !settled {
 		r.printf("the groups did not settle within 10s (checking anyway)")
 	}
+	r.printMembers(ctx)
 	stopPoll()
 	r.stopAll(5 * time.Second)
 	for _, a := range r.agents {
@@ -815,6 +827,7 @@ func (r *run) watchFailover(ctx context.Context, sum *Summary, g int, killed wir
 			sum.ElectedAfter = since // when it took over, not when the poll saw it
 		}
 		r.printf("failover: p%d leads g%d (ballot %s) %v after the kill", elected.ID, g, elected.Ballot, fmtDur(sum.ElectedAfter))
+		r.gossipLine(ctx, elected.ID, killed)
 	} else {
 		r.printf("failover: no new leader of g%d within 10s", g)
 	}
@@ -831,6 +844,50 @@ func (r *run) watchFailover(ctx context.Context, sum *Summary, g int, killed wir
 		time.Sleep(10 * time.Millisecond)
 	}
 	r.printf("failover: g%d did not deliver a new message within 10s of the kill", g)
+}
+
+// printMembers prints the cluster as the first live agent's gossip sees
+// it (weft members).
+func (r *run) printMembers(ctx context.Context) {
+	for _, a := range r.agents {
+		if !a.running() {
+			continue
+		}
+		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		ms, err := node.FetchMembers(cctx, r.hc, a.admin)
+		cancel()
+		if err != nil {
+			continue
+		}
+		r.printf("cluster as p%d's gossip sees it (weft members --admin %s):", a.id, a.admin)
+		var sb strings.Builder
+		node.WriteMembers(&sb, ms)
+		r.printf("%s", strings.TrimRight(sb.String(), "\n"))
+		return
+	}
+}
+
+// gossipLine prints how agent at's gossip sees member of: the failure
+// detector's verdict that triggered the failover.
+func (r *run) gossipLine(ctx context.Context, at, of wire.ProcID) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	ms, err := node.FetchMembers(ctx, r.hc, r.agents[at].admin)
+	if err != nil {
+		r.printf("gossip: cannot read p%d's view: %v", at, err)
+		return
+	}
+	up := 0
+	for _, m := range ms {
+		if m.Status == node.MemberUp {
+			up++
+		}
+	}
+	for _, m := range ms {
+		if m.ID == of {
+			r.printf("gossip: p%d sees p%d %s (phi %.1f), %d of %d members up", at, of, m.Status, m.Phi, up, len(ms))
+		}
+	}
 }
 
 // watchRejoin reports when a restarted agent is back in its group: up,
