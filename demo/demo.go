@@ -76,11 +76,14 @@ type Options struct {
 	// KillGroup is the group whose leader is killed (default 0); negative
 	// kills nobody.
 	KillGroup int
-	// Tick and ElectionTicks tune the agents (default 10ms and 30).
+	// Tick and ElectionTicks tune the agents (default 10ms and 60: a
+	// member silent on the direct link for 600ms is suspected, the
+	// backstop behind gossip's verdict).
 	Tick          time.Duration
 	ElectionTicks int
 	// GossipInterval is the agents' gossip round (profile "local"; default
-	// 25ms). Gossip's phi-accrual detector decides when a leader is dead.
+	// 20ms). Gossip's phi-accrual detector convicts a killed leader in
+	// about 20 rounds, before the direct timeout.
 	GossipInterval time.Duration
 	// Dir is the working directory (default: a new temporary directory).
 	Dir string
@@ -154,10 +157,10 @@ func (o *Options) defaults() error {
 		o.Tick = 10 * time.Millisecond
 	}
 	if o.ElectionTicks == 0 {
-		o.ElectionTicks = 30
+		o.ElectionTicks = 60
 	}
 	if o.GossipInterval == 0 {
-		o.GossipInterval = 25 * time.Millisecond
+		o.GossipInterval = 20 * time.Millisecond
 	}
 	if o.Seed == 0 {
 		o.Seed = uint64(time.Now().UnixNano())
@@ -360,7 +363,7 @@ func (r *run) setup() error {
 			// compaction, so the restarted agent recovers from a snapshot.
 			WALSegmentSize: 4 << 20, CompactBytes: 256 << 10,
 			// Gossip's phi-accrual detector drives failover: fast rounds
-			// on loopback convict a killed leader in about half a second.
+			// on loopback convict a killed leader in about 0.4s.
 			Gossip: config.Gossip{Enabled: true, Profile: "local", Interval: r.opt.GossipInterval},
 		}
 		// Check what we write the way the agent will read it.
