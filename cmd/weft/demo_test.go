@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -126,24 +127,10 @@ func TestAgentsAndMulticastProcesses(t *testing.T) {
 		if err := os.WriteFile(cfgPath, []byte(cfg.Format()), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		cmd := exec.Command(exe, "agent", "--config", cfgPath)
-		var log bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &log, &log
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
+		a := startAgent(t, exe, cfgPath)
 		t.Cleanup(func() {
-			cmd.Process.Signal(os.Interrupt)
-			done := make(chan error, 1)
-			go func() { done <- cmd.Wait() }()
-			select {
-			case err := <-done:
-				if err != nil {
-					t.Errorf("agent %d: %v\n%s", id, err, log.String())
-				}
-			case <-time.After(10 * time.Second):
-				cmd.Process.Kill()
-				t.Errorf("agent %d did not stop on SIGINT", id)
+			if err := a.stop(); err != nil {
+				t.Errorf("agent %d: %v\n%s", id, err, a.log.String())
 			}
 		})
 	}
@@ -156,6 +143,39 @@ func TestAgentsAndMulticastProcesses(t *testing.T) {
 			t.Fatalf("multicast --dest %s: %v\n%s", dest, err, out)
 		}
 		t.Logf("multicast --dest %s: %s", dest, bytes.TrimSpace(out))
+	}
+}
+
+// agentProc is a `weft agent` process.
+type agentProc struct {
+	cmd  *exec.Cmd
+	log  *bytes.Buffer // read it only after the process exited
+	exit chan error    // receives Wait's result once
+}
+
+// startAgent starts `exe agent --config path`.
+func startAgent(t *testing.T, exe, path string) *agentProc {
+	t.Helper()
+	a := &agentProc{cmd: exec.Command(exe, "agent", "--config", path), log: &bytes.Buffer{}, exit: make(chan error, 1)}
+	a.cmd.Stdout, a.cmd.Stderr = a.log, a.log
+	if err := a.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { a.exit <- a.cmd.Wait() }()
+	return a
+}
+
+// stop sends SIGINT and waits up to 10s for the agent to exit (then kills
+// it); it returns the exit error, or an error if it had to kill it. It
+// returns nil for an agent that already exited and was waited for.
+func (a *agentProc) stop() error {
+	a.cmd.Process.Signal(os.Interrupt)
+	select {
+	case err := <-a.exit:
+		return err
+	case <-time.After(10 * time.Second):
+		a.cmd.Process.Kill()
+		return errors.New("did not stop on SIGINT")
 	}
 }
 

@@ -50,6 +50,23 @@ func (a *adminFlags) addr() (string, error) {
 	return "", errors.New("which node? give --admin host:port or --config FILE")
 }
 
+// post sends an operation to the node's admin endpoint and prints its
+// answer.
+func (a *adminFlags) post(cmd *cobra.Command, path string) error {
+	addr, err := a.addr()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := a.ctx(cmd.Context())
+	defer cancel()
+	out, err := node.PostAdmin(ctx, http.DefaultClient, addr, path)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(cmd.OutOrStdout(), out)
+	return nil
+}
+
 func (a *adminFlags) ctx(parent context.Context) (context.Context, context.CancelFunc) {
 	if parent == nil {
 		parent = context.Background()
@@ -113,18 +130,7 @@ its group, now a failed one. Restart its agent to bring it back.`,
 		Example: `  weft leave --admin 127.0.0.1:7204`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			addr, err := af.addr()
-			if err != nil {
-				return err
-			}
-			ctx, cancel := af.ctx(cmd.Context())
-			defer cancel()
-			out, err := node.PostAdmin(ctx, http.DefaultClient, addr, "/leave")
-			if err != nil {
-				return err
-			}
-			fmt.Fprintln(cmd.OutOrStdout(), out)
-			return nil
+			return af.post(cmd, "/leave")
 		},
 	}
 	af.register(c)
@@ -146,10 +152,6 @@ TARGET comes back with a new generation.`,
 		Example: `  weft assassinate --admin 127.0.0.1:7200 127.0.0.1:7104`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			addr, err := af.addr()
-			if err != nil {
-				return err
-			}
 			q := url.Values{}
 			if _, _, err := net.SplitHostPort(args[0]); err == nil {
 				q.Set("addr", args[0])
@@ -158,14 +160,7 @@ TARGET comes back with a new generation.`,
 			} else {
 				return fmt.Errorf("TARGET %q: want a member's host:port address or its id", args[0])
 			}
-			ctx, cancel := af.ctx(cmd.Context())
-			defer cancel()
-			out, err := node.PostAdmin(ctx, http.DefaultClient, addr, "/assassinate?"+q.Encode())
-			if err != nil {
-				return err
-			}
-			fmt.Fprintln(cmd.OutOrStdout(), out)
-			return nil
+			return af.post(cmd, "/assassinate?"+q.Encode())
 		},
 	}
 	af.register(c)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -46,9 +45,7 @@ func TestMembersLeaveAssassinateProcesses(t *testing.T) {
 		t.Fatal(err)
 	}
 	nodes := map[string]string{"0": addrs[0], "1": addrs[1], "2": addrs[2]}
-	cmds := make([]*exec.Cmd, 3)
-	logs := make([]*bytes.Buffer, 3)
-	waits := make([]chan error, 3)
+	agents := make([]*agentProc, 3)
 	for id := range 3 {
 		cfg := config.Config{Cluster: "members-test", ID: wire.ProcID(id), DataDir: filepath.Join(dir, fmt.Sprint("n", id)),
 			Admin: addrs[3+id], Tick: 10 * time.Millisecond, ElectionTicks: 30, HeartbeatTicks: 1, RetryTicks: 12, LogLevel: "info",
@@ -58,23 +55,9 @@ func TestMembersLeaveAssassinateProcesses(t *testing.T) {
 		if err := os.WriteFile(path, []byte(cfg.Format()), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		cmd := exec.Command(exe, "agent", "--config", path)
-		logs[id] = &bytes.Buffer{}
-		cmd.Stdout, cmd.Stderr = logs[id], logs[id]
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		cmds[id] = cmd
-		waits[id] = make(chan error, 1)
-		go func() { waits[id] <- cmd.Wait() }()
-		t.Cleanup(func() {
-			cmd.Process.Signal(os.Interrupt)
-			select {
-			case <-waits[id]:
-			case <-time.After(10 * time.Second):
-				cmd.Process.Kill()
-			}
-		})
+		a := startAgent(t, exe, path)
+		agents[id] = a
+		t.Cleanup(func() { a.stop() })
 	}
 	members := func() string {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -109,7 +92,7 @@ func TestMembersLeaveAssassinateProcesses(t *testing.T) {
 	})
 	t.Logf("weft members:\n%s", out)
 
-	cmds[2].Process.Kill()
+	agents[2].cmd.Process.Kill()
 	wait("p2 DOWN", func(out string) bool { return strings.Contains(row(out, 2), " DOWN ") })
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -126,12 +109,12 @@ func TestMembersLeaveAssassinateProcesses(t *testing.T) {
 	out = wait("p1 LEFT", func(out string) bool { return strings.Contains(row(out, 1), " LEFT ") })
 	t.Logf("weft members:\n%s", out)
 	select {
-	case err := <-waits[1]:
+	case err := <-agents[1].exit:
 		if err != nil {
-			t.Fatalf("agent 1 exited with %v after leaving:\n%s", err, logs[1])
+			t.Fatalf("agent 1 exited with %v after leaving:\n%s", err, agents[1].log)
 		}
-		waits[1] <- nil // for the cleanup
+		agents[1].exit <- nil // for the cleanup
 	case <-time.After(15 * time.Second):
-		t.Fatalf("agent 1 still running after leaving:\n%s", logs[1])
+		t.Fatal("agent 1 still running 15s after leaving")
 	}
 }
