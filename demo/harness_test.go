@@ -17,6 +17,7 @@ package demo
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -296,14 +297,41 @@ func (c *cluster) diagnostics() string {
 	sts := c.r.snapshot()
 	for _, a := range c.r.agents {
 		if st, ok := sts[a.id]; ok {
-			fmt.Fprintf(&b, "p%d (g%d): %s leader=%v ballot %s cballot %s max_delivered %s retained %d\n",
-				a.id, a.group, st.Role, st.Leader, st.Ballot, st.CBallot, st.MaxDelivered, st.Retained)
+			fmt.Fprintf(&b, "p%d (g%d): %s leader=%v ballot %s cballot %s max_delivered %s retained %d ticks %d steps %d\n",
+				a.id, a.group, st.Role, st.Leader, st.Ballot, st.CBallot, st.MaxDelivered, st.Retained, st.Stats.Ticks, st.Stats.Steps)
+			if v := c.gossipView(a); v != "" {
+				fmt.Fprintf(&b, "    members: %s\n", v)
+			}
 		} else {
 			fmt.Fprintf(&b, "p%d (g%d): not answering (running=%v)\n", a.id, a.group, a.running())
 		}
 		fmt.Fprintf(&b, "    %s\n", tailN(a.logPath, 6))
 	}
 	return b.String()
+}
+
+// gossipView summarizes an agent's gossip view (GET /members), if it has
+// one: each member's status, phi and heartbeat.
+func (c *cluster) gossipView(a *agent) string {
+	resp, err := c.r.hc.Get("http://" + a.admin + "/members")
+	if err != nil {
+		return ""
+	}
+	defer resp.Body.Close()
+	var ms []struct {
+		ID        wire.ProcID `json:"id"`
+		Status    string      `json:"status"`
+		Phi       float64     `json:"phi"`
+		Heartbeat uint64      `json:"heartbeat"`
+	}
+	if resp.StatusCode != http.StatusOK || json.NewDecoder(resp.Body).Decode(&ms) != nil {
+		return ""
+	}
+	var parts []string
+	for _, m := range ms {
+		parts = append(parts, fmt.Sprintf("p%d %s phi %.1f hb %d", m.ID, m.Status, m.Phi, m.Heartbeat))
+	}
+	return strings.Join(parts, "; ")
 }
 
 func tailN(path string, n int) string {
