@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/weft-dev/weft/internal/faultproxy"
+	"github.com/weft-dev/weft/node"
 	"github.com/weft-dev/weft/wire"
 )
 
@@ -174,6 +175,61 @@ func TestFaultConnectionResets(t *testing.T) {
 		time.Sleep(time.Duration(10+rng.IntN(40)) * time.Millisecond)
 	}
 	c.logf("reset %d streams; %d multicasts completed meanwhile", resets, c.completed()-start)
+	c.load(time.Second, 50)
+	c.finish()
+}
+
+// A partition and crashes together: the leader of g0 is cut off from its
+// followers, and once they have elected a new leader, that new leader is
+// SIGKILLed too, leaving g0 without a quorum on either side. The heal lets
+// the old leader and the last follower form a quorum again; then the killed
+// agent restarts from its WAL and rejoins.
+func TestFaultPartitionThenKillNewLeader(t *testing.T) {
+	c := startCluster(t, clusterSpec{Groups: 2, Replicas: 3, Clients: 8})
+	c.load(time.Second, 50)
+	l := c.leader(0)
+	followers := c.members(0, l.ID)
+	c.cut([]wire.ProcID{l.ID}, followers)
+	nl := c.waitNewLeader(0, l)
+	c.waitDelivering(0, followers)
+	c.load(500*time.Millisecond, 50)
+	c.kill(nl.ID)
+	time.Sleep(500 * time.Millisecond) // g0 cannot deliver now; the load piles up
+	c.healAll()
+	live := c.members(0, nl.ID)
+	c.waitFor("g0 to elect a leader among the live members", leaderWithin, func(sts map[wire.ProcID]node.Status) bool {
+		ld, ok := c.r.leaderOf(sts, 0)
+		return ok && ld.ID != nl.ID && nl.Ballot.Less(ld.Ballot)
+	})
+	c.waitDelivering(0, live)
+	c.restart(nl.ID)
+	if st := c.waitRejoin(nl.ID); st.Stats.RestoredRecords == 0 {
+		t.Errorf("p%d restarted without replaying its WAL", nl.ID)
+	}
+	c.load(time.Second, 50)
+	c.finish()
+}
+
+// Slow links: everything to and from the leader of g1 is delayed by 40ms
+// in each direction for two seconds under load (below the election
+// timeout: nothing is lost or reordered, the group only slows down).
+func TestFaultSlowLinks(t *testing.T) {
+	c := startCluster(t, clusterSpec{Groups: 2, Replicas: 3, Clients: 8})
+	c.load(time.Second, 50)
+	l := c.leader(1)
+	var slowed []*faultproxy.Proxy
+	for _, q := range c.others(l.ID) {
+		slowed = append(slowed, c.proxies[pair{l.ID, q}], c.proxies[pair{q, l.ID}])
+	}
+	for _, p := range slowed {
+		p.SetDelay(40 * time.Millisecond)
+	}
+	c.logf("delaying every stream to and from p%d by 40ms", l.ID)
+	c.load(2*time.Second, 50)
+	for _, p := range slowed {
+		p.SetDelay(0)
+	}
+	c.logf("delays removed")
 	c.load(time.Second, 50)
 	c.finish()
 }
