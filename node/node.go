@@ -3,9 +3,12 @@
 // the FT-Skeen, FastCast and Skeen baselines; see core.go) with the
 // network (transport), a write-ahead log (storage/wal) and the wall clock.
 //
-// One goroutine owns the process. It feeds it the messages the transport
-// receives (through a bounded channel) and a tick every Config.Tick, and
-// handles each Ready in the order the amcast contract requires:
+// One goroutine owns the process, and the gossip core when Config.Gossip is
+// set (gossip.go). It feeds the process the messages the transport
+// receives (through a bounded channel; gossip frames and clients' view
+// requests come through a second one, so a protocol backlog cannot delay
+// them) and a tick every Config.Tick, and handles each Ready in the order
+// the amcast contract requires:
 //
 //  1. append Ready.Persist to the WAL and fdatasync once (group commit: when
 //     inputs are queued, up to Config.MaxBatch of them are stepped before
@@ -41,6 +44,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/weft-dev/weft/amcast"
@@ -51,6 +55,10 @@ import (
 	"github.com/weft-dev/weft/transport"
 	"github.com/weft-dev/weft/wire"
 )
+
+// sideQueue is the capacity of the queue of gossip frames and view
+// requests (a few rounds of a large cluster's gossip).
+const sideQueue = 1024
 
 // Defaults for zero Config fields.
 const (
@@ -230,6 +238,11 @@ type Node struct {
 	tr    *transport.Transport
 	dlog  *deliveryLog
 	inbox chan wire.Envelope
+	// side carries gossip and clients' view requests past the protocol's
+	// backlog: a deep inbox must not delay heartbeat arrivals into phi
+	// convictions of live members. Full: they are dropped (gossip
+	// tolerates loss; a client asks again).
+	side chan wire.Envelope
 
 	stop     chan struct{}
 	done     chan struct{}
@@ -246,6 +259,8 @@ type Node struct {
 	gossip *gossiper       // nil without Config.Gossip
 	det    *gossipDetector // gossip's detector, if it is the core's
 	ctl    chan func()     // operator requests run on the loop
+
+	sideDrops atomic.Uint64
 
 	mu      sync.Mutex
 	status  Status
@@ -264,6 +279,9 @@ type Stats struct {
 	RestoredSnapshotBytes     int // size of the snapshot restored from (0: none)
 	Started                   time.Time
 	MaxBatchSeen, InboxQueued int
+	// SideDrops counts gossip frames and view requests dropped because the
+	// side queue was full.
+	SideDrops uint64
 }
 
 // Status is a snapshot of the node's state, as served by the agent's
@@ -302,6 +320,7 @@ func New(cfg Config) (*Node, error) {
 		cfg:   cfg,
 		log:   cfg.Logger.With("node", uint32(cfg.ID)),
 		inbox: make(chan wire.Envelope, cfg.InboxSize),
+		side:  make(chan wire.Envelope, sideQueue),
 		stop:  make(chan struct{}),
 		done:  make(chan struct{}),
 		ctl:   make(chan func()),
@@ -439,6 +458,15 @@ func (n *Node) closeStorage() {
 
 // handle is the transport's Handler.
 func (n *Node) handle(from wire.ProcID, m wire.Message) {
+	switch m.(type) {
+	case *wire.Gossip, *wire.ViewRequest:
+		select {
+		case n.side <- wire.Envelope{From: from, To: n.cfg.ID, Msg: m}:
+		default:
+			n.sideDrops.Add(1)
+		}
+		return
+	}
 	select {
 	case n.inbox <- wire.Envelope{From: from, To: n.cfg.ID, Msg: m}:
 	case <-n.stop:
@@ -524,6 +552,8 @@ func (n *Node) run() {
 			n.mu.Unlock()
 		case f := <-n.ctl:
 			f()
+		case env := <-n.side:
+			n.step(env)
 		case env := <-n.inbox:
 			n.step(env)
 			n.drain(1)
@@ -684,6 +714,7 @@ func (n *Node) publish() {
 		WALFirst: n.w.FirstIndex(), WALLast: n.w.LastIndex(), Stats: n.stats, Pid: os.Getpid(), LeaderSince: n.leaderSince,
 	}
 	st.Stats.InboxQueued = len(n.inbox)
+	st.Stats.SideDrops = n.sideDrops.Load()
 	n.gossip.publish(roleName(st.Role, st.Leader), st.Ballot)
 	if n.tr != nil {
 		st.Addr = n.tr.Addr().String()
