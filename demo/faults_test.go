@@ -233,3 +233,30 @@ func TestFaultSlowLinks(t *testing.T) {
 	c.load(time.Second, 50)
 	c.finish()
 }
+
+// TestFaultBaselines runs the fault-tolerant baselines through a leader
+// SIGKILL with restart and a leader partition: the same agents, proxies and
+// checks as WbCast, with FT-Skeen's and FastCast's per-group Multi-Paxos
+// behind gossip's failure detector.
+func TestFaultBaselines(t *testing.T) {
+	for _, proto := range []string{"ftskeen", "fastcast"} {
+		t.Run(proto, func(t *testing.T) {
+			c := startCluster(t, clusterSpec{Groups: 2, Replicas: 3, Clients: 8, Protocol: proto})
+			c.load(time.Second, 50)
+			l := c.leader(0)
+			c.kill(l.ID)
+			c.waitNewLeader(0, l)
+			c.waitDelivering(0, c.members(0, l.ID))
+			c.restart(l.ID)
+			c.waitRejoin(l.ID)
+			l1 := c.leader(1)
+			c.cut([]wire.ProcID{l1.ID}, c.members(1, l1.ID))
+			c.waitNewLeader(1, l1)
+			c.waitDelivering(1, c.members(1, l1.ID))
+			c.healAll()
+			c.waitRejoin(l1.ID)
+			c.load(time.Second, 50)
+			c.finish()
+		})
+	}
+}

@@ -117,6 +117,8 @@ type clusterSpec struct {
 	Groups, Replicas, Clients int
 	// DestGroups as in Options (0: 1 or 2 at random).
 	DestGroups int
+	// Protocol as in Options (default wbcast).
+	Protocol string
 }
 
 // logWriter sends the demo's printouts to the test log.
@@ -142,12 +144,12 @@ func startCluster(t *testing.T, spec clusterSpec) *cluster {
 		t.Fatal(err)
 	}
 	opt := Options{Exe: exe, Duration: 3 * time.Second, Groups: spec.Groups, Replicas: spec.Replicas,
-		Clients: spec.Clients, DestGroups: spec.DestGroups, KillGroup: -1, Dir: dir, Out: logWriter{t},
+		Clients: spec.Clients, DestGroups: spec.DestGroups, KillGroup: -1, Dir: dir, Out: logWriter{t}, Protocol: spec.Protocol,
 		PeerAddr: c.newProxy}
 	if err := opt.defaults(); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("cluster: %d groups x %d replicas, %d clients, seed %d, data and logs in %s", opt.Groups, opt.Replicas, opt.Clients, opt.Seed, dir)
+	t.Logf("cluster: %s, %d groups x %d replicas, %d clients, seed %d, data and logs in %s", opt.Protocol, opt.Groups, opt.Replicas, opt.Clients, opt.Seed, dir)
 	c.r = &run{opt: opt, dir: dir, hc: &http.Client{Timeout: 500 * time.Millisecond},
 		statuses: map[wire.ProcID]node.Status{}, replies: map[string]wire.Timestamp{}, killGroup: -1}
 	if c.r.topo, err = amcast.NewTopology(opt.Groups, opt.Replicas); err != nil {
