@@ -182,7 +182,7 @@ func adminCall(ctx context.Context, hc *http.Client, method, addr, path string, 
 // member, then a count of the members up.
 func WriteMembers(w io.Writer, ms []Member) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tADDRESS\tGROUP\tROLE\tBALLOT\tSTATUS\tPHI\tGENERATION")
+	fmt.Fprintln(tw, "ID\tADDRESS\tGROUP\tROLE\tBALLOT\tSTATUS\tPHI\tLOAD\tGENERATION")
 	up := 0
 	for _, m := range ms {
 		id := strconv.FormatUint(uint64(m.ID), 10)
@@ -202,7 +202,11 @@ func WriteMembers(w io.Writer, ms []Member) {
 		if m.Status == MemberUp {
 			up++
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", id, m.Addr, m.Group, role, ballot, m.Status, phi, gen)
+		load := m.Load
+		if load == "" {
+			load = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", id, m.Addr, m.Group, role, ballot, m.Status, phi, load, gen)
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "%d of %d members up (* = the node asked)\n", up, len(ms))

@@ -36,6 +36,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -60,6 +61,10 @@ type Member struct {
 	Phi        float64      `json:"phi"`
 	Generation uint64       `json:"generation"`
 	Heartbeat  uint64       `json:"heartbeat"`
+	// Load is the member's delivery rate (deliveries per second over its
+	// last second), Release its weft build.
+	Load    string `json:"load"`
+	Release string `json:"release"`
 }
 
 // Member statuses.
@@ -119,6 +124,9 @@ type gossiper struct {
 	// What this node last published.
 	role   string
 	ballot wire.Ballot
+	// Load: deliveries counted at the last publication, and when.
+	loadAt        time.Time
+	loadDelivered uint64
 }
 
 // openGossip creates the membership core: it reads the stored generation
@@ -157,6 +165,7 @@ func (n *Node) openGossip() error {
 	}{
 		{membership.KeyStatus, membership.StatusNormal},
 		{membership.KeyGroup, strconv.Itoa(int(group))},
+		{membership.KeyReleaseVersion, release()},
 	} {
 		if err := gs.g.SetAppState(kv.k, kv.v); err != nil {
 			return fmt.Errorf("node: gossip: %s: %w", kv.k, err)
@@ -274,10 +283,17 @@ func (gs *gossiper) event(e membership.Event) {
 }
 
 // publish updates this node's role and ballot in gossip when they changed,
-// and the membership view served to operators and clients.
-func (gs *gossiper) publish(role string, ballot wire.Ballot) {
+// and its load (delivery rate) once a second.
+func (gs *gossiper) publish(role string, ballot wire.Ballot, delivered uint64) {
 	if gs == nil {
 		return
+	}
+	if now := time.Now(); !gs.left && now.Sub(gs.loadAt) >= time.Second {
+		if !gs.loadAt.IsZero() {
+			rate := float64(delivered-gs.loadDelivered) / now.Sub(gs.loadAt).Seconds()
+			gs.g.SetAppState(membership.KeyLoad, strconv.FormatFloat(rate, 'f', 0, 64)+"/s")
+		}
+		gs.loadAt, gs.loadDelivered = now, delivered
 	}
 	if role != gs.role && !gs.left {
 		if err := gs.g.SetAppState(membership.KeyRole, role); err == nil {
@@ -311,6 +327,10 @@ func (gs *gossiper) members() []Member {
 				}
 			case membership.KeyRole:
 				r.Role = a.Value
+			case membership.KeyLoad:
+				r.Load = a.Value
+			case membership.KeyReleaseVersion:
+				r.Release = a.Value
 			case membership.KeyBallot:
 				r.Ballot, _ = ParseBallot(a.Value)
 			case membership.KeyStatus:
@@ -485,4 +505,14 @@ func (n *Node) control(f func() error) error {
 	case <-n.done:
 		return errClosed
 	}
+}
+
+// release names this build for gossip (KeyReleaseVersion): the main
+// module's version, or "devel".
+func release() string {
+	v := "devel"
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		v = bi.Main.Version
+	}
+	return "weft " + v
 }

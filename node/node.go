@@ -305,7 +305,9 @@ type Status struct {
 	// when it is not the leader).
 	LeaderSince time.Time `json:"leader_since"`
 	Addr        string    `json:"addr"`
-	Pid         int       `json:"pid"`
+	// Gossip holds the gossip core's counters (nil without gossip).
+	Gossip *membership.Stats `json:"gossip,omitempty"`
+	Pid    int               `json:"pid"`
 }
 
 // New opens the node's log, restores its process and starts it.
@@ -715,7 +717,11 @@ func (n *Node) publish() {
 	}
 	st.Stats.InboxQueued = len(n.inbox)
 	st.Stats.SideDrops = n.sideDrops.Load()
-	n.gossip.publish(roleName(st.Role, st.Leader), st.Ballot)
+	n.gossip.publish(roleName(st.Role, st.Leader), st.Ballot, n.stats.Delivered)
+	if n.gossip != nil {
+		gst := n.gossip.g.Stats()
+		st.Gossip = &gst
+	}
 	if n.tr != nil {
 		st.Addr = n.tr.Addr().String()
 	}
