@@ -149,7 +149,13 @@ func (n *Node) openGossip() error {
 	}
 	now := time.Now()
 	mc.Rand = rand.NewPCG(uint64(now.UnixNano()), uint64(n.cfg.ID))
-	gs := &gossiper{n: n, genPath: filepath.Join(n.cfg.DataDir, genFile), det: n.det}
+	// The verdicts are kept even when Config.Detector replaces gossip's
+	// detector in the core: the view reports them.
+	det := n.det
+	if det == nil {
+		det = newGossipDetector(n.cfg.ElectionTicks)
+	}
+	gs := &gossiper{n: n, genPath: filepath.Join(n.cfg.DataDir, genFile), det: det}
 	stored, err := readGeneration(gs.genPath)
 	if err != nil {
 		return err

@@ -143,3 +143,15 @@ func TestParseBallot(t *testing.T) {
 		}
 	}
 }
+
+// TestGossipWithOwnDetector runs gossip beside a detector the caller
+// supplies: the view still reports gossip's verdicts.
+func TestGossipWithOwnDetector(t *testing.T) {
+	c := newCluster(t, 1, 3, func(cfg *Config) {
+		gossipTune(cfg)
+		cfg.Detector = newGossipDetector(30)
+	})
+	waitUntil(t, 10*time.Second, "every member up", func() bool { return allUp(c, 0, 0, 1, 2) })
+	c.stop(2)
+	waitUntil(t, 10*time.Second, "p2 convicted in p0's view", func() bool { return memberStatus(c.nodes[0], 2).Status == MemberDown })
+}
