@@ -155,3 +155,28 @@ func TestGossipWithOwnDetector(t *testing.T) {
 	c.stop(2)
 	waitUntil(t, 10*time.Second, "p2 convicted in p0's view", func() bool { return memberStatus(c.nodes[0], 2).Status == MemberDown })
 }
+
+// TestGossipLeaderLeaves: a leader that leaves is marked down by its peers
+// at once (EventLeft), its successor takes over while it is still
+// announcing, and a client follows the new leader through the view.
+func TestGossipLeaderLeaves(t *testing.T) {
+	c := newCluster(t, 1, 3, gossipTune)
+	waitUntil(t, 10*time.Second, "every member up", func() bool { return allUp(c, 1, 0, 1, 2) })
+	cl := c.client()
+	multicast(t, cl, 10, 2, func(int) []wire.GroupID { return []wire.GroupID{0} })
+	old := c.nodes[0].Status().Ballot
+	if err := c.nodes[0].Leave(); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 10*time.Second, "a new leader above "+old.String(), func() bool {
+		p, ok := c.leader(0)
+		return ok && p != 0 && old.Less(c.nodes[p].Status().Ballot)
+	})
+	if st := memberStatus(c.nodes[1], 0).Status; st != MemberLeft {
+		t.Fatalf("p1 sees p0 %s, want LEFT", st)
+	}
+	multicast(t, cl, 10, 2, func(int) []wire.GroupID { return []wire.GroupID{0} })
+	if err := c.nodes[0].Leave(); err == nil {
+		t.Fatal("a second Leave succeeded")
+	}
+}
