@@ -100,6 +100,10 @@ func TestDialerChecksAnswer(t *testing.T) {
 	}
 	close(hellos)
 	for h := range hellos {
+		if h.Nonce == ([NonceLen]byte{}) {
+			t.Errorf("dialer sent a zero nonce")
+		}
+		h.Nonce = [NonceLen]byte{}
 		if h != (Hello{WireVersion: wire.Version, Role: RoleNode, ID: 1, To: 2, Cluster: "test"}) {
 			t.Errorf("dialer sent %+v", h)
 		}

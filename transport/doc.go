@@ -65,8 +65,13 @@
 //
 // # Not here yet
 //
-// No encryption or authentication (anyone who can reach the port and knows
-// the cluster name and a node id can speak as that node), no limit on the
-// number of simultaneous inbound connections, no separate connection for
-// bulk state transfer, and no frame type for membership gossip.
+// Authentication is optional and covers processes, not frames: with a
+// cluster key (Config.Key) both ends of every connection prove they hold it
+// (see handshake.go), so a process without the key cannot join or speak as
+// a node; without a key, anyone who can reach the port and knows the
+// cluster name and a node id can. There is no encryption and no per-frame
+// MAC (someone who can rewrite a TCP stream in flight is not stopped: use
+// a private network or a tunnel), no limit on the number of simultaneous
+// inbound connections, and no separate connection for bulk state
+// transfer. Membership gossip travels as ordinary messages (wire.GOSSIP).
 package transport

@@ -45,6 +45,10 @@ const (
 	// FrameClose announces that the sender is closing the connection on
 	// purpose; the payload is a Notice.
 	FrameClose
+	// FrameAuth proves, in a handshake between processes that share a
+	// cluster key, that the sender holds the key; the payload is an
+	// HMAC-SHA256 (see handshake.go).
+	FrameAuth
 	frameEnd
 )
 
@@ -55,6 +59,7 @@ var frameNames = [...]string{
 	FrameReject:  "REJECT",
 	FrameMessage: "MESSAGE",
 	FrameClose:   "CLOSE",
+	FrameAuth:    "AUTH",
 }
 
 func (t FrameType) String() string {

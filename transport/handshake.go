@@ -1,6 +1,9 @@
 package transport
 
 import (
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -26,6 +29,21 @@ import (
 //	u32      id of the process the sender means to reach, big-endian
 //	u8       length of the cluster name (1..MaxClusterName)
 //	         cluster name
+//	u8       1 if the sender holds a cluster key, else 0
+//	16 bytes nonce (random, fresh for every handshake)
+//
+// Cluster key (Config.Key). When both sides hold one, the handshake has
+// two more frames: the acceptor sends FrameAuth right after its Welcome,
+// with HMAC-SHA256(key, "weft-acceptor" | hello | welcome), and the dialer,
+// having checked it, answers with FrameAuth carrying HMAC-SHA256(key,
+// "weft-dialer" | hello | welcome), where hello and welcome are the two
+// Hello payloads. Each side's proof covers the other's fresh nonce, so a
+// recorded handshake cannot be replayed, and neither side's proof can be
+// reflected as the other's. The acceptor delivers nothing from a dialer
+// before its proof checks. A side without a key and a side with one refuse
+// each other (ReasonAuth). The key authenticates processes, not frames:
+// someone who can rewrite a TCP stream in flight is not stopped (that
+// needs TLS).
 //
 // The recipient id lets the acceptor refuse a dialer that has it mistaken
 // for another process (a wrong address in its configuration) before the
@@ -45,8 +63,8 @@ import (
 const Magic = "WEFT"
 
 // TransportVersion is the version of the framing and handshake, byte 4 of
-// the preamble.
-const TransportVersion = 1
+// the preamble. Version 2 added the key flag and the nonce to the Hello.
+const TransportVersion = 2
 
 // PreambleLen is the length of the preamble.
 const PreambleLen = len(Magic) + 1
@@ -61,7 +79,16 @@ const (
 	// handshake completes (Hello, Welcome, Reject).
 	maxHandshakePayload = 2 << 10
 	helloFixedLen       = 1 + 1 + 4 + 4 + 1
-	noticeFixedLen      = 1 + 2
+	// NonceLen is the length of a Hello's nonce.
+	NonceLen = 16
+	// helloTailLen follows the cluster name: the key flag and the nonce.
+	helloTailLen = 1 + NonceLen
+	// MinKeyLen and MaxKeyLen bound a cluster key, in bytes.
+	MinKeyLen = 16
+	MaxKeyLen = 1024
+	// macLen is the length of a FrameAuth payload.
+	macLen         = sha256.Size
+	noticeFixedLen = 1 + 2
 )
 
 // ErrHandshake reports a malformed Hello or Notice.
@@ -99,6 +126,41 @@ type Hello struct {
 	// To is the process the sender means to reach.
 	To      wire.ProcID
 	Cluster string
+	// Keyed says the sender holds a cluster key.
+	Keyed bool
+	// Nonce is fresh for every handshake (NewNonce).
+	Nonce [NonceLen]byte
+}
+
+// NewNonce returns a random nonce.
+func NewNonce() [NonceLen]byte {
+	var n [NonceLen]byte
+	rand.Read(n[:])
+	return n
+}
+
+// Proof roles for authMAC.
+const (
+	proofAcceptor = "weft-acceptor"
+	proofDialer   = "weft-dialer"
+)
+
+// authMAC is one side's proof of the cluster key for a handshake whose
+// Hello payloads are hello (the dialer's) and welcome (the acceptor's).
+func authMAC(key []byte, role string, hello, welcome []byte) []byte {
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte(role))
+	var n [4]byte
+	binary.BigEndian.PutUint32(n[:], uint32(len(hello)))
+	m.Write(n[:])
+	m.Write(hello)
+	m.Write(welcome)
+	return m.Sum(nil)
+}
+
+// checkMAC reports whether payload is role's proof for the handshake.
+func checkMAC(key []byte, role string, hello, welcome, payload []byte) bool {
+	return len(payload) == macLen && hmac.Equal(payload, authMAC(key, role, hello, welcome))
 }
 
 // AppendPreamble appends the preamble to buf.
@@ -128,7 +190,13 @@ func AppendHello(buf []byte, h Hello) []byte {
 	buf = binary.BigEndian.AppendUint32(buf, uint32(h.ID))
 	buf = binary.BigEndian.AppendUint32(buf, uint32(h.To))
 	buf = append(buf, byte(len(h.Cluster)))
-	return append(buf, h.Cluster...)
+	buf = append(buf, h.Cluster...)
+	keyed := byte(0)
+	if h.Keyed {
+		keyed = 1
+	}
+	buf = append(buf, keyed)
+	return append(buf, h.Nonce[:]...)
 }
 
 // DecodeHello decodes a Hello. Errors wrap ErrHandshake.
@@ -149,10 +217,19 @@ func DecodeHello(b []byte) (Hello, error) {
 	if n == 0 {
 		return Hello{}, fmt.Errorf("%w: empty cluster name", ErrHandshake)
 	}
-	if rest := len(b) - helloFixedLen; rest != n {
-		return Hello{}, fmt.Errorf("%w: cluster name of %d bytes but %d bytes follow", ErrHandshake, n, rest)
+	if rest := len(b) - helloFixedLen - helloTailLen; rest != n {
+		return Hello{}, fmt.Errorf("%w: cluster name of %d bytes and %d bytes of key flag and nonce, but %d bytes follow", ErrHandshake, n, helloTailLen, len(b)-helloFixedLen)
 	}
-	h.Cluster = string(b[helloFixedLen:])
+	h.Cluster = string(b[helloFixedLen : helloFixedLen+n])
+	tail := b[helloFixedLen+n:]
+	switch tail[0] {
+	case 0:
+	case 1:
+		h.Keyed = true
+	default:
+		return Hello{}, fmt.Errorf("%w: key flag %d", ErrHandshake, tail[0])
+	}
+	copy(h.Nonce[:], tail[1:])
 	return h, nil
 }
 
@@ -241,6 +318,9 @@ const (
 	ReasonDial
 	// ReasonShutdown: the sender is shutting down.
 	ReasonShutdown
+	// ReasonAuth: the cluster key proof failed, or one side has a key and
+	// the other none.
+	ReasonAuth
 	reasonEnd
 )
 
@@ -264,6 +344,7 @@ var reasonNames = [...]string{
 	ReasonWrongPeer:        "wrong_peer",
 	ReasonDial:             "dial_failed",
 	ReasonShutdown:         "shutdown",
+	ReasonAuth:             "auth_failed",
 }
 
 func (r Reason) String() string {

@@ -21,8 +21,10 @@ func TestHelloRoundTrip(t *testing.T) {
 		}
 	}
 	// Layout, byte by byte.
-	b := AppendHello(nil, Hello{WireVersion: 1, Role: RoleClient, ID: 0x01020304, To: 0x0a0b0c0d, Cluster: "ab"})
-	if want := []byte{1, 2, 1, 2, 3, 4, 10, 11, 12, 13, 2, 'a', 'b'}; !bytes.Equal(b, want) {
+	nonce := [NonceLen]byte{0: 0xaa, NonceLen - 1: 0xbb}
+	b := AppendHello(nil, Hello{WireVersion: 1, Role: RoleClient, ID: 0x01020304, To: 0x0a0b0c0d, Cluster: "ab", Keyed: true, Nonce: nonce})
+	want := append([]byte{1, 2, 1, 2, 3, 4, 10, 11, 12, 13, 2, 'a', 'b', 1}, nonce[:]...)
+	if !bytes.Equal(b, want) {
 		t.Fatalf("hello layout %v, want %v", b, want)
 	}
 }
@@ -85,7 +87,7 @@ func TestNoticeRoundTrip(t *testing.T) {
 
 func TestPreamble(t *testing.T) {
 	p := AppendPreamble(nil)
-	if string(p) != "WEFT\x01" || len(p) != PreambleLen {
+	if string(p) != "WEFT\x02" || len(p) != PreambleLen {
 		t.Fatalf("preamble %q", p)
 	}
 	if r, _ := checkPreamble(p); r != ReasonNone {
@@ -107,7 +109,7 @@ func TestReasonCodes(t *testing.T) {
 		ReasonClusterName: 4, ReasonUnknownPeer: 5, ReasonBadHandshake: 6, ReasonFrameTooLarge: 7,
 		ReasonChecksum: 8, ReasonFrameType: 9, ReasonUnexpectedFrame: 10, ReasonBadMessage: 11,
 		ReasonForbiddenKind: 12, ReasonTruncated: 13, ReasonTimeout: 14, ReasonIO: 15,
-		ReasonWrongPeer: 16, ReasonDial: 17, ReasonShutdown: 18,
+		ReasonWrongPeer: 16, ReasonDial: 17, ReasonShutdown: 18, ReasonAuth: 19,
 	}
 	if len(pinned) != int(reasonEnd) {
 		t.Fatalf("%d reasons pinned, %d defined", len(pinned), reasonEnd)

@@ -387,7 +387,7 @@ func (r *raw) answer() (FrameType, []byte) {
 	if _, err := io.ReadFull(r.fr.br, pre[:]); err != nil {
 		r.t.Fatalf("reading preamble: %v", err)
 	}
-	if string(pre[:]) != "WEFT\x01" {
+	if string(pre[:]) != "WEFT\x02" {
 		r.t.Fatalf("preamble %q", pre)
 	}
 	typ, payload, err := r.fr.Next()

@@ -163,6 +163,7 @@ func (t *Transport) acceptHandshake(conn net.Conn, remote string) (Hello, *bufio
 		host = h
 	}
 	br := bufio.NewReaderSize(conn, readBufSize)
+	welcomed := false // our preamble is out: a reject is then a bare frame
 	reject := func(r Reason, detail string, answer bool) (Hello, *bufio.Reader, bool) {
 		if t.ctx.Err() != nil {
 			return Hello{}, nil, false // closing: not a rejection
@@ -170,7 +171,7 @@ func (t *Transport) acceptHandshake(conn net.Conn, remote string) (Hello, *bufio
 		t.st.rejected[r].Add(1)
 		t.logLimited(slog.LevelWarn, host, r, "rejected inbound connection", "remote", remote, "detail", detail)
 		if answer {
-			t.sendReject(conn, br, r, detail)
+			t.sendReject(conn, br, r, detail, !welcomed)
 		}
 		return Hello{}, nil, false
 	}
@@ -185,7 +186,8 @@ func (t *Transport) acceptHandshake(conn net.Conn, remote string) (Hello, *bufio
 	if r, detail := checkPreamble(pre[:]); r != ReasonNone {
 		return reject(r, detail, true)
 	}
-	typ, payload, err := NewFrameReader(br, maxHandshakePayload).Next()
+	fr := NewFrameReader(br, maxHandshakePayload)
+	typ, payload, err := fr.Next()
 	if err != nil {
 		r := handshakeReason(err)
 		return reject(r, fmt.Sprintf("hello: %v", err), r != ReasonTruncated && r != ReasonIO)
@@ -205,10 +207,33 @@ func (t *Transport) acceptHandshake(conn net.Conn, remote string) (Hello, *bufio
 		return reject(ReasonWrongPeer, fmt.Sprintf("this is %d, not %d", t.cfg.Self, h.To), true)
 	case !t.allowed(h.ID, h.Role):
 		return reject(ReasonUnknownPeer, fmt.Sprintf("%s %d is not allowed here", h.Role, h.ID), true)
+	case h.Keyed && t.cfg.Key == nil:
+		return reject(ReasonAuth, "this process has no cluster key", true)
+	case !h.Keyed && t.cfg.Key != nil:
+		return reject(ReasonAuth, "a cluster key is required", true)
 	}
-	w := Hello{WireVersion: wire.Version, Role: RoleNode, ID: t.cfg.Self, To: h.ID, Cluster: t.cfg.ClusterName}
-	if _, err := conn.Write(AppendFrame(AppendPreamble(nil), FrameWelcome, AppendHello(nil, w))); err != nil {
+	hello := append([]byte(nil), payload...)
+	welcome := AppendHello(nil, Hello{WireVersion: wire.Version, Role: RoleNode, ID: t.cfg.Self, To: h.ID,
+		Cluster: t.cfg.ClusterName, Keyed: t.cfg.Key != nil, Nonce: NewNonce()})
+	out := AppendFrame(AppendPreamble(nil), FrameWelcome, welcome)
+	if t.cfg.Key != nil {
+		out = AppendFrame(out, FrameAuth, authMAC(t.cfg.Key, proofAcceptor, hello, welcome))
+	}
+	if _, err := conn.Write(out); err != nil {
 		return reject(handshakeReason(err), fmt.Sprintf("sending welcome: %v", err), false)
+	}
+	welcomed = true
+	if t.cfg.Key != nil {
+		typ, proof, err := fr.Next()
+		switch {
+		case err != nil:
+			r := handshakeReason(err)
+			return reject(r, fmt.Sprintf("key proof: %v", err), false)
+		case typ != FrameAuth:
+			return reject(ReasonBadHandshake, fmt.Sprintf("%s frame instead of AUTH", typ), true)
+		case !checkMAC(t.cfg.Key, proofDialer, hello, welcome, proof):
+			return reject(ReasonAuth, fmt.Sprintf("%s %d does not hold this cluster key", h.Role, h.ID), true)
+		}
 	}
 	if err := conn.SetDeadline(time.Time{}); err != nil {
 		return reject(handshakeReason(err), err.Error(), false)
@@ -231,10 +256,15 @@ func (t *Transport) allowed(id wire.ProcID, role Role) bool {
 	return !listed
 }
 
-// sendReject answers a refused handshake with our preamble and a reject
-// frame, then closes gracefully (see rejectLinger).
-func (t *Transport) sendReject(conn net.Conn, br *bufio.Reader, r Reason, detail string) {
-	buf := AppendFrame(AppendPreamble(nil), FrameReject, AppendNotice(nil, Notice{Reason: r, Text: detail}))
+// sendReject answers a refused handshake with a reject frame (after our
+// preamble, unless it was sent already), then closes gracefully (see
+// rejectLinger).
+func (t *Transport) sendReject(conn net.Conn, br *bufio.Reader, r Reason, detail string, preamble bool) {
+	var buf []byte
+	if preamble {
+		buf = AppendPreamble(buf)
+	}
+	buf = AppendFrame(buf, FrameReject, AppendNotice(nil, Notice{Reason: r, Text: detail}))
 	if err := conn.SetDeadline(time.Now().Add(min(rejectLinger, t.cfg.HandshakeTimeout))); err != nil {
 		return
 	}

@@ -21,7 +21,6 @@ type peer struct {
 	t         *Transport
 	id        wire.ProcID
 	addr      string
-	hello     []byte // preamble + Hello frame
 	q         *queue
 	rng       *rand.Rand // backoff jitter; used only by run
 	connected atomic.Bool
@@ -104,7 +103,9 @@ func (p *peer) handshake(conn net.Conn) (*bufio.Reader, error) {
 	if err := conn.SetDeadline(time.Now().Add(t.cfg.HandshakeTimeout)); err != nil {
 		return fail(handshakeReason(err), err)
 	}
-	if _, err := conn.Write(p.hello); err != nil {
+	mine := AppendHello(nil, Hello{WireVersion: wire.Version, Role: t.cfg.Role, ID: t.cfg.Self, To: p.id,
+		Cluster: t.cfg.ClusterName, Keyed: t.cfg.Key != nil, Nonce: NewNonce()})
+	if _, err := conn.Write(AppendFrame(AppendPreamble(nil), FrameHello, mine)); err != nil {
 		return fail(handshakeReason(err), fmt.Errorf("sending hello: %w", err))
 	}
 	br := bufio.NewReaderSize(conn, readBufSize)
@@ -115,7 +116,8 @@ func (p *peer) handshake(conn net.Conn) (*bufio.Reader, error) {
 	if r, detail := checkPreamble(pre[:]); r != ReasonNone {
 		return fail(r, errors.New(detail))
 	}
-	typ, payload, err := NewFrameReader(br, maxHandshakePayload).Next()
+	fr := NewFrameReader(br, maxHandshakePayload)
+	typ, payload, err := fr.Next()
 	if err != nil {
 		return fail(handshakeReason(err), fmt.Errorf("reading answer: %w", err))
 	}
@@ -141,6 +143,23 @@ func (p *peer) handshake(conn net.Conn) (*bufio.Reader, error) {
 			return fail(ReasonClusterName, fmt.Errorf("peer is in cluster %q", h.Cluster))
 		case h.ID != p.id || h.Role != RoleNode || h.To != t.cfg.Self:
 			return fail(ReasonWrongPeer, fmt.Errorf("%s answers as %s %d (to %d)", p.addr, h.Role, h.ID, h.To))
+		case h.Keyed != (t.cfg.Key != nil):
+			return fail(ReasonAuth, fmt.Errorf("%s has a cluster key: %t, this process: %t", p.addr, h.Keyed, t.cfg.Key != nil))
+		}
+		if t.cfg.Key != nil {
+			welcome := append([]byte(nil), payload...)
+			typ, proof, err := fr.Next()
+			switch {
+			case err != nil:
+				return fail(handshakeReason(err), fmt.Errorf("reading the peer's key proof: %w", err))
+			case typ != FrameAuth:
+				return fail(ReasonBadHandshake, fmt.Errorf("%s frame instead of AUTH", typ))
+			case !checkMAC(t.cfg.Key, proofAcceptor, mine, welcome, proof):
+				return fail(ReasonAuth, fmt.Errorf("%s does not hold this cluster key", p.addr))
+			}
+			if _, err := conn.Write(AppendFrame(nil, FrameAuth, authMAC(t.cfg.Key, proofDialer, mine, welcome))); err != nil {
+				return fail(handshakeReason(err), fmt.Errorf("sending the key proof: %w", err))
+			}
 		}
 	default:
 		return fail(ReasonBadHandshake, fmt.Errorf("unexpected %s frame in the handshake", typ))

@@ -104,6 +104,11 @@ type Config struct {
 	WriteTimeout time.Duration
 	// Seed seeds the backoff jitter (with Self and the peer id mixed in).
 	Seed uint64
+	// Key, if set, is the cluster key (MinKeyLen to MaxKeyLen bytes):
+	// every connection then proves on both sides that it holds the same
+	// key (see handshake.go), and processes without it are refused. Nil:
+	// no key; processes with one are refused.
+	Key []byte
 	// Logger receives connection events and bad-input reports (default:
 	// discard).
 	Logger *slog.Logger
@@ -121,6 +126,9 @@ func (c *Config) validate() error {
 	}
 	if n := len(c.ClusterName); n == 0 || n > MaxClusterName {
 		return fmt.Errorf("transport: cluster name must be 1 to %d bytes, got %d", MaxClusterName, n)
+	}
+	if n := len(c.Key); c.Key != nil && (n < MinKeyLen || n > MaxKeyLen) {
+		return fmt.Errorf("transport: cluster key must be %d to %d bytes, got %d", MinKeyLen, MaxKeyLen, n)
 	}
 	if c.Handler == nil {
 		return errors.New("transport: Config.Handler is required")
@@ -255,14 +263,12 @@ func newTransport(cfg Config) *Transport {
 			continue
 		}
 		mix := cfg.Seed ^ uint64(cfg.Self)<<32
-		h := Hello{WireVersion: wire.Version, Role: cfg.Role, ID: cfg.Self, To: id, Cluster: cfg.ClusterName}
 		t.peers[id] = &peer{
-			t:     t,
-			id:    id,
-			addr:  addr,
-			hello: AppendFrame(AppendPreamble(nil), FrameHello, AppendHello(nil, h)),
-			q:     newQueue(cfg.QueueSize),
-			rng:   rand.New(rand.NewPCG(mix, uint64(id))),
+			t:    t,
+			id:   id,
+			addr: addr,
+			q:    newQueue(cfg.QueueSize),
+			rng:  rand.New(rand.NewPCG(mix, uint64(id))),
 		}
 	}
 	return t
