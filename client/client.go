@@ -55,6 +55,9 @@ var ErrClosed = errors.New("client: closed")
 type Config struct {
 	// Cluster is the cluster name.
 	Cluster string
+	// ClusterKey is the cluster's shared secret, if it has one (see
+	// node.Config.ClusterKey).
+	ClusterKey []byte
 	// ID is the client's process id; it must not be a replica id, nor
 	// 2^32-1 (reserved). 0 picks a random id in [2^24, 2^32-1).
 	ID wire.ProcID
@@ -198,6 +201,7 @@ func New(cfg Config) (*Client, error) {
 		Handler:     c.handle,
 		Logger:      cfg.Logger,
 		Seed:        uint64(time.Now().UnixNano()),
+		Key:         cfg.ClusterKey,
 	})
 	if err != nil {
 		return nil, err

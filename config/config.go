@@ -11,6 +11,7 @@
 //	listen = "0.0.0.0:7100"        # default: this node's address in [nodes]
 //	client_addr = "10.0.0.1:7100"  # address clients use (default: this node's address in [nodes])
 //	admin = "127.0.0.1:7200"       # HTTP status endpoint (default: none)
+//	cluster_key_file = "/etc/weft/key"  # shared secret every node and client proves (default: none)
 //	tick = "10ms"                  # protocol tick (default 10ms; 1ms..10s)
 //	election_ticks = 30            # silence before a leader is replaced (default 30; >= 2)
 //	heartbeat_ticks = 1            # ticks between heartbeats (default 1; < election_ticks)
@@ -118,6 +119,14 @@ type Config struct {
 	// Admin is the address of the HTTP status endpoint (GET /status).
 	// Key "admin"; default "" (no endpoint).
 	Admin string `toml:"admin"`
+	// ClusterKeyFile names a file holding the cluster's shared secret (16
+	// to 1024 bytes, surrounding white space ignored; for example 32 random
+	// bytes in hex). Every node and client of the cluster must use the
+	// same key: connections prove they hold it, and processes without it
+	// are refused. A relative path is relative to the working directory.
+	// Key "cluster_key_file"; default "" (no key).
+	ClusterKeyFile string `toml:"cluster_key_file"`
+	key            []byte // read from ClusterKeyFile by validate
 	// Tick is the protocol's tick. Key "tick" (a duration string such as
 	// "10ms"); default 10ms; between 1ms and 10s.
 	Tick time.Duration `toml:"tick"`
@@ -380,6 +389,9 @@ func (c *Config) validate(kind Kind) error {
 	if err := c.validateGossip(seen); err != nil {
 		return err
 	}
+	if err := c.validateKey(); err != nil {
+		return err
+	}
 	if kind == Cluster {
 		return nil
 	}
@@ -455,6 +467,9 @@ func (c *Config) Format() string {
 	}
 	if c.Admin != "" {
 		fmt.Fprintf(&sb, "admin = %s\n", q(c.Admin))
+	}
+	if c.ClusterKeyFile != "" {
+		fmt.Fprintf(&sb, "cluster_key_file = %s\n", q(c.ClusterKeyFile))
 	}
 	fmt.Fprintf(&sb, "tick = %s\n", q(c.Tick.String()))
 	fmt.Fprintf(&sb, "election_ticks = %d\n", c.ElectionTicks)

@@ -76,6 +76,10 @@ const (
 type Config struct {
 	// Cluster is the cluster name every node and client must share.
 	Cluster string
+	// ClusterKey, if set, is the secret every node and client of the
+	// cluster shares: connections prove they hold it (transport.Config.Key)
+	// and processes without it are refused. Nil: no key.
+	ClusterKey []byte
 	// ID is this node's process id; it must be a replica of Topology.
 	ID wire.ProcID
 	// Topology is the group layout, the same at every node.
@@ -354,6 +358,7 @@ func New(cfg Config) (*Node, error) {
 		Logger:         cfg.Logger,
 		DialBackoffMax: cfg.DialBackoffMax,
 		Seed:           uint64(time.Now().UnixNano()),
+		Key:            cfg.ClusterKey,
 	})
 	if err != nil {
 		n.closeStorage()

@@ -57,6 +57,7 @@ func runAgent(ctx context.Context, path string) error {
 	defer stop()
 	n, err := node.New(node.Config{
 		Cluster:        cfg.Cluster,
+		ClusterKey:     cfg.ClusterKey(),
 		ID:             cfg.ID,
 		Topology:       topo,
 		Protocol:       cfg.Protocol,

@@ -19,6 +19,7 @@ import (
 func multicastCmd() *cobra.Command {
 	var (
 		path, peers, groups, cluster, dest string
+		keyFile                            string
 		timeout                            time.Duration
 	)
 	c := &cobra.Command{
@@ -37,8 +38,8 @@ The client picks a random id; it retries (same id) until --timeout.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ccfg := client.Config{Cluster: cluster}
 			switch {
-			case path != "" && (peers != "" || groups != ""):
-				return errors.New("--config excludes --peers and --groups")
+			case path != "" && (peers != "" || groups != "" || keyFile != ""):
+				return errors.New("--config excludes --peers, --groups and --cluster-key-file")
 			case path != "":
 				cfg, err := config.LoadCluster(path)
 				if err != nil {
@@ -48,11 +49,17 @@ The client picks a random id; it retries (same id) until --timeout.`,
 					return err
 				}
 				ccfg.Nodes = cfg.Peers()
+				ccfg.ClusterKey = cfg.ClusterKey()
 				if !cmd.Flags().Changed("cluster") {
 					ccfg.Cluster = cfg.Cluster
 				}
 			case peers != "" && groups != "":
 				var err error
+				if keyFile != "" {
+					if ccfg.ClusterKey, err = config.ReadClusterKey(keyFile); err != nil {
+						return fmt.Errorf("--cluster-key-file: %w", err)
+					}
+				}
 				if ccfg.Nodes, err = parsePeerList(peers); err != nil {
 					return err
 				}
@@ -90,6 +97,7 @@ The client picks a random id; it retries (same id) until --timeout.`,
 	c.Flags().StringVar(&groups, "groups", "", "group members: IDS;IDS;... (e.g. '0,1,2;3,4,5')")
 	c.Flags().StringVar(&cluster, "cluster", config.DefaultCluster, "cluster name (default: the file's)")
 	c.Flags().StringVar(&dest, "dest", "", "destination groups, e.g. 0,2 (required)")
+	c.Flags().StringVar(&keyFile, "cluster-key-file", "", "with --peers: the cluster key file (with --config: the file's cluster_key_file)")
 	c.Flags().DurationVar(&timeout, "timeout", 10*time.Second, "give up after this long")
 	c.MarkFlagRequired("dest")
 	return c
