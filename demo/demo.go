@@ -30,6 +30,8 @@ package demo
 import (
 	"bytes"
 	"context"
+	crand "crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -211,6 +213,7 @@ func (a *agent) running() bool {
 type run struct {
 	opt    Options
 	dir    string
+	key    []byte // the cluster key every agent and client proves
 	topo   *amcast.Topology
 	agents []*agent
 	hc     *http.Client
@@ -326,6 +329,17 @@ func freePorts(n int) ([]string, error) {
 // setup writes every agent's configuration.
 func (r *run) setup() error {
 	n := r.topo.NumReplicas()
+	// A fresh cluster key: every connection proves it on both sides.
+	var raw [32]byte
+	crand.Read(raw[:])
+	keyPath := filepath.Join(r.dir, "cluster.key")
+	if err := os.WriteFile(keyPath, []byte(hex.EncodeToString(raw[:])+"\n"), 0o600); err != nil {
+		return err
+	}
+	var err error
+	if r.key, err = config.ReadClusterKey(keyPath); err != nil {
+		return err
+	}
 	addrs, err := freePorts(2 * n)
 	if err != nil {
 		return err
@@ -356,7 +370,7 @@ func (r *run) setup() error {
 			}
 		}
 		cfg := config.Config{
-			Cluster: "weft-demo", Protocol: r.opt.Protocol, ID: a.id, DataDir: a.dir, Admin: a.admin,
+			Cluster: "weft-demo", Protocol: r.opt.Protocol, ID: a.id, DataDir: a.dir, Admin: a.admin, ClusterKeyFile: keyPath,
 			Tick: r.opt.Tick, ElectionTicks: r.opt.ElectionTicks, HeartbeatTicks: config.DefaultHeartbeatTicks,
 			RetryTicks: config.DefaultRetryTicks, LogLevel: "info", Groups: groups, Nodes: peers,
 			// Small segments (9 agents preallocate them) and frequent
@@ -568,7 +582,7 @@ func (r *run) main(ctx context.Context) (*Summary, error) {
 		st := r.snapshot()[a.id]
 		nodes[a.id] = st.Addr
 	}
-	cl, err := client.New(client.Config{Cluster: "weft-demo", Topology: r.topo, Nodes: nodes, Tick: opt.Tick, RetryTicks: 10,
+	cl, err := client.New(client.Config{Cluster: "weft-demo", ClusterKey: r.key, Topology: r.topo, Nodes: nodes, Tick: opt.Tick, RetryTicks: 10,
 		OnMulticast: func(m wire.AppMsg, at time.Time) {
 			dest := make([]int, len(m.Dest))
 			for i, g := range m.Dest {

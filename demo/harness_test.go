@@ -192,7 +192,7 @@ func startCluster(t *testing.T, spec clusterSpec) *cluster {
 	for _, a := range c.r.agents {
 		nodes[a.id] = c.r.snapshot()[a.id].Addr
 	}
-	c.cl, err = client.New(client.Config{Cluster: "weft-demo", Topology: c.r.topo, Nodes: nodes, Tick: opt.Tick, RetryTicks: 10,
+	c.cl, err = client.New(client.Config{Cluster: "weft-demo", ClusterKey: c.r.key, Topology: c.r.topo, Nodes: nodes, Tick: opt.Tick, RetryTicks: 10,
 		OnMulticast: func(m wire.AppMsg, at time.Time) {
 			dest := make([]int, len(m.Dest))
 			for i, g := range m.Dest {
