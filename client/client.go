@@ -227,6 +227,10 @@ func (c *Client) Retries() int {
 	return c.retries
 }
 
+// TransportStats returns the client's transport counters (connections,
+// handshake failures by reason, drops).
+func (c *Client) TransportStats() transport.Stats { return c.tr.Stats() }
+
 // Views returns how many cluster views the client applied.
 func (c *Client) Views() int {
 	c.mu.Lock()

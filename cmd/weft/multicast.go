@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/weft-dev/weft/amcast"
 	"github.com/weft-dev/weft/client"
 	"github.com/weft-dev/weft/config"
+	"github.com/weft-dev/weft/transport"
 	"github.com/weft-dev/weft/wire"
 )
 
@@ -83,7 +85,7 @@ The client picks a random id; it retries (same id) until --timeout.`,
 			res, err := cl.Multicast(ctx, ds, []byte(args[0]))
 			if err != nil {
 				if errors.Is(err, context.DeadlineExceeded) {
-					return fmt.Errorf("no reply within %v (the message may still be delivered)", timeout)
+					return fmt.Errorf("no reply within %v (the message may still be delivered)%s", timeout, dialTrouble(cl.TransportStats()))
 				}
 				return err
 			}
@@ -145,4 +147,22 @@ func parseGroupLayout(s string) (*amcast.Topology, error) {
 		gs = append(gs, ms)
 	}
 	return amcast.TopologyOf(gs)
+}
+
+// dialTrouble says why connections to the nodes failed, if they did: "" or
+// "; connecting to the nodes failed: auth_failed x3, ...".
+func dialTrouble(st transport.Stats) string {
+	if len(st.DialFailures) == 0 {
+		return ""
+	}
+	var parts []string
+	for r, n := range st.DialFailures {
+		parts = append(parts, fmt.Sprintf("%s x%d", r, n))
+	}
+	slices.Sort(parts)
+	hint := ""
+	if st.DialFailures[transport.ReasonAuth] > 0 {
+		hint = " (the nodes and this client must use the same cluster key: cluster_key_file, --cluster-key-file)"
+	}
+	return "; connecting to the nodes failed: " + strings.Join(parts, ", ") + hint
 }
