@@ -219,16 +219,21 @@ func (c *wbcastCore) store() coreStore                    { return c.st }
 // FT-Skeen and FastCast (Skeen replicated by per-group Multi-Paxos; one
 // store type, rskeen.Store, under two names).
 
-// rskeenCore adapts ftskeen.Process and fastcast.Process (their role type
-// lives in an internal package, hence the closures).
-type rskeenCore struct {
+// rskeenProcess is what ftskeen.Process and fastcast.Process share (their
+// rskeen.Core).
+type rskeenProcess interface {
 	amcast.Machine
-	obs    amcast.Observable
-	status func() string
-	ballot func() (wire.Ballot, wire.Ballot)
-	clk    func() uint64
-	maxDel func() wire.Timestamp
-	st     rskeenStore
+	amcast.Observable
+	Role() string
+	Ballot() (wire.Ballot, wire.Ballot)
+	Clock() uint64
+	MaxDelivered() wire.Timestamp
+}
+
+// rskeenCore adapts ftskeen.Process and fastcast.Process.
+type rskeenCore struct {
+	rskeenProcess
+	st rskeenStore
 }
 
 type rskeenStore struct{ *ftskeen.Store } // = rskeen.Store = fastcast.Store
@@ -236,60 +241,45 @@ type rskeenStore struct{ *ftskeen.Store } // = rskeen.Store = fastcast.Store
 func (s rskeenStore) messages() int                    { return s.Messages() }
 func (s rskeenStore) snapshot() ([]wire.Message, bool) { return s.Snapshot(), true }
 
-func rskeenStoreOf(st coreStore) rskeenStore {
-	if st == nil {
-		return rskeenStore{ftskeen.NewStore()}
-	}
-	return st.(rskeenStore)
-}
-
-func openFTSkeen(cc coreConfig, det Detector, st coreStore) (core, error) {
+// openRSkeen opens an FT-Skeen or FastCast replica (ftskeen.Config and
+// fastcast.Config are one type), fresh (st nil) or restored from st.
+func openRSkeen[P rskeenProcess](cc coreConfig, det Detector, st coreStore,
+	fresh func(ftskeen.Config) (P, error), restore func(ftskeen.Config, *ftskeen.Store) (P, error)) (core, error) {
 	cfg := ftskeen.Config{Topology: cc.Topology, ID: cc.ID, HeartbeatTicks: cc.HeartbeatTicks,
 		ElectionTicks: cc.ElectionTicks, RetryTicks: cc.RetryTicks}
 	if det != nil {
 		cfg.Detector = det
 	}
-	var p *ftskeen.Process
+	var p P
 	var err error
+	rs := rskeenStore{ftskeen.NewStore()}
 	if st == nil {
-		p, err = ftskeen.New(cfg)
+		p, err = fresh(cfg)
 	} else {
-		p, err = ftskeen.Restore(cfg, st.(rskeenStore).Store)
+		rs = st.(rskeenStore)
+		p, err = restore(cfg, rs.Store)
 	}
 	if err != nil {
 		return nil, err
 	}
-	return &rskeenCore{Machine: p, obs: p, status: func() string { return p.Status().String() },
-		ballot: p.Ballot, clk: p.Clock, maxDel: p.MaxDelivered, st: rskeenStoreOf(st)}, nil
+	return &rskeenCore{rskeenProcess: p, st: rs}, nil
+}
+
+func openFTSkeen(cc coreConfig, det Detector, st coreStore) (core, error) {
+	return openRSkeen(cc, det, st, ftskeen.New, ftskeen.Restore)
 }
 
 func openFastCast(cc coreConfig, det Detector, st coreStore) (core, error) {
-	cfg := fastcast.Config{Topology: cc.Topology, ID: cc.ID, HeartbeatTicks: cc.HeartbeatTicks,
-		ElectionTicks: cc.ElectionTicks, RetryTicks: cc.RetryTicks}
-	if det != nil {
-		cfg.Detector = det
-	}
-	var p *fastcast.Process
-	var err error
-	if st == nil {
-		p, err = fastcast.New(cfg)
-	} else {
-		p, err = fastcast.Restore(cfg, st.(rskeenStore).Store)
-	}
-	if err != nil {
-		return nil, err
-	}
-	return &rskeenCore{Machine: p, obs: p, status: func() string { return p.Status().String() },
-		ballot: p.Ballot, clk: p.Clock, maxDel: p.MaxDelivered, st: rskeenStoreOf(st)}, nil
+	return openRSkeen(cc, det, st, fastcast.New, fastcast.Restore)
 }
 
-func (c *rskeenCore) role() string                        { return c.status() }
-func (c *rskeenCore) leader() bool                        { return c.obs.IsLeader() }
-func (c *rskeenCore) ballots() (wire.Ballot, wire.Ballot) { return c.ballot() }
-func (c *rskeenCore) clock() uint64                       { return c.clk() }
-func (c *rskeenCore) maxDelivered() wire.Timestamp        { return c.maxDel() }
-func (c *rskeenCore) retained() int                       { return c.obs.Retained() }
-func (c *rskeenCore) coverage() amcast.Coverage           { return c.obs.Coverage() }
+func (c *rskeenCore) role() string                        { return c.Role() }
+func (c *rskeenCore) leader() bool                        { return c.IsLeader() }
+func (c *rskeenCore) ballots() (wire.Ballot, wire.Ballot) { return c.Ballot() }
+func (c *rskeenCore) clock() uint64                       { return c.Clock() }
+func (c *rskeenCore) maxDelivered() wire.Timestamp        { return c.MaxDelivered() }
+func (c *rskeenCore) retained() int                       { return c.Retained() }
+func (c *rskeenCore) coverage() amcast.Coverage           { return c.Coverage() }
 func (c *rskeenCore) store() coreStore                    { return c.st }
 
 // Skeen (one process per group, nothing durable).

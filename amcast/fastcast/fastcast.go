@@ -9,23 +9,8 @@ import (
 	"github.com/weft-dev/weft/wire"
 )
 
-// Config configures one FastCast replica. Zero durations take defaults.
-type Config struct {
-	Topology *amcast.Topology
-	ID       wire.ProcID
-	// HeartbeatTicks, ElectionTicks, CatchUpBatch and Detector configure
-	// the group's Paxos log (package paxos; defaults 1, 10, 256, timeout).
-	HeartbeatTicks, ElectionTicks, CatchUpBatch int
-	Detector                                    paxos.Detector
-	// RetryTicks: ticks without progress before a message is re-multicast
-	// (default 12).
-	RetryTicks int
-}
-
-func (c Config) paxos() paxos.Config {
-	return paxos.Config{Topology: c.Topology, ID: c.ID, HeartbeatTicks: c.HeartbeatTicks,
-		ElectionTicks: c.ElectionTicks, CatchUpBatch: c.CatchUpBatch, Detector: c.Detector}
-}
+// Config configures one replica. Zero durations take defaults.
+type Config = rskeen.Config
 
 // Counters are FastCast's own event counts (for tests and reports).
 type Counters struct {
@@ -51,7 +36,7 @@ var (
 // leads).
 func New(cfg Config) (*Process, error) {
 	p := &Process{}
-	if err := p.Open(p, cfg.paxos(), rskeen.Config{RetryTicks: cfg.RetryTicks}, nil); err != nil {
+	if err := p.Open(p, cfg, nil); err != nil {
 		return nil, fmt.Errorf("fastcast: %w", err)
 	}
 	return p, nil
@@ -70,7 +55,7 @@ func NewStore() *Store { return rskeen.NewStore() }
 // other groups are volatile: re-multicasts bring them again).
 func Restore(cfg Config, st *Store) (*Process, error) {
 	p := &Process{}
-	if err := p.Open(p, cfg.paxos(), rskeen.Config{RetryTicks: cfg.RetryTicks}, st); err != nil {
+	if err := p.Open(p, cfg, st); err != nil {
 		return nil, fmt.Errorf("fastcast: %w", err)
 	}
 	return p, nil
@@ -82,18 +67,8 @@ func (p *Process) ID() wire.ProcID { return p.Core.ID }
 // Clock returns the largest timestamp in the executed log.
 func (p *Process) Clock() uint64 { return p.clock }
 
-// Ballot returns the replica's ballot twice (the status line's ballot and
-// cballot).
-func (p *Process) Ballot() (wire.Ballot, wire.Ballot) { return p.Log.Ballot(), p.Log.Ballot() }
-
 // Counters returns the speculation counters.
 func (p *Process) Counters() Counters { return p.cnt }
-
-// Tick implements amcast.Machine.
-func (p *Process) Tick() {
-	p.Log.Tick()
-	p.Remulticast()
-}
 
 // Step implements amcast.Machine.
 func (p *Process) Step(env wire.Envelope) error {

@@ -66,12 +66,24 @@ type delivered struct {
 	lts, gts wire.Timestamp
 }
 
-// Config is the part of a protocol's configuration Core uses.
+// Config configures one replica of a protocol built on Core (FT-Skeen's
+// and FastCast's Config). Zero durations take defaults.
 type Config struct {
+	Topology *amcast.Topology
+	ID       wire.ProcID
+	// HeartbeatTicks, ElectionTicks, CatchUpBatch and Detector configure
+	// the group's Paxos log (package paxos; defaults 1, 10, 256, timeout).
+	HeartbeatTicks, ElectionTicks, CatchUpBatch int
+	Detector                                    paxos.Detector
 	// RetryTicks: a message known here but not delivered after this many
 	// ticks without progress is re-multicast to its destination groups
 	// (default 12).
 	RetryTicks int
+}
+
+func (c Config) paxos() paxos.Config {
+	return paxos.Config{Topology: c.Topology, ID: c.ID, HeartbeatTicks: c.HeartbeatTicks,
+		ElectionTicks: c.ElectionTicks, CatchUpBatch: c.CatchUpBatch, Detector: c.Detector}
 }
 
 // Core is the shared state of one replica.
@@ -112,7 +124,8 @@ func (c *Core) Init(topo *amcast.Topology, id wire.ProcID, cfg Config) {
 // or restored from st after a crash: the replica comes back as a follower,
 // re-executes the chosen prefix of its log and does not deliver again what
 // it delivered durably. host is the protocol embedding the core.
-func (c *Core) Open(host paxos.Host, pc paxos.Config, cfg Config, st *Store) error {
+func (c *Core) Open(host paxos.Host, cfg Config, st *Store) error {
+	pc := cfg.paxos()
 	if err := pc.WithDefaults(); err != nil {
 		return err
 	}
@@ -138,6 +151,20 @@ func (c *Core) RestoreDelivered(st *Store) {
 		r.restore = &dd
 	}
 	c.maxDelivered = st.maxDelivered
+}
+
+// Ballot returns the replica's Paxos ballot twice (the status line's
+// ballot and cballot).
+func (c *Core) Ballot() (wire.Ballot, wire.Ballot) { return c.Log.Ballot(), c.Log.Ballot() }
+
+// Role is the replica's Paxos status ("LEADER", "FOLLOWER", ...).
+func (c *Core) Role() string { return c.Log.Status().String() }
+
+// Tick implements amcast.Machine: the Paxos log's timers, then
+// re-multicasts of stuck messages.
+func (c *Core) Tick() {
+	c.Log.Tick()
+	c.Remulticast()
 }
 
 // IsLeader implements amcast.Observable.
