@@ -42,6 +42,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/weft-dev/weft/amcast"
 	"github.com/weft-dev/weft/membership"
 	"github.com/weft-dev/weft/wire"
 )
@@ -92,25 +93,23 @@ const (
 type gossipDetector struct {
 	// leaving: this node announced its departure; it suspects nobody, so
 	// it never starts a ballot on its way out.
-	leaving   bool
-	verdict   map[wire.ProcID]verdict
-	timeout   uint64
-	lastHeard map[wire.ProcID]uint64
+	leaving bool
+	verdict map[wire.ProcID]verdict
+	// The direct link: silence for the timeout suspects a member (its
+	// Heard is this detector's).
+	*amcast.TimeoutDetector
 }
 
 func newGossipDetector(timeoutTicks int) *gossipDetector {
-	return &gossipDetector{verdict: map[wire.ProcID]verdict{}, timeout: uint64(timeoutTicks), lastHeard: map[wire.ProcID]uint64{}}
+	return &gossipDetector{verdict: map[wire.ProcID]verdict{}, TimeoutDetector: amcast.NewTimeoutDetector(uint64(timeoutTicks))}
 }
-
-// Heard implements the protocols' Detector.
-func (d *gossipDetector) Heard(p wire.ProcID, now uint64) { d.lastHeard[p] = now }
 
 // Suspected implements the protocols' Detector.
 func (d *gossipDetector) Suspected(p wire.ProcID, now uint64) bool {
 	if d.leaving {
 		return false
 	}
-	return d.verdict[p] == judgedDown || now > d.lastHeard[p]+d.timeout
+	return d.verdict[p] == judgedDown || d.TimeoutDetector.Suspected(p, now)
 }
 
 // gossiper drives the membership core for a Node.

@@ -151,12 +151,9 @@ type Config struct {
 }
 
 // Detector judges the liveness of a node's group members, in protocol
-// ticks. It is the interface of wbcast.Detector and of the baselines'
-// paxos.Detector; it is called from the node's goroutine only.
-type Detector interface {
-	Heard(p wire.ProcID, now uint64)
-	Suspected(p wire.ProcID, now uint64) bool
-}
+// ticks (amcast.Detector, which every fault-tolerant protocol takes). It is
+// called from the node's goroutine only.
+type Detector = amcast.Detector
 
 // Delivery is one message delivered at this node.
 type Delivery struct {

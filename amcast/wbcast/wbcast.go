@@ -89,30 +89,13 @@ type Config struct {
 }
 
 func (c *Config) withDefaults() error {
-	if c.Topology == nil {
-		return fmt.Errorf("wbcast: Config.Topology is nil")
-	}
-	if !c.Topology.IsReplica(c.ID) {
-		return fmt.Errorf("wbcast: process %d is not a replica of the topology", c.ID)
-	}
-	def := func(v *int, d int, name string) error {
-		if *v == 0 {
-			*v = d
-		}
-		if *v < 0 {
-			return fmt.Errorf("wbcast: Config.%s must be positive, got %d", name, *v)
-		}
-		return nil
-	}
-	for _, f := range []struct {
-		v    *int
-		d    int
-		name string
-	}{{&c.HeartbeatTicks, 1, "HeartbeatTicks"}, {&c.ElectionTicks, 10, "ElectionTicks"}, {&c.RetryTicks, 12, "RetryTicks"},
-		{&c.CatchUpBatch, 256, "CatchUpBatch"}, {&c.MaxDeferred, 4096, "MaxDeferred"}} {
-		if err := def(f.v, f.d, f.name); err != nil {
-			return err
-		}
+	if err := amcast.ReplicaDefaults("wbcast", c.Topology, c.ID,
+		amcast.IntDefault{V: &c.HeartbeatTicks, Default: 1, Name: "HeartbeatTicks"},
+		amcast.IntDefault{V: &c.ElectionTicks, Default: 10, Name: "ElectionTicks"},
+		amcast.IntDefault{V: &c.RetryTicks, Default: 12, Name: "RetryTicks"},
+		amcast.IntDefault{V: &c.CatchUpBatch, Default: 256, Name: "CatchUpBatch"},
+		amcast.IntDefault{V: &c.MaxDeferred, Default: 4096, Name: "MaxDeferred"}); err != nil {
+		return err
 	}
 	if c.Detector == nil {
 		c.Detector = NewTimeoutDetector(uint64(c.ElectionTicks))

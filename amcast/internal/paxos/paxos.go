@@ -87,30 +87,13 @@ type Host interface {
 	Lead(leading bool)
 }
 
-// Detector judges the liveness of group members, with time in ticks. It
-// must be deterministic.
-type Detector interface {
-	Heard(p wire.ProcID, now uint64)
-	Suspected(p wire.ProcID, now uint64) bool
+// Detector judges the liveness of group members (amcast.Detector).
+type Detector = amcast.Detector
+
+// NewTimeoutDetector returns amcast's fixed-timeout detector.
+func NewTimeoutDetector(timeout uint64) *amcast.TimeoutDetector {
+	return amcast.NewTimeoutDetector(timeout)
 }
-
-// TimeoutDetector suspects a member not heard from for more than Timeout
-// ticks (members never heard from count as heard at tick 0).
-type TimeoutDetector struct {
-	Timeout uint64
-	last    map[wire.ProcID]uint64
-}
-
-// NewTimeoutDetector returns a detector with the given timeout in ticks.
-func NewTimeoutDetector(timeout uint64) *TimeoutDetector {
-	return &TimeoutDetector{Timeout: timeout, last: map[wire.ProcID]uint64{}}
-}
-
-// Heard implements Detector.
-func (d *TimeoutDetector) Heard(p wire.ProcID, now uint64) { d.last[p] = now }
-
-// Suspected implements Detector.
-func (d *TimeoutDetector) Suspected(p wire.ProcID, now uint64) bool { return now > d.last[p]+d.Timeout }
 
 // Config configures one member's log. Zero durations take the defaults.
 type Config struct {
@@ -130,23 +113,11 @@ type Config struct {
 // WithDefaults validates c and fills in its defaults; protocols call it
 // before building their own state.
 func (c *Config) WithDefaults() error {
-	if c.Topology == nil {
-		return fmt.Errorf("paxos: Config.Topology is nil")
-	}
-	if !c.Topology.IsReplica(c.ID) {
-		return fmt.Errorf("paxos: process %d is not a replica of the topology", c.ID)
-	}
-	for _, f := range []struct {
-		v    *int
-		d    int
-		name string
-	}{{&c.HeartbeatTicks, 1, "HeartbeatTicks"}, {&c.ElectionTicks, 10, "ElectionTicks"}, {&c.CatchUpBatch, 256, "CatchUpBatch"}} {
-		if *f.v == 0 {
-			*f.v = f.d
-		}
-		if *f.v < 0 {
-			return fmt.Errorf("paxos: Config.%s must be positive, got %d", f.name, *f.v)
-		}
+	if err := amcast.ReplicaDefaults("paxos", c.Topology, c.ID,
+		amcast.IntDefault{V: &c.HeartbeatTicks, Default: 1, Name: "HeartbeatTicks"},
+		amcast.IntDefault{V: &c.ElectionTicks, Default: 10, Name: "ElectionTicks"},
+		amcast.IntDefault{V: &c.CatchUpBatch, Default: 256, Name: "CatchUpBatch"}); err != nil {
+		return err
 	}
 	if c.Detector == nil {
 		c.Detector = NewTimeoutDetector(uint64(c.ElectionTicks))
