@@ -126,6 +126,7 @@ type gossiper struct {
 	// Load: deliveries counted at the last publication, and when.
 	loadAt        time.Time
 	loadDelivered uint64
+	stats         membership.Stats // as of the last round
 }
 
 // openGossip creates the membership core: it reads the stored generation
@@ -209,9 +210,28 @@ func (gs *gossiper) stop() {
 
 // tick runs one gossip round.
 func (gs *gossiper) tick() error {
+	now := time.Now()
 	gs.g.SetBacklog(len(gs.n.inbox))
-	gs.g.Tick(time.Now().UnixNano())
-	return gs.flush()
+	gs.publishLoad(now)
+	gs.g.Tick(now.UnixNano())
+	if err := gs.flush(); err != nil {
+		return err
+	}
+	gs.stats = gs.g.Stats()
+	return nil
+}
+
+// publishLoad publishes the delivery rate, once a second.
+func (gs *gossiper) publishLoad(now time.Time) {
+	if gs.left || now.Sub(gs.loadAt) < time.Second {
+		return
+	}
+	delivered := gs.n.stats.Delivered
+	if !gs.loadAt.IsZero() {
+		rate := float64(delivered-gs.loadDelivered) / now.Sub(gs.loadAt).Seconds()
+		gs.g.SetAppState(membership.KeyLoad, strconv.FormatFloat(rate, 'f', 0, 64)+"/s")
+	}
+	gs.loadAt, gs.loadDelivered = now, delivered
 }
 
 // step feeds one gossip frame.
@@ -287,18 +307,10 @@ func (gs *gossiper) event(e membership.Event) {
 	}
 }
 
-// publish updates this node's role and ballot in gossip when they changed,
-// and its load (delivery rate) once a second.
-func (gs *gossiper) publish(role string, ballot wire.Ballot, delivered uint64) {
+// publish updates this node's role and ballot in gossip when they changed.
+func (gs *gossiper) publish(role string, ballot wire.Ballot) {
 	if gs == nil {
 		return
-	}
-	if now := time.Now(); !gs.left && now.Sub(gs.loadAt) >= time.Second {
-		if !gs.loadAt.IsZero() {
-			rate := float64(delivered-gs.loadDelivered) / now.Sub(gs.loadAt).Seconds()
-			gs.g.SetAppState(membership.KeyLoad, strconv.FormatFloat(rate, 'f', 0, 64)+"/s")
-		}
-		gs.loadAt, gs.loadDelivered = now, delivered
 	}
 	if role != gs.role && !gs.left {
 		if err := gs.g.SetAppState(membership.KeyRole, role); err == nil {

@@ -719,9 +719,9 @@ func (n *Node) publish() {
 	}
 	st.Stats.InboxQueued = len(n.inbox)
 	st.Stats.SideDrops = n.sideDrops.Load()
-	n.gossip.publish(roleName(st.Role, st.Leader), st.Ballot, n.stats.Delivered)
+	n.gossip.publish(roleName(st.Role, st.Leader), st.Ballot)
 	if n.gossip != nil {
-		gst := n.gossip.g.Stats()
+		gst := n.gossip.stats
 		st.Gossip = &gst
 	}
 	if n.tr != nil {
