@@ -466,12 +466,17 @@ func roleName(status string, leader bool) string {
 	return strings.ToLower(status)
 }
 
-// Members returns the node's gossip view (nil without gossip), as of the
-// last gossip round.
+// Members returns the node's gossip view, built on the node's loop when
+// asked (nil without gossip or after the node stopped).
 func (n *Node) Members() []Member {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return slices.Clone(n.members)
+	var ms []Member
+	n.control(func() error {
+		if n.gossip != nil {
+			ms = n.gossip.members()
+		}
+		return nil
+	})
+	return ms
 }
 
 // errNoGossip is returned by Leave and Assassinate without Config.Gossip.

@@ -263,9 +263,8 @@ type Node struct {
 
 	sideDrops atomic.Uint64
 
-	mu      sync.Mutex
-	status  Status
-	members []Member // the gossip view, refreshed every round
+	mu     sync.Mutex
+	status Status
 }
 
 // Stats counts what the node's loop did.
@@ -551,9 +550,6 @@ func (n *Node) run() {
 				n.log.Error("stopping: storing the gossip generation failed", "err", err)
 				return
 			}
-			n.mu.Lock()
-			n.members = n.gossip.members()
-			n.mu.Unlock()
 		case f := <-n.ctl:
 			f()
 		case env := <-n.side:
