@@ -20,23 +20,25 @@ type Counters struct {
 
 // Process is one FastCast replica.
 type Process struct {
-	rskeen.Core
+	view  // the read-only face of core: Machine, Observable, status getters
+	core  rskeen.Core
 	clock uint64 // max timestamp in the executed log
 	next  uint64 // leader: max timestamp in the log including its proposals
 	cnt   Counters
 }
 
 var (
-	_ amcast.Machine    = (*Process)(nil)
-	_ amcast.Observable = (*Process)(nil)
-	_ paxos.Host        = (*Process)(nil)
+	_ amcast.Machine       = (*Process)(nil)
+	_ amcast.Observable    = (*Process)(nil)
+	_ amcast.RejectCounter = (*Process)(nil)
+	_ paxos.Host           = (*host)(nil)
 )
 
 // New returns a replica in its initial state (each group's first member
 // leads).
 func New(cfg Config) (*Process, error) {
 	p := &Process{}
-	if err := p.Open(p, cfg, nil); err != nil {
+	if err := p.open(cfg, nil); err != nil {
 		return nil, fmt.Errorf("fastcast: %w", err)
 	}
 	return p, nil
@@ -55,14 +57,11 @@ func NewStore() *Store { return rskeen.NewStore() }
 // other groups are volatile: re-multicasts bring them again).
 func Restore(cfg Config, st *Store) (*Process, error) {
 	p := &Process{}
-	if err := p.Open(p, cfg, st); err != nil {
+	if err := p.open(cfg, st); err != nil {
 		return nil, fmt.Errorf("fastcast: %w", err)
 	}
 	return p, nil
 }
-
-// ID implements amcast.Machine.
-func (p *Process) ID() wire.ProcID { return p.Core.ID }
 
 // Clock returns the largest timestamp in the executed log.
 func (p *Process) Clock() uint64 { return p.clock }
@@ -72,12 +71,12 @@ func (p *Process) Counters() Counters { return p.cnt }
 
 // Step implements amcast.Machine.
 func (p *Process) Step(env wire.Envelope) error {
-	if env.To != p.Core.ID {
-		return fmt.Errorf("%w: envelope for p%d delivered to p%d", amcast.ErrBadMessage, env.To, p.Core.ID)
+	if env.To != p.core.ID {
+		return fmt.Errorf("%w: envelope for p%d delivered to p%d", amcast.ErrBadMessage, env.To, p.core.ID)
 	}
-	if g, ok := p.Topo.GroupOf(env.From); ok && g == p.G {
-		p.Log.Heard(env.From)
-		if ok, err := p.Log.Step(env.From, env.Msg); ok {
+	if g, ok := p.core.Topo.GroupOf(env.From); ok && g == p.core.G {
+		p.core.Log.Heard(env.From)
+		if ok, err := p.core.Log.Step(env.From, env.Msg); ok {
 			return err
 		}
 	}
@@ -97,17 +96,17 @@ func (p *Process) Step(env wire.Envelope) error {
 // in parallel, sends it as a soft timestamp to the leaders of the other
 // destination groups. A duplicate makes it re-send what it knows.
 func (p *Process) onMulticast(m *wire.AppMsg) error {
-	if err := p.CheckMsg(m); err != nil {
+	if err := p.core.CheckMsg(m); err != nil {
 		return err
 	}
-	r := p.Rec(m.ID)
-	p.Learn(r, m)
-	if !p.Log.IsLeader() {
+	r := p.core.Rec(m.ID)
+	p.core.Learn(r, m)
+	if !p.core.Log.IsLeader() {
 		return nil
 	}
 	switch {
 	case r.Delivered:
-		p.Reply(r)
+		p.core.Reply(r)
 		p.resendHard(r)
 	case r.Phase != rskeen.Start:
 		p.resendHard(r)
@@ -121,21 +120,21 @@ func (p *Process) onMulticast(m *wire.AppMsg) error {
 }
 
 func (p *Process) assign(r *rskeen.Rec) {
-	if !p.Log.IsLeader() {
+	if !p.core.Log.IsLeader() {
 		return
 	}
-	lts := wire.Timestamp{T: p.next + 1, G: p.G}
+	lts := wire.Timestamp{T: p.next + 1, G: p.core.G}
 	p.next = lts.T
 	r.AssignInFlight = true
-	p.SetSoft(r, p.G, lts)
-	p.Log.Propose(wire.Command{Op: wire.CmdAssign, M: r.M, TS: lts})
+	p.core.SetSoft(r, p.core.G, lts)
+	p.core.Log.Propose(wire.Command{Op: wire.CmdAssign, M: r.M, TS: lts})
 	if len(r.M.Dest) == 1 || r.Phase == rskeen.Committed {
 		return // a single-group message commits when its ASSIGN executes
 	}
-	s := &wire.SoftTS{ID: r.M.ID, G: p.G, LTS: lts}
+	s := &wire.SoftTS{ID: r.M.ID, G: p.core.G, LTS: lts}
 	for _, g := range r.M.Dest {
-		if g != p.G {
-			p.SendTo(p.Hint(g), s)
+		if g != p.core.G {
+			p.core.SendTo(p.core.Hint(g), s)
 		}
 	}
 	p.trySpec(r)
@@ -144,14 +143,14 @@ func (p *Process) assign(r *rskeen.Rec) {
 // resendSoft re-sends the soft timestamp of an ASSIGN in flight to every
 // member of the other destination groups (rate-limited).
 func (p *Process) resendSoft(r *rskeen.Rec) {
-	i := r.M.DestIndex(p.G)
-	if len(r.M.Dest) == 1 || r.Soft[i].IsZero() || !p.MayResend(r) {
+	i := r.M.DestIndex(p.core.G)
+	if len(r.M.Dest) == 1 || r.Soft[i].IsZero() || !p.core.MayResend(r) {
 		return
 	}
-	s := &wire.SoftTS{ID: r.M.ID, G: p.G, LTS: r.Soft[i]}
+	s := &wire.SoftTS{ID: r.M.ID, G: p.core.G, LTS: r.Soft[i]}
 	for _, g := range r.M.Dest {
-		if g != p.G {
-			p.SendGroup(g, s)
+		if g != p.core.G {
+			p.core.SendGroup(g, s)
 		}
 	}
 }
@@ -159,13 +158,13 @@ func (p *Process) resendSoft(r *rskeen.Rec) {
 // resendHard re-sends the group's chosen local timestamp of a multi-group
 // message to every member of the other destination groups (rate-limited).
 func (p *Process) resendHard(r *rskeen.Rec) {
-	if len(r.M.Dest) == 1 || r.Phase == rskeen.Start || !p.MayResend(r) {
+	if len(r.M.Dest) == 1 || r.Phase == rskeen.Start || !p.core.MayResend(r) {
 		return
 	}
-	h := &wire.HardTS{ID: r.M.ID, G: p.G, LTS: r.LTS}
+	h := &wire.HardTS{ID: r.M.ID, G: p.core.G, LTS: r.LTS}
 	for _, g := range r.M.Dest {
-		if g != p.G {
-			p.SendGroup(g, h)
+		if g != p.core.G {
+			p.core.SendGroup(g, h)
 		}
 	}
 }
@@ -173,19 +172,19 @@ func (p *Process) resendHard(r *rskeen.Rec) {
 // onSoft (F3) files another group's soft timestamp; the leader proposes
 // the speculative FINAL once it holds every destination group's.
 func (p *Process) onSoft(from wire.ProcID, s *wire.SoftTS) error {
-	if err := p.CheckTS(from, s.ID, s.G, s.LTS); err != nil {
+	if err := p.core.CheckTS(from, s.ID, s.G, s.LTS); err != nil {
 		return err
 	}
-	p.SetHint(s.G, from)
-	r := p.Rec(s.ID)
-	p.SetSoft(r, s.G, s.LTS)
+	p.core.SetHint(s.G, from)
+	r := p.core.Rec(s.ID)
+	p.core.SetSoft(r, s.G, s.LTS)
 	p.trySpec(r)
 	return nil
 }
 
 // trySpec proposes FINAL(m, max soft timestamps), once per leadership.
 func (p *Process) trySpec(r *rskeen.Rec) {
-	if !p.Log.IsLeader() || !r.Known || r.SpecDone || r.Phase == rskeen.Committed || len(r.M.Dest) == 1 {
+	if !p.core.Log.IsLeader() || !r.Known || r.SpecDone || r.Phase == rskeen.Committed || len(r.M.Dest) == 1 {
 		return
 	}
 	gs, ok := rskeen.MaxTS(r.Soft)
@@ -202,12 +201,12 @@ func (p *Process) trySpec(r *rskeen.Rec) {
 }
 
 func (p *Process) proposeFinal(r *rskeen.Rec, gts wire.Timestamp) bool {
-	if !p.Log.IsLeader() {
+	if !p.core.Log.IsLeader() {
 		return false
 	}
 	p.next = max(p.next, gts.T)
 	r.FinalInFlight, r.FinalVal = true, gts
-	p.Log.Propose(wire.Command{Op: wire.CmdFinal, M: wire.AppMsg{ID: r.M.ID, Dest: r.M.Dest}, TS: gts})
+	p.core.Log.Propose(wire.Command{Op: wire.CmdFinal, M: wire.AppMsg{ID: r.M.ID, Dest: r.M.Dest}, TS: gts})
 	return true
 }
 
@@ -215,13 +214,13 @@ func (p *Process) proposeFinal(r *rskeen.Rec, gts wire.Timestamp) bool {
 // checks whether m commits; the leader starts the slow path if the FINALs
 // in its log do not carry the global timestamp.
 func (p *Process) onHard(from wire.ProcID, h *wire.HardTS) error {
-	if err := p.CheckTS(from, h.ID, h.G, h.LTS); err != nil {
+	if err := p.core.CheckTS(from, h.ID, h.G, h.LTS); err != nil {
 		return err
 	}
-	r := p.Rec(h.ID)
-	p.SetTS(r, h.G, h.LTS)
+	r := p.core.Rec(h.ID)
+	p.core.SetTS(r, h.G, h.LTS)
 	if r.Known {
-		p.Touch(r)
+		p.core.Touch(r)
 	}
 	p.checkCommit(r)
 	p.tryFinal(r)
@@ -241,7 +240,7 @@ func (p *Process) checkCommit(r *rskeen.Rec) {
 	}
 	for _, f := range r.Finals {
 		if f == gh {
-			p.Commit(r, gh)
+			p.core.Commit(r, gh)
 			return
 		}
 	}
@@ -251,7 +250,7 @@ func (p *Process) checkCommit(r *rskeen.Rec) {
 // known and no FINAL carrying their maximum executed or in flight, propose
 // FINAL(m, max).
 func (p *Process) tryFinal(r *rskeen.Rec) {
-	if !p.Log.IsLeader() || r.Phase != rskeen.Assigned {
+	if !p.core.Log.IsLeader() || r.Phase != rskeen.Assigned {
 		return
 	}
 	gh, ok := rskeen.MaxTS(r.TS)
@@ -271,12 +270,12 @@ func (p *Process) tryFinal(r *rskeen.Rec) {
 	}
 }
 
-// Execute implements paxos.Host.
-func (p *Process) Execute(_ uint64, c *wire.Command) {
+// execute is paxos.Host's Execute.
+func (p *Process) execute(_ uint64, c *wire.Command) {
 	switch c.Op {
 	case wire.CmdAssign:
-		r := p.Rec(c.M.ID)
-		p.Learn(r, &c.M)
+		r := p.core.Rec(c.M.ID)
+		p.core.Learn(r, &c.M)
 		r.AssignInFlight = false
 		if r.Phase != rskeen.Start {
 			return // a duplicate ASSIGN: the first one counts
@@ -285,18 +284,18 @@ func (p *Process) Execute(_ uint64, c *wire.Command) {
 		// the clock (always, under a stable leader), else clock+1: a value
 		// a deposed leader proposed and a later ballot adopted can be
 		// stale, and every ASSIGN must land above the FINALs before it.
-		lts := wire.Timestamp{T: max(c.TS.T, p.clock+1), G: p.G}
+		lts := wire.Timestamp{T: max(c.TS.T, p.clock+1), G: p.core.G}
 		p.clock = lts.T
-		p.Assign(r, lts)
+		p.core.Assign(r, lts)
 		if len(r.M.Dest) == 1 {
-			p.Commit(r, lts)
+			p.core.Commit(r, lts)
 			return
 		}
-		if p.Log.IsLeader() {
-			h := &wire.HardTS{ID: r.M.ID, G: p.G, LTS: lts}
+		if p.core.Log.IsLeader() {
+			h := &wire.HardTS{ID: r.M.ID, G: p.core.G, LTS: lts}
 			for _, g := range r.M.Dest {
-				if g != p.G {
-					p.SendGroup(g, h)
+				if g != p.core.G {
+					p.core.SendGroup(g, h)
 				}
 			}
 		}
@@ -304,7 +303,7 @@ func (p *Process) Execute(_ uint64, c *wire.Command) {
 		p.tryFinal(r)
 	case wire.CmdFinal:
 		p.clock = max(p.clock, c.TS.T)
-		r := p.Lookup(c.M.ID)
+		r := p.core.Lookup(c.M.ID)
 		if r == nil {
 			return
 		}
@@ -320,14 +319,14 @@ func (p *Process) Execute(_ uint64, c *wire.Command) {
 	}
 }
 
-// Lead implements paxos.Host. A new leader sets its timestamp counter
+// lead is paxos.Host's Lead. A new leader sets its timestamp counter
 // above everything in its log, rebuilds its view of the commands in
 // flight, proposes the messages it knows that the log never assigned, and
 // for every pending multi-group message re-sends its hard timestamp and
 // asks the other destination groups for theirs (a MULTICAST makes their
 // leaders re-send them).
-func (p *Process) Lead(leading bool) {
-	recs := p.Recs()
+func (p *Process) lead(leading bool) {
+	recs := p.core.Recs()
 	for _, r := range recs {
 		r.AssignInFlight, r.FinalInFlight, r.SpecDone = false, false, false
 	}
@@ -336,23 +335,23 @@ func (p *Process) Lead(leading bool) {
 	}
 	p.next = p.clock
 	n := 0
-	p.Log.Pending(func(_ uint64, c *wire.Command) {
+	p.core.Log.Pending(func(_ uint64, c *wire.Command) {
 		p.next = max(p.next, c.TS.T)
 		switch c.Op {
 		case wire.CmdAssign:
-			r := p.Rec(c.M.ID)
-			p.Learn(r, &c.M)
+			r := p.core.Rec(c.M.ID)
+			p.core.Learn(r, &c.M)
 			r.AssignInFlight = true
-			p.SetSoft(r, p.G, c.TS)
+			p.core.SetSoft(r, p.core.G, c.TS)
 			n++
 		case wire.CmdFinal:
-			if r := p.Lookup(c.M.ID); r != nil {
+			if r := p.core.Lookup(c.M.ID); r != nil {
 				r.FinalInFlight, r.FinalVal = true, c.TS
 				n++
 			}
 		}
 	})
-	for _, id := range p.SortedIDs() {
+	for _, id := range p.core.SortedIDs() {
 		r := recs[id]
 		if !r.Known || r.Delivered || r.Phase == rskeen.Committed {
 			continue
@@ -368,12 +367,12 @@ func (p *Process) Lead(leading bool) {
 			p.resendHard(r)
 			mc := &wire.Multicast{M: r.M}
 			for _, g := range r.M.Dest {
-				if g != p.G {
-					p.SendGroup(g, mc)
+				if g != p.core.G {
+					p.core.SendGroup(g, mc)
 				}
 			}
 		}
 		p.tryFinal(r)
 	}
-	p.AddRetried(n)
+	p.core.AddRetried(n)
 }

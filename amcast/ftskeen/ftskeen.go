@@ -52,21 +52,23 @@ type Config = rskeen.Config
 
 // Process is one FT-Skeen replica.
 type Process struct {
-	rskeen.Core
+	view  // the read-only face of core: Machine, Observable, status getters
+	core  rskeen.Core
 	clock uint64
 }
 
 var (
-	_ amcast.Machine    = (*Process)(nil)
-	_ amcast.Observable = (*Process)(nil)
-	_ paxos.Host        = (*Process)(nil)
+	_ amcast.Machine       = (*Process)(nil)
+	_ amcast.Observable    = (*Process)(nil)
+	_ amcast.RejectCounter = (*Process)(nil)
+	_ paxos.Host           = (*host)(nil)
 )
 
 // New returns a replica in its initial state (each group's first member
 // leads).
 func New(cfg Config) (*Process, error) {
 	p := &Process{}
-	if err := p.Open(p, cfg, nil); err != nil {
+	if err := p.open(cfg, nil); err != nil {
 		return nil, fmt.Errorf("ftskeen: %w", err)
 	}
 	return p, nil
@@ -84,26 +86,23 @@ func NewStore() *Store { return rskeen.NewStore() }
 // deliver again what it delivered durably. Config.Detector must be fresh.
 func Restore(cfg Config, st *Store) (*Process, error) {
 	p := &Process{}
-	if err := p.Open(p, cfg, st); err != nil {
+	if err := p.open(cfg, st); err != nil {
 		return nil, fmt.Errorf("ftskeen: %w", err)
 	}
 	return p, nil
 }
-
-// ID implements amcast.Machine.
-func (p *Process) ID() wire.ProcID { return p.Core.ID }
 
 // Clock returns the replica's Skeen clock (a function of the executed log).
 func (p *Process) Clock() uint64 { return p.clock }
 
 // Step implements amcast.Machine.
 func (p *Process) Step(env wire.Envelope) error {
-	if env.To != p.Core.ID {
-		return fmt.Errorf("%w: envelope for p%d delivered to p%d", amcast.ErrBadMessage, env.To, p.Core.ID)
+	if env.To != p.core.ID {
+		return fmt.Errorf("%w: envelope for p%d delivered to p%d", amcast.ErrBadMessage, env.To, p.core.ID)
 	}
-	if g, ok := p.Topo.GroupOf(env.From); ok && g == p.G {
-		p.Log.Heard(env.From)
-		if ok, err := p.Log.Step(env.From, env.Msg); ok {
+	if g, ok := p.core.Topo.GroupOf(env.From); ok && g == p.core.G {
+		p.core.Log.Heard(env.From)
+		if ok, err := p.core.Log.Step(env.From, env.Msg); ok {
 			return err
 		}
 	}
@@ -119,17 +118,17 @@ func (p *Process) Step(env wire.Envelope) error {
 // onMulticast: the leader proposes ASSIGN(m) once; a duplicate makes it
 // re-send what it knows (the reply, its local timestamp).
 func (p *Process) onMulticast(m *wire.AppMsg) error {
-	if err := p.CheckMsg(m); err != nil {
+	if err := p.core.CheckMsg(m); err != nil {
 		return err
 	}
-	r := p.Rec(m.ID)
-	p.Learn(r, m)
-	if !p.Log.IsLeader() {
+	r := p.core.Rec(m.ID)
+	p.core.Learn(r, m)
+	if !p.core.Log.IsLeader() {
 		return nil // followers keep it for re-multicasts; the leader acts
 	}
 	switch {
 	case r.Delivered:
-		p.Reply(r)
+		p.core.Reply(r)
 		p.resendTS(r)
 	case r.Phase != rskeen.Start:
 		p.resendTS(r)
@@ -143,24 +142,24 @@ func (p *Process) onMulticast(m *wire.AppMsg) error {
 // proposeAssign proposes ASSIGN(m) (the leader's state first: in a group of
 // one the command executes inside Propose).
 func (p *Process) proposeAssign(r *rskeen.Rec) bool {
-	if !p.Log.IsLeader() {
+	if !p.core.Log.IsLeader() {
 		return false
 	}
 	r.AssignInFlight = true
-	p.Log.Propose(wire.Command{Op: wire.CmdAssign, M: r.M})
+	p.core.Log.Propose(wire.Command{Op: wire.CmdAssign, M: r.M})
 	return true
 }
 
 // resendTS re-sends the group's local timestamp of a multi-group message
 // to every member of the other destination groups (rate-limited).
 func (p *Process) resendTS(r *rskeen.Rec) {
-	if len(r.M.Dest) == 1 || r.Phase == rskeen.Start || !p.MayResend(r) {
+	if len(r.M.Dest) == 1 || r.Phase == rskeen.Start || !p.core.MayResend(r) {
 		return
 	}
-	pr := &wire.Propose{ID: r.M.ID, G: p.G, LTS: r.LTS}
+	pr := &wire.Propose{ID: r.M.ID, G: p.core.G, LTS: r.LTS}
 	for _, g := range r.M.Dest {
-		if g != p.G {
-			p.SendGroup(g, pr)
+		if g != p.core.G {
+			p.core.SendGroup(g, pr)
 		}
 	}
 }
@@ -168,18 +167,18 @@ func (p *Process) resendTS(r *rskeen.Rec) {
 // onPropose files another group's local timestamp; the leader proposes
 // FINAL once it holds every destination group's.
 func (p *Process) onPropose(from wire.ProcID, pr *wire.Propose) error {
-	if err := p.CheckTS(from, pr.ID, pr.G, pr.LTS); err != nil {
+	if err := p.core.CheckTS(from, pr.ID, pr.G, pr.LTS); err != nil {
 		return err
 	}
-	p.SetHint(pr.G, from)
-	r := p.Rec(pr.ID)
-	p.SetTS(r, pr.G, pr.LTS)
+	p.core.SetHint(pr.G, from)
+	r := p.core.Rec(pr.ID)
+	p.core.SetTS(r, pr.G, pr.LTS)
 	p.tryFinal(r)
 	return nil
 }
 
 func (p *Process) tryFinal(r *rskeen.Rec) {
-	if !p.Log.IsLeader() || r.Phase != rskeen.Assigned || r.FinalInFlight {
+	if !p.core.Log.IsLeader() || r.Phase != rskeen.Assigned || r.FinalInFlight {
 		return
 	}
 	gts, ok := rskeen.MaxTS(r.TS)
@@ -187,38 +186,38 @@ func (p *Process) tryFinal(r *rskeen.Rec) {
 		return
 	}
 	r.FinalInFlight, r.FinalVal = true, gts
-	p.Log.Propose(wire.Command{Op: wire.CmdFinal, M: wire.AppMsg{ID: r.M.ID, Dest: r.M.Dest}, TS: gts})
+	p.core.Log.Propose(wire.Command{Op: wire.CmdFinal, M: wire.AppMsg{ID: r.M.ID, Dest: r.M.Dest}, TS: gts})
 }
 
-// Execute implements paxos.Host: the replicated Skeen process.
-func (p *Process) Execute(_ uint64, c *wire.Command) {
+// execute is paxos.Host's Execute: the replicated Skeen process.
+func (p *Process) execute(_ uint64, c *wire.Command) {
 	switch c.Op {
 	case wire.CmdAssign:
-		r := p.Rec(c.M.ID)
-		p.Learn(r, &c.M)
+		r := p.core.Rec(c.M.ID)
+		p.core.Learn(r, &c.M)
 		r.AssignInFlight = false
 		if r.Phase != rskeen.Start {
 			return // a duplicate ASSIGN: the first one counts
 		}
 		p.clock++
-		lts := wire.Timestamp{T: p.clock, G: p.G}
-		p.Assign(r, lts)
+		lts := wire.Timestamp{T: p.clock, G: p.core.G}
+		p.core.Assign(r, lts)
 		if len(r.M.Dest) == 1 {
-			p.Commit(r, lts)
+			p.core.Commit(r, lts)
 			return
 		}
-		if p.Log.IsLeader() {
-			pr := &wire.Propose{ID: r.M.ID, G: p.G, LTS: lts}
+		if p.core.Log.IsLeader() {
+			pr := &wire.Propose{ID: r.M.ID, G: p.core.G, LTS: lts}
 			for _, g := range r.M.Dest {
-				if g != p.G {
-					p.SendTo(p.Hint(g), pr)
+				if g != p.core.G {
+					p.core.SendTo(p.core.Hint(g), pr)
 				}
 			}
 		}
 		p.tryFinal(r)
 	case wire.CmdFinal:
 		p.clock = max(p.clock, c.TS.T)
-		r := p.Lookup(c.M.ID)
+		r := p.core.Lookup(c.M.ID)
 		if r == nil {
 			return
 		}
@@ -226,17 +225,17 @@ func (p *Process) Execute(_ uint64, c *wire.Command) {
 		if r.Phase == rskeen.Start {
 			return // cannot happen: the leader proposes FINAL after ASSIGN ran
 		}
-		p.Commit(r, c.TS)
+		p.core.Commit(r, c.TS)
 	}
 }
 
-// Lead implements paxos.Host. A new leader rebuilds its view of the
+// lead is paxos.Host's Lead. A new leader rebuilds its view of the
 // commands in flight from the log, proposes the messages it knows that the
 // log never assigned, and asks the other destination groups of every
 // pending message for their local timestamps (a MULTICAST makes their
 // leaders re-send them) while sending its own.
-func (p *Process) Lead(leading bool) {
-	recs := p.Recs()
+func (p *Process) lead(leading bool) {
+	recs := p.core.Recs()
 	for _, r := range recs {
 		r.AssignInFlight, r.FinalInFlight = false, false
 	}
@@ -244,21 +243,21 @@ func (p *Process) Lead(leading bool) {
 		return
 	}
 	n := 0
-	p.Log.Pending(func(_ uint64, c *wire.Command) {
+	p.core.Log.Pending(func(_ uint64, c *wire.Command) {
 		switch c.Op {
 		case wire.CmdAssign:
-			r := p.Rec(c.M.ID)
-			p.Learn(r, &c.M)
+			r := p.core.Rec(c.M.ID)
+			p.core.Learn(r, &c.M)
 			r.AssignInFlight = true
 			n++
 		case wire.CmdFinal:
-			if r := p.Lookup(c.M.ID); r != nil {
+			if r := p.core.Lookup(c.M.ID); r != nil {
 				r.FinalInFlight, r.FinalVal = true, c.TS
 				n++
 			}
 		}
 	})
-	for _, id := range p.SortedIDs() {
+	for _, id := range p.core.SortedIDs() {
 		r := recs[id]
 		if !r.Known || r.Delivered || r.Phase == rskeen.Committed {
 			continue
@@ -273,12 +272,12 @@ func (p *Process) Lead(leading bool) {
 			p.resendTS(r)
 			mc := &wire.Multicast{M: r.M}
 			for _, g := range r.M.Dest {
-				if g != p.G {
-					p.SendGroup(g, mc)
+				if g != p.core.G {
+					p.core.SendGroup(g, mc)
 				}
 			}
 		}
 		p.tryFinal(r)
 	}
-	p.AddRetried(n)
+	p.core.AddRetried(n)
 }

@@ -38,7 +38,7 @@ type record struct {
 
 // Process is one Skeen process (the only member of its group).
 type Process struct {
-	amcast.Outbox
+	out   amcast.Outbox // unexported: callers must not Send or Deliver for it
 	id    wire.ProcID
 	g     wire.GroupID
 	topo  *amcast.Topology
@@ -49,9 +49,13 @@ type Process struct {
 	committed tsheap.Heap // COMMITTED, undelivered messages by global timestamp
 	lastGTS   wire.Timestamp
 	local     []wire.Envelope // messages to self, handled before Step returns
+	rejects   amcast.Rejects  // refused remote input, by reason
 }
 
-var _ amcast.Machine = (*Process)(nil)
+var (
+	_ amcast.Machine       = (*Process)(nil)
+	_ amcast.RejectCounter = (*Process)(nil)
+)
 
 // New returns the Skeen process id. Every group of topo must have exactly
 // one member.
@@ -71,6 +75,18 @@ func New(topo *amcast.Topology, id wire.ProcID) (*Process, error) {
 // ID implements amcast.Machine.
 func (p *Process) ID() wire.ProcID { return p.id }
 
+// Rejected implements amcast.RejectCounter.
+func (p *Process) Rejected() map[string]uint64 { return p.rejects.Counts() }
+
+// HasReady implements amcast.Machine.
+func (p *Process) HasReady() bool { return p.out.HasReady() }
+
+// Ready implements amcast.Machine.
+func (p *Process) Ready() amcast.Ready { return p.out.Ready() }
+
+// Advance implements amcast.Machine.
+func (p *Process) Advance() { p.out.Advance() }
+
 // Tick implements amcast.Machine. Skeen has no timers.
 func (p *Process) Tick() {}
 
@@ -86,7 +102,7 @@ func (p *Process) send(to wire.ProcID, m wire.Message) {
 		p.local = append(p.local, wire.Envelope{From: p.id, To: p.id, Msg: m})
 		return
 	}
-	p.Send(p.id, to, m)
+	p.out.Send(p.id, to, m)
 }
 
 // Step implements amcast.Machine.
@@ -217,7 +233,7 @@ func (p *Process) tryDeliver() {
 			panic(fmt.Sprintf("skeen: p%d delivers %s with gts %s after gts %s", p.id, c.ID, c.TS, p.lastGTS))
 		}
 		p.lastGTS = c.TS
-		p.Deliver(r.m, c.TS)
+		p.out.Deliver(r.m, c.TS)
 		if r.m.Dest[0] == p.g {
 			p.send(r.m.ID.Client, &wire.Delivered{ID: r.m.ID, G: p.g, GTS: c.TS, Leader: p.id})
 		}

@@ -192,6 +192,7 @@ type Log struct {
 	started   bool
 	executing bool
 	cov       Counters
+	rejects   amcast.Rejects // refused remote input, by reason
 }
 
 // New returns the log of a member in its initial state: the group's first
@@ -260,6 +261,9 @@ func (l *Log) Executed() uint64 { return l.executed }
 
 // Counters returns the coverage counters.
 func (l *Log) Counters() Counters { return l.cov }
+
+// Rejected returns the refused inputs of this incarnation by reason.
+func (l *Log) Rejected() map[string]uint64 { return l.rejects.Counts() }
 
 // Ticks returns the ticks seen.
 func (l *Log) Ticks() uint64 { return l.ticks }

@@ -103,6 +103,7 @@ type Core struct {
 	maxDelivered wire.Timestamp
 	hint         []wire.ProcID // per group: its leader as far as we know
 	cov          amcast.Coverage
+	rejects      amcast.Rejects // refused remote input, by reason
 }
 
 // Init sets up the core of replica id (the protocol then sets Log).
@@ -182,6 +183,25 @@ func (c *Core) Coverage() amcast.Coverage {
 	cov.RecoveriesWithAccepted += lc.RecoveriesWithValues
 	cov.CatchUps += lc.CatchUps
 	return cov
+}
+
+// Rejected returns the refused inputs of this incarnation by reason: the
+// protocol's and its Paxos log's.
+func (c *Core) Rejected() map[string]uint64 {
+	n := c.rejects.Counts()
+	if n == nil {
+		n = map[string]uint64{}
+	}
+	for k, v := range c.Log.Rejected() {
+		n[k] += v
+	}
+	return n
+}
+
+// Reject counts a refused input under reason and returns the error Step
+// returns (amcast.Rejects). The caller must not have changed any state.
+func (c *Core) Reject(reason, format string, args ...any) error {
+	return c.rejects.Reject(reason, format, args...)
 }
 
 // AddRetried counts commands a new leader re-proposed or re-sent.
