@@ -16,7 +16,9 @@ import (
 // may have changed; followers ignore it), with exponential backoff up to
 // 8 x RetryTicks.
 type Client struct {
-	Outbox
+	// outbox is unexported (issue #10 item 8): an embedded Outbox would let any
+	// caller complete messages that were never answered.
+	outbox Outbox
 	// RetryTicks is the reply timeout in ticks (default 20; 0 disables).
 	RetryTicks int
 	id         wire.ProcID
@@ -51,6 +53,15 @@ var _ Machine = (*Client)(nil)
 // ID implements Machine.
 func (c *Client) ID() wire.ProcID { return c.id }
 
+// HasReady implements Machine.
+func (c *Client) HasReady() bool { return c.outbox.HasReady() }
+
+// Ready implements Machine.
+func (c *Client) Ready() Ready { return c.outbox.Ready() }
+
+// Advance implements Machine.
+func (c *Client) Advance() { c.outbox.Advance() }
+
 // Retries returns how many times the client re-sent a message.
 func (c *Client) Retries() int { return c.retries }
 
@@ -79,7 +90,7 @@ func (c *Client) Tick() {
 		mc := &wire.Multicast{M: o.m}
 		for _, g := range o.m.Dest {
 			for _, q := range c.topo.Members(g) {
-				c.Send(c.id, q, mc)
+				c.outbox.Send(c.id, q, mc)
 			}
 		}
 	}
@@ -119,7 +130,7 @@ func (c *Client) Multicast(m wire.AppMsg) error {
 	c.out[m.ID] = &outstanding{m: m, due: c.ticks + rt, backoff: rt}
 	mc := &wire.Multicast{M: m}
 	for _, g := range m.Dest {
-		c.Send(c.id, c.leaders[g], mc)
+		c.outbox.Send(c.id, c.leaders[g], mc)
 	}
 	return nil
 }
@@ -139,6 +150,6 @@ func (c *Client) Step(env wire.Envelope) error {
 		return nil // a late duplicate reply
 	}
 	delete(c.out, d.ID)
-	c.Deliver(o.m, d.GTS)
+	c.outbox.Deliver(o.m, d.GTS)
 	return nil
 }

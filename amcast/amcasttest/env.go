@@ -162,6 +162,10 @@ type Env struct {
 	// crash and restart them (see crash and restart). Nil: no stores;
 	// crash is still allowed (crash-stop), restart is not.
 	Durability *Durability
+	// Unordered says the protocol under test does not order messages (a toy
+	// used to test the environment itself): CheckSafety then ignores the
+	// checker's order violations (a group skipping a message it was sent).
+	Unordered bool
 
 	// Procs holds every process, indexed by id: replicas, then clients.
 	// A crashed process's entry is nil until it restarts.
@@ -530,7 +534,7 @@ func (e *Env) cmdTopology(t *testing.T, d *datadriven.TestData, w *strings.Build
 	}
 	*e = Env{
 		NewReplica: e.NewReplica, DefaultProtocol: e.DefaultProtocol, Commands: e.Commands,
-		Durability: e.Durability, Protocol: protocol, Topo: topo,
+		Durability: e.Durability, Unordered: e.Unordered, Protocol: protocol, Topo: topo,
 		queues: map[link][]wire.Envelope{}, msgs: map[wire.MsgID]wire.AppMsg{},
 		cut: map[link]cutMode{},
 	}

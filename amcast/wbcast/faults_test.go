@@ -2,8 +2,7 @@ package wbcast_test
 
 // Go tests for fault cases found while writing the scripts in testdata.
 // They drive the interaction environment with the same commands a script
-// would use. TestBug* tests show protocol misbehaviour that is still open;
-// the others guard fixes.
+// would use. Each guards a fix.
 
 import (
 	"fmt"
@@ -163,22 +162,21 @@ func TestRetryOfCollectedMessage(t *testing.T) {
 	})
 }
 
-// TestBugRestartedLeaderDeposesLiveLeader (H6.1, P17): a process that
+// TestRestartedLeaderDoesNotDeposeLiveLeader (H6.1, P17): a process that
 // restarts from its store and finds that it led the ballot it remembers
-// starts a new ballot, (remembered ballot number + 1, itself), on its first
-// tick, without first learning whether the group has moved on. When the
-// group's current ballot has that number and a lower leader id (its
-// successor wrapped around the member list), the restarted process's
-// ballot is higher and deposes a live leader: safe, but a needless leader
-// change (delivery stalls for a recovery and every retained message is
-// re-sent). H6.1 starts a ballot only on suspicion of the current leader;
-// a restarted process should first listen (its detector already gives
-// peers one ElectionTicks to be heard).
+// used to start a new ballot, (remembered ballot number + 1, itself), on
+// its first tick, without first learning whether the group had moved on.
+// When the group's current ballot had that number and a lower leader id
+// (its successor wrapped around the member list), the restarted process's
+// ballot was higher and deposed a live leader: safe, but a needless leader
+// change. H6.1 starts a ballot only on suspicion of the current leader; a
+// restarted process now listens for one ElectionTicks first
+// (checkLeadership).
 //
 // Run, g0 = {p0 p1 p2}: leadership moves p0 -> p1 (1.p1) -> p2 (2.p2) ->
 // p0 (3.p0) through crashes and restarts; then p2 restarts remembering
 // 2.p2, starts 3.p2 > 3.p0, and takes over from the live p0.
-func TestBugRestartedLeaderDeposesLiveLeader(t *testing.T) {
+func TestRestartedLeaderDoesNotDeposeLiveLeader(t *testing.T) {
 	env := newEnv(t, "topology groups=1 replicas=3")
 	do(t, env,
 		"crash p=0", "run ticks=20 quiet", "restart p=0", "run ticks=10 quiet",

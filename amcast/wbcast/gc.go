@@ -103,5 +103,5 @@ func (p *Process) collect() {
 	}
 	p.dlog = slices.Delete(p.dlog, 0, k)
 	p.cov.Collected += len(ids)
-	p.Persist(&wire.RecCollected{IDs: ids})
+	p.out.Persist(&wire.RecCollected{IDs: ids})
 }

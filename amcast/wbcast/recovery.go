@@ -56,7 +56,7 @@ func (p *Process) onNewLeader(from wire.ProcID, nl *wire.NewLeader) error {
 	if from == p.id {
 		p.cand = &candidate{b: nl.B, start: p.ticks, acks: map[wire.ProcID]*wire.NewLeaderAck{}}
 	}
-	p.Persist(&wire.RecBallot{Ballot: p.ballot, CBallot: p.cballot}) // the promise, before the ack
+	p.out.Persist(&wire.RecBallot{Ballot: p.ballot, CBallot: p.cballot}) // the promise, before the ack
 	p.send(from, &wire.NewLeaderAck{B: nl.B, CBallot: p.cballot, Clock: p.clock, MaxDelivered: p.maxDelivered, State: p.snapshot()})
 	return nil
 }
@@ -224,7 +224,7 @@ func (p *Process) adopt(b wire.Ballot, clock uint64, state []wire.MsgState) {
 		}
 		r.ackB, r.ackFrom = nil, nil
 	}
-	p.Persist(&wire.RecNewState{B: b, Clock: p.clock, State: state})
+	p.out.Persist(&wire.RecNewState{B: b, Clock: p.clock, State: state})
 }
 
 // onNewState is H9 at a member: adopt the new leader's state and confirm.

@@ -150,7 +150,9 @@ type logEntry struct {
 
 // Process is one WbCast replica.
 type Process struct {
-	amcast.Outbox
+	// out is unexported (issue #10 item 8): an embedded Outbox would let any
+	// caller queue deliveries or messages in this process's name.
+	out  amcast.Outbox
 	cfg  Config
 	id   wire.ProcID
 	g    wire.GroupID
@@ -216,6 +218,15 @@ func newProcess(cfg Config) *Process {
 // ID implements amcast.Machine.
 func (p *Process) ID() wire.ProcID { return p.id }
 
+// HasReady implements amcast.Machine.
+func (p *Process) HasReady() bool { return p.out.HasReady() }
+
+// Ready implements amcast.Machine.
+func (p *Process) Ready() amcast.Ready { return p.out.Ready() }
+
+// Advance implements amcast.Machine.
+func (p *Process) Advance() { p.out.Advance() }
+
 // Status returns the process's role.
 func (p *Process) Status() Status { return p.status }
 
@@ -242,7 +253,7 @@ func (p *Process) send(to wire.ProcID, m wire.Message) {
 		p.local = append(p.local, wire.Envelope{From: p.id, To: p.id, Msg: m})
 		return
 	}
-	p.Send(p.id, to, m)
+	p.out.Send(p.id, to, m)
 }
 
 func (p *Process) sendGroup(g wire.GroupID, m wire.Message) {
@@ -499,7 +510,7 @@ func (p *Process) onAccept(env wire.Envelope, a *wire.Accept) error {
 	}
 	p.clock = max(p.clock, G.T)
 	if changed && !r.issued {
-		p.Persist(&wire.RecAccepted{S: p.msgState(r)})
+		p.out.Persist(&wire.RecAccepted{S: p.msgState(r)})
 	}
 	ack := &wire.AcceptAck{ID: r.m.ID, G: p.g, Ballots: B, GTS: G, Linf: p.linf[p.g]}
 	for _, b := range B {
@@ -662,7 +673,7 @@ func (p *Process) deliverLocal(r *record) {
 	p.maxDelivered = r.gts
 	p.clock = max(p.clock, r.gts.T)
 	p.dlog = append(p.dlog, logEntry{gts: r.gts, id: r.m.ID})
-	p.DeliverDurable(r.m, r.gts, &wire.RecDelivered{M: r.m, LTS: r.lts, GTS: r.gts})
+	p.out.DeliverDurable(r.m, r.gts, &wire.RecDelivered{M: r.m, LTS: r.lts, GTS: r.gts})
 }
 
 // onDeliver is H5 at a follower, with the chain check: a DELIVER is taken
