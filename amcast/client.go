@@ -22,6 +22,7 @@ type Client struct {
 	// RetryTicks is the reply timeout in ticks (default 20; 0 disables).
 	RetryTicks int
 	id         wire.ProcID
+	session    uint64
 	topo       *Topology
 	leaders    []wire.ProcID
 	out        map[wire.MsgID]*outstanding
@@ -35,13 +36,22 @@ type outstanding struct {
 	backoff uint64
 }
 
-// NewClient returns a client whose leader view is every group's initial
-// leader.
+// NewClient returns a client of session 0 whose leader view is every
+// group's initial leader (simulations and tests, whose clients never
+// restart).
 func NewClient(topo *Topology, id wire.ProcID) (*Client, error) {
+	return NewSessionClient(topo, id, 0)
+}
+
+// NewSessionClient returns a client whose messages belong to session (see
+// wire.MsgID): a real client draws a fresh random session each time it
+// starts, so replies meant for an earlier incarnation never complete one
+// of its messages.
+func NewSessionClient(topo *Topology, id wire.ProcID, session uint64) (*Client, error) {
 	if topo.IsReplica(id) {
 		return nil, fmt.Errorf("amcast: client id %d is a replica id", id)
 	}
-	c := &Client{id: id, topo: topo, out: map[wire.MsgID]*outstanding{}, RetryTicks: 20}
+	c := &Client{id: id, session: session, topo: topo, out: map[wire.MsgID]*outstanding{}, RetryTicks: 20}
 	for g := range topo.Groups {
 		c.leaders = append(c.leaders, topo.InitialLeader(wire.GroupID(g)))
 	}
@@ -61,6 +71,9 @@ func (c *Client) Ready() Ready { return c.outbox.Ready() }
 
 // Advance implements Machine.
 func (c *Client) Advance() { c.outbox.Advance() }
+
+// Session returns the client's session.
+func (c *Client) Session() uint64 { return c.session }
 
 // Retries returns how many times the client re-sent a message.
 func (c *Client) Retries() int { return c.retries }
@@ -117,8 +130,8 @@ func (c *Client) Outstanding() int { return len(c.out) }
 
 // Multicast submits m. Its id must carry this client's id.
 func (c *Client) Multicast(m wire.AppMsg) error {
-	if m.ID.Client != c.id {
-		return fmt.Errorf("amcast: client %d cannot multicast message %s of another client", c.id, m.ID)
+	if m.ID.Client != c.id || m.ID.Session != c.session {
+		return fmt.Errorf("amcast: client %d (session %x) cannot multicast message %s of another client or session", c.id, c.session, m.ID)
 	}
 	if err := m.Validate(c.topo.NumGroups()); err != nil {
 		return err

@@ -19,14 +19,19 @@
 // (or against nodes without gossip) it starts at each group's first
 // member.
 //
-// Message ids are (client id, sequence number), sequences counting from 1.
-// Two clients must never share an id: a node remembers delivered ids and
-// answers a repeated id with the old delivery. Config.ID = 0 picks a random
-// id above the replica ids.
+// Message ids are (client id, session, sequence number), sequences counting
+// from 1 (wire.MsgID). Every Client draws a fresh random 64-bit session
+// from crypto/rand when it is created, so a process restarted with a fixed
+// Config.ID never reuses an id of its previous incarnation and is never
+// answered with that incarnation's results. Config.ID = 0 picks a random id
+// above the replica ids. Nodes accept a client's MULTICAST only from the
+// connection that authenticated as the message's client id.
 package client
 
 import (
 	"context"
+	crand "crypto/rand"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -61,6 +66,10 @@ type Config struct {
 	// ID is the client's process id; it must not be a replica id, nor
 	// 2^32-1 (reserved). 0 picks a random id in [2^24, 2^32-1).
 	ID wire.ProcID
+	// Session is the session of this incarnation (wire.MsgID). 0 draws a
+	// fresh random one from crypto/rand, which is what every real client
+	// should do; a fixed value is for tests that replay an incarnation.
+	Session uint64
 	// Topology is the cluster's group layout.
 	Topology *amcast.Topology
 	// Nodes maps every replica id to the address clients use.
@@ -164,7 +173,14 @@ func New(cfg Config) (*Client, error) {
 	if cfg.ID == math.MaxUint32 {
 		return nil, errors.New("client: id 2^32-1 is reserved")
 	}
-	m, err := amcast.NewClient(cfg.Topology, cfg.ID)
+	for cfg.Session == 0 {
+		var b [8]byte
+		if _, err := crand.Read(b[:]); err != nil {
+			return nil, fmt.Errorf("client: drawing a session: %w", err)
+		}
+		cfg.Session = binary.LittleEndian.Uint64(b[:])
+	}
+	m, err := amcast.NewSessionClient(cfg.Topology, cfg.ID, cfg.Session)
 	if err != nil {
 		return nil, err
 	}
@@ -209,6 +225,9 @@ func New(cfg Config) (*Client, error) {
 	go c.run()
 	return c, nil
 }
+
+// Session returns the client's session (see Config.Session).
+func (c *Client) Session() uint64 { return c.cfg.Session }
 
 // ID returns the client's id.
 func (c *Client) ID() wire.ProcID { return c.cfg.ID }
@@ -319,7 +338,7 @@ func (c *Client) run() {
 
 func (c *Client) submit(r *request) {
 	c.seq++
-	m := wire.AppMsg{ID: wire.MsgID{Client: c.cfg.ID, Seq: c.seq}, Dest: r.dest, Payload: r.payload}
+	m := wire.AppMsg{ID: wire.MsgID{Client: c.cfg.ID, Session: c.cfg.Session, Seq: c.seq}, Dest: r.dest, Payload: r.payload}
 	r.start = time.Now()
 	if c.cfg.OnMulticast != nil {
 		c.cfg.OnMulticast(m, r.start)

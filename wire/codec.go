@@ -22,7 +22,7 @@ import (
 // with their length as a uvarint. Phase is one byte, bool is one byte (0 or
 // 1). Composite fields are flattened:
 //
-//	MsgID     Client Seq
+//	MsgID     Client Session Seq
 //	Timestamp T G
 //	Ballot    N P
 //	AppMsg    ID len(Dest) Dest... len(Payload) Payload
@@ -34,7 +34,9 @@ import (
 // Decode succeeds. Empty slices decode as nil.
 
 // Version is the wire format version, byte 0 of every encoding.
-const Version = 1
+//
+// Version 2: MsgID gained Session (client sessions).
+const Version = 2
 
 // Size caps enforced by Decode before it allocates anything.
 const (
@@ -51,9 +53,9 @@ const (
 const (
 	minGroupSize    = 1  // one uvarint
 	minBallotSize   = 2  // N P
-	minMsgStateSize = 11 // AppMsg(4) Phase(1) LTS(2) GTS(2) len(Ballots)(1) len(LTSs)(1)
+	minMsgStateSize = 12 // AppMsg(5) Phase(1) LTS(2) GTS(2) len(Ballots)(1) len(LTSs)(1)
 	minTSSize       = 2  // T G
-	minMsgIDSize    = 2  // Client Seq
+	minMsgIDSize    = 3  // Client Session Seq
 )
 
 // Decode errors. Decode wraps them with the kind and field at fault; test
@@ -164,6 +166,7 @@ func Append(buf []byte, m Message) []byte {
 		buf = binary.AppendUvarint(buf, uint64(len(m.Done)))
 		for _, c := range m.Done {
 			buf = binary.AppendUvarint(buf, uint64(c.Client))
+			buf = binary.AppendUvarint(buf, c.Session)
 			buf = binary.AppendUvarint(buf, c.W)
 			buf = binary.AppendUvarint(buf, uint64(len(c.Above)))
 			for _, a := range c.Above {
@@ -181,6 +184,7 @@ func Append(buf []byte, m Message) []byte {
 
 func appendMsgID(buf []byte, id MsgID) []byte {
 	buf = binary.AppendUvarint(buf, uint64(id.Client))
+	buf = binary.AppendUvarint(buf, id.Session)
 	return binary.AppendUvarint(buf, id.Seq)
 }
 
@@ -323,7 +327,7 @@ func Size(m Message) int {
 			n += sizeBallot(m.Ballot) + sizeBallot(m.CBallot) + uvarintLen(m.Clock) + sizeTS(m.MaxDelivered) +
 				sizeStates(m.Msgs) + uvarintLen(uint64(len(m.Delivered))) + len(m.Delivered) + uvarintLen(uint64(len(m.Done)))
 			for _, c := range m.Done {
-				n += uvarintLen(uint64(c.Client)) + uvarintLen(c.W) + uvarintLen(uint64(len(c.Above)))
+				n += uvarintLen(uint64(c.Client)) + uvarintLen(c.Session) + uvarintLen(c.W) + uvarintLen(uint64(len(c.Above)))
 				for _, a := range c.Above {
 					n += uvarintLen(a)
 				}
@@ -348,7 +352,9 @@ func Size(m Message) int {
 // uvarintLen returns the length of the uvarint encoding of x.
 func uvarintLen(x uint64) int { return (bits.Len64(x|1) + 6) / 7 }
 
-func sizeMsgID(id MsgID) int  { return uvarintLen(uint64(id.Client)) + uvarintLen(id.Seq) }
+func sizeMsgID(id MsgID) int {
+	return uvarintLen(uint64(id.Client)) + uvarintLen(id.Session) + uvarintLen(id.Seq)
+}
 func sizeTS(ts Timestamp) int { return uvarintLen(ts.T) + uvarintLen(uint64(ts.G)) }
 func sizeBallot(b Ballot) int { return uvarintLen(uint64(b.N)) + uvarintLen(uint64(b.P)) }
 func sizeAppMsg(m *AppMsg) int {
@@ -526,11 +532,12 @@ func Decode(b []byte) (Message, error) {
 				x.Delivered[i] = d.bool("delivered")
 			}
 		}
-		if n := d.count("done", MaxStateEntries, 3); n > 0 {
+		if n := d.count("done", MaxStateEntries, 4); n > 0 {
 			x.Done = make([]ClientDone, n)
 			for i := range x.Done {
 				c := &x.Done[i]
 				c.Client = ProcID(d.u32("done.client"))
+				c.Session = d.uvarint("done.session")
 				c.W = d.uvarint("done.w")
 				if k := d.count("done.above", MaxStateEntries, 1); k > 0 {
 					c.Above = make([]uint64, k)
@@ -685,7 +692,7 @@ func (d *decoder) count(field string, limit, minElem int) int {
 }
 
 func (d *decoder) msgID(field string) MsgID {
-	return MsgID{Client: ProcID(d.u32(field)), Seq: d.uvarint(field)}
+	return MsgID{Client: ProcID(d.u32(field)), Session: d.uvarint(field), Seq: d.uvarint(field)}
 }
 
 func (d *decoder) ts(field string) Timestamp {

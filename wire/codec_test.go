@@ -36,28 +36,28 @@ func samples() []struct {
 		m    Message
 		desc string
 	}{
-		{&Multicast{M: AppMsg{ID: MsgID{7, 1}, Dest: []GroupID{0, 2}, Payload: []byte("hello")}},
+		{&Multicast{M: AppMsg{ID: MsgID{Client: 7, Seq: 1}, Dest: []GroupID{0, 2}, Payload: []byte("hello")}},
 			`MULTICAST 7.1 dest=[0 2] payload="hello"`},
 		{&Multicast{M: AppMsg{ID: big, Dest: []GroupID{0, 1, math.MaxUint32}, Payload: bytes.Repeat([]byte{0xff}, 300)}},
 			`MULTICAST 4294967295.18446744073709551615 dest=[0 1 4294967295] payload=300B`},
-		{&Multicast{M: AppMsg{ID: MsgID{1, 0}}},
+		{&Multicast{M: AppMsg{ID: MsgID{Client: 1, Seq: 0}}},
 			`MULTICAST 1.0 dest=[] payload=0B`},
-		{&Propose{ID: MsgID{7, 1}, G: 2, LTS: Timestamp{T: 3, G: 2}},
+		{&Propose{ID: MsgID{Client: 7, Seq: 1}, G: 2, LTS: Timestamp{T: 3, G: 2}},
 			`PROPOSE 7.1 g=2 lts=3.g2`},
-		{&Accept{M: AppMsg{ID: MsgID{7, 1}, Dest: []GroupID{0, 2}, Payload: []byte("hello")}, G: 0, B: Ballot{0, 0}, LTS: Timestamp{3, 0}},
+		{&Accept{M: AppMsg{ID: MsgID{Client: 7, Seq: 1}, Dest: []GroupID{0, 2}, Payload: []byte("hello")}, G: 0, B: Ballot{0, 0}, LTS: Timestamp{3, 0}},
 			`ACCEPT 7.1 dest=[0 2] g=0 b=0.p0 lts=3.g0`},
 		{&Accept{M: AppMsg{ID: big, Dest: []GroupID{5}}, G: 5, B: Ballot{math.MaxUint32, math.MaxUint32}, LTS: Timestamp{math.MaxUint64, 5}},
 			`ACCEPT 4294967295.18446744073709551615 dest=[5] g=5 b=4294967295.p4294967295 lts=18446744073709551615.g5`},
-		{&AcceptAck{ID: MsgID{7, 1}, G: 2, Ballots: []Ballot{{0, 0}, {1, 6}}, GTS: Timestamp{3, 2}},
+		{&AcceptAck{ID: MsgID{Client: 7, Seq: 1}, G: 2, Ballots: []Ballot{{0, 0}, {1, 6}}, GTS: Timestamp{3, 2}},
 			`ACCEPT_ACK 7.1 g=2 B=[0.p0 1.p6] gts=3.g2`},
-		{&AcceptAck{ID: MsgID{7, 1}, G: 2, GTS: Timestamp{3, 2}, Linf: Timestamp{2, 0}},
+		{&AcceptAck{ID: MsgID{Client: 7, Seq: 1}, G: 2, GTS: Timestamp{3, 2}, Linf: Timestamp{2, 0}},
 			`ACCEPT_ACK 7.1 g=2 B=[] gts=3.g2 linf=2.g0`},
-		{&Deliver{ID: MsgID{7, 1}, B: Ballot{0, 0}, LTS: Timestamp{1, 0}, GTS: Timestamp{3, 2}},
+		{&Deliver{ID: MsgID{Client: 7, Seq: 1}, B: Ballot{0, 0}, LTS: Timestamp{1, 0}, GTS: Timestamp{3, 2}},
 			`DELIVER 7.1 b=0.p0 lts=1.g0 gts=3.g2`},
-		{&Deliver{ID: MsgID{7, 2}, B: Ballot{1, 1}, LTS: Timestamp{4, 0}, GTS: Timestamp{5, 2}, Prev: Timestamp{3, 2}, Linf: Timestamp{2, 1},
-			M: &AppMsg{ID: MsgID{7, 2}, Dest: []GroupID{0, 2}, Payload: []byte("x")}},
+		{&Deliver{ID: MsgID{Client: 7, Seq: 2}, B: Ballot{1, 1}, LTS: Timestamp{4, 0}, GTS: Timestamp{5, 2}, Prev: Timestamp{3, 2}, Linf: Timestamp{2, 1},
+			M: &AppMsg{ID: MsgID{Client: 7, Seq: 2}, Dest: []GroupID{0, 2}, Payload: []byte("x")}},
 			`DELIVER 7.2 b=1.p1 lts=4.g0 gts=5.g2 prev=3.g2 linf=2.g1 +msg`},
-		{&Delivered{ID: MsgID{7, 1}, G: 2, GTS: Timestamp{3, 2}, Leader: 6},
+		{&Delivered{ID: MsgID{Client: 7, Seq: 1}, G: 2, GTS: Timestamp{3, 2}, Leader: 6},
 			`DELIVERED 7.1 g=2 gts=3.g2 leader=p6`},
 		{&NewLeader{B: Ballot{1, 4}},
 			`NEW_LEADER b=1.p4`},
@@ -66,7 +66,7 @@ func samples() []struct {
 			`NEW_LEADER_ACK b=1.p4 cb=0.p3 clock=17 maxd=5.g1 state=[{9.1 ACCEPTED dest=[1 3] lts=4.g1 gts=6.g3 B=[2.p3 1.p9]} {9.2 COMMITTED dest=[1 3] lts=4.g1 gts=6.g3 B=[2.p3 1.p9]}]`},
 		{&NewLeaderAck{B: Ballot{1, 4}},
 			`NEW_LEADER_ACK b=1.p4 cb=0.p0 clock=0 state=[]`},
-		{&NewState{B: Ballot{1, 4}, Clock: 20, State: []MsgState{{M: AppMsg{ID: MsgID{3, 3}}}}},
+		{&NewState{B: Ballot{1, 4}, Clock: 20, State: []MsgState{{M: AppMsg{ID: MsgID{Client: 3, Seq: 3}}}}},
 			`NEW_STATE b=1.p4 clock=20 state=[{3.3 START dest=[] lts=0.g0 gts=0.g0 B=[]}]`},
 		{&NewStateAck{B: Ballot{1, 4}, MaxDelivered: Timestamp{5, 1}},
 			`NEW_STATE_ACK b=1.p4 maxd=5.g1`},
@@ -78,14 +78,14 @@ func samples() []struct {
 			`REC_BALLOT b=2.p5 cb=1.p4`},
 		{&RecAccepted{S: sampleState(8, PhaseProposed)},
 			`REC_ACCEPTED {9.8 PROPOSED dest=[1 3] lts=4.g1 gts=6.g3 B=[2.p3 1.p9]}`},
-		{&RecDelivered{M: AppMsg{ID: MsgID{7, 1}, Dest: []GroupID{2}}, LTS: Timestamp{3, 2}, GTS: Timestamp{3, 2}},
+		{&RecDelivered{M: AppMsg{ID: MsgID{Client: 7, Seq: 1}, Dest: []GroupID{2}}, LTS: Timestamp{3, 2}, GTS: Timestamp{3, 2}},
 			`REC_DELIVERED 7.1 lts=3.g2 gts=3.g2`},
-		{&RecCollected{IDs: []MsgID{{7, 1}, {8, 3}}},
-			`REC_COLLECTED ids=[7.1 8.3]`},
+		{&RecCollected{IDs: []MsgID{{Client: 7, Seq: 1}, {Client: 8, Session: 1 << 63, Seq: 3}}},
+			`REC_COLLECTED ids=[7.1 8.3@8000000000000000]`},
 		{&RecSnapshot{Ballot: Ballot{2, 5}, CBallot: Ballot{2, 5}, Clock: 9, MaxDelivered: Timestamp{6, 3},
 			Msgs: []MsgState{sampleState(1, PhaseCommitted)}, Delivered: []bool{true},
-			Done: []ClientDone{{Client: 9, W: 4, Above: []uint64{6, 9}}}},
-			`REC_SNAPSHOT b=2.p5 cb=2.p5 clock=9 maxd=6.g3 msgs=1 clients=1`},
+			Done: []ClientDone{{Client: 9, W: 4, Above: []uint64{6, 9}}, {Client: 9, Session: 3, W: 1}}},
+			`REC_SNAPSHOT b=2.p5 cb=2.p5 clock=9 maxd=6.g3 msgs=1 sessions=2`},
 		{&RecNewState{B: Ballot{2, 5}, Clock: 1 << 40, State: []MsgState{sampleState(1, PhaseStart)}},
 			`REC_NEW_STATE b=2.p5 clock=1099511627776 state=[{9.1 START dest=[1 3] lts=4.g1 gts=6.g3 B=[2.p3 1.p9]}]`},
 		{&PaxosPrepare{B: Ballot{1, 4}, From: 12},
@@ -99,7 +99,7 @@ func samples() []struct {
 			`PAXOS_PROMISE b=1.p4 exec=0 entries=[]`},
 		{&PaxosAccept{B: Ballot{0, 3}, Slot: 7, Cmd: sampleAssign()},
 			`PAXOS_ACCEPT b=0.p3 slot=7 ASSIGN 7.1 dest=[0 2]`},
-		{&PaxosAccept{B: Ballot{0, 3}, Slot: math.MaxUint64, Cmd: Command{Op: CmdAssign, M: AppMsg{ID: MsgID{7, 2}, Dest: []GroupID{1}}, TS: Timestamp{4, 1}}},
+		{&PaxosAccept{B: Ballot{0, 3}, Slot: math.MaxUint64, Cmd: Command{Op: CmdAssign, M: AppMsg{ID: MsgID{Client: 7, Seq: 2}, Dest: []GroupID{1}}, TS: Timestamp{4, 1}}},
 			`PAXOS_ACCEPT b=0.p3 slot=18446744073709551615 ASSIGN 7.2 dest=[1] lts=4.g1`},
 		{&PaxosAccepted{B: Ballot{0, 3}, Slot: 7},
 			`PAXOS_ACCEPTED b=0.p3 slot=7`},
@@ -107,9 +107,9 @@ func samples() []struct {
 			`PAXOS_DECIDED first=2 cmds=[ASSIGN 7.1 dest=[0 2] | NOOP | FINAL 7.1 dest=[0 2] gts=5.g2]`},
 		{&PaxosHeartbeat{B: Ballot{2, 1}, Leader: true, Executed: 9, Commit: 10},
 			`PAXOS_HEARTBEAT b=2.p1 leader=true exec=9 commit=10`},
-		{&SoftTS{ID: MsgID{7, 1}, G: 2, LTS: Timestamp{5, 2}},
+		{&SoftTS{ID: MsgID{Client: 7, Seq: 1}, G: 2, LTS: Timestamp{5, 2}},
 			`SOFT_TS 7.1 g=2 lts=5.g2`},
-		{&HardTS{ID: MsgID{7, 1}, G: 0, LTS: Timestamp{3, 0}},
+		{&HardTS{ID: MsgID{Client: 7, Seq: 1}, G: 0, LTS: Timestamp{3, 0}},
 			`HARD_TS 7.1 g=0 lts=3.g0`},
 		{&RecSlotAccepted{B: Ballot{0, 3}, Slot: 7, Cmd: sampleFinal()},
 			`REC_SLOT_ACCEPTED b=0.p3 slot=7 FINAL 7.1 dest=[0 2] gts=5.g2`},
@@ -125,11 +125,11 @@ func samples() []struct {
 
 // sampleAssign and sampleFinal are log commands with their fields set.
 func sampleAssign() Command {
-	return Command{Op: CmdAssign, M: AppMsg{ID: MsgID{7, 1}, Dest: []GroupID{0, 2}, Payload: []byte("hi")}}
+	return Command{Op: CmdAssign, M: AppMsg{ID: MsgID{Client: 7, Seq: 1}, Dest: []GroupID{0, 2}, Payload: []byte("hi")}}
 }
 
 func sampleFinal() Command {
-	return Command{Op: CmdFinal, M: AppMsg{ID: MsgID{7, 1}, Dest: []GroupID{0, 2}}, TS: Timestamp{5, 2}}
+	return Command{Op: CmdFinal, M: AppMsg{ID: MsgID{Client: 7, Seq: 1}, Dest: []GroupID{0, 2}}, TS: Timestamp{5, 2}}
 }
 
 // allKinds lists every kind that has a name, i.e. every defined kind.
@@ -209,18 +209,18 @@ func TestDescribe(t *testing.T) {
 	if got := Describe((*Accept)(nil)); got != "ACCEPT <nil>" {
 		t.Errorf("Describe(nil *Accept) = %q", got)
 	}
-	long := &Multicast{M: AppMsg{ID: MsgID{1, 1}, Dest: []GroupID{0}, Payload: []byte("0123456789abcdefg")}}
+	long := &Multicast{M: AppMsg{ID: MsgID{Client: 1, Seq: 1}, Dest: []GroupID{0}, Payload: []byte("0123456789abcdefg")}}
 	if got, want := Describe(long), "MULTICAST 1.1 dest=[0] payload=17B"; got != want {
 		t.Errorf("Describe = %q, want %q", got, want)
 	}
-	quote := &Multicast{M: AppMsg{ID: MsgID{1, 1}, Dest: []GroupID{0}, Payload: []byte(`a"b`)}}
+	quote := &Multicast{M: AppMsg{ID: MsgID{Client: 1, Seq: 1}, Dest: []GroupID{0}, Payload: []byte(`a"b`)}}
 	if got, want := Describe(quote), "MULTICAST 1.1 dest=[0] payload=3B"; got != want {
 		t.Errorf("Describe = %q, want %q", got, want)
 	}
 }
 
 func TestDecodeCopiesBytes(t *testing.T) {
-	m := &Accept{M: AppMsg{ID: MsgID{1, 2}, Dest: []GroupID{0, 1}, Payload: []byte("payload")}}
+	m := &Accept{M: AppMsg{ID: MsgID{Client: 1, Seq: 2}, Dest: []GroupID{0, 1}, Payload: []byte("payload")}}
 	enc := Append(nil, m)
 	got, err := Decode(enc)
 	if err != nil {
@@ -265,7 +265,7 @@ func randNum(r *rand.Rand, maxBits int) uint64 {
 }
 
 func randID(r *rand.Rand) MsgID {
-	return MsgID{Client: ProcID(randNum(r, 32)), Seq: randNum(r, 64)}
+	return MsgID{Client: ProcID(randNum(r, 32)), Session: randNum(r, 64), Seq: randNum(r, 64)}
 }
 
 func randTS(r *rand.Rand) Timestamp {
@@ -394,7 +394,7 @@ func randMessage(r *rand.Rand, k Kind) Message {
 		}
 		var done []ClientDone
 		for range r.IntN(3) {
-			c := ClientDone{Client: ProcID(randNum(r, 32)), W: randNum(r, 64)}
+			c := ClientDone{Client: ProcID(randNum(r, 32)), Session: randNum(r, 64), W: randNum(r, 64)}
 			for range r.IntN(3) {
 				c.Above = append(c.Above, randNum(r, 64))
 			}
@@ -493,10 +493,12 @@ func raw(version byte, k Kind, items ...any) []byte {
 }
 
 func TestDecodeErrors(t *testing.T) {
-	valid := Append(nil, &Accept{M: AppMsg{ID: MsgID{7, 1}, Dest: []GroupID{0, 2}, Payload: []byte("hi")}, B: Ballot{1, 2}, LTS: Timestamp{3, 0}})
+	valid := Append(nil, &Accept{M: AppMsg{ID: MsgID{Client: 7, Seq: 1}, Dest: []GroupID{0, 2}, Payload: []byte("hi")}, B: Ballot{1, 2}, LTS: Timestamp{3, 0}})
 	withTrailing := append(slices.Clone(valid), 0)
 	badVersion := slices.Clone(valid)
-	badVersion[0] = 2
+	badVersion[0] = Version + 1
+	oldVersion := slices.Clone(valid)
+	oldVersion[0] = 1
 	zeroVersion := slices.Clone(valid)
 	zeroVersion[0] = 0
 
@@ -508,7 +510,8 @@ func TestDecodeErrors(t *testing.T) {
 	}{
 		{"empty", nil, ErrMalformed, "empty"},
 		{"version only", []byte{Version}, ErrMalformed, "kind"},
-		{"version 2", badVersion, ErrVersion, "version byte 2"},
+		{"version 3", badVersion, ErrVersion, "version byte 3"},
+		{"version 1 (before client sessions)", oldVersion, ErrVersion, "version byte 1"},
 		{"version 0", zeroVersion, ErrVersion, "version byte 0"},
 		{"kind 0", raw(Version, KindInvalid), ErrUnknownKind, "kind byte 0"},
 		{"kind end of messages", raw(Version, kindEndMessages), ErrUnknownKind, "kind byte 23"},
@@ -517,35 +520,35 @@ func TestDecodeErrors(t *testing.T) {
 		{"kind 255", raw(Version, 255), ErrUnknownKind, "kind byte 255"},
 		{"trailing byte", withTrailing, ErrMalformed, "1 trailing bytes"},
 		{"trailing after empty body", raw(Version, KindNewLeader, 1, 2, 3), ErrMalformed, "trailing"},
-		{"unsorted dest", raw(Version, KindMulticast, 1, 1, 2, 5, 3, 0), ErrMalformed, "m.dest"},
-		{"duplicate dest", raw(Version, KindMulticast, 1, 1, 2, 5, 5, 0), ErrMalformed, "not strictly increasing"},
-		{"dest over 32 bits", raw(Version, KindMulticast, 1, 1, 1, uint64(1)<<32, 0), ErrMalformed, "32 bits"},
-		{"client over 32 bits", raw(Version, KindRecDelivered, uint64(1)<<32, 1, 1, 0), ErrMalformed, "id"},
+		{"unsorted dest", raw(Version, KindMulticast, 1, 0, 1, 2, 5, 3, 0), ErrMalformed, "m.dest"},
+		{"duplicate dest", raw(Version, KindMulticast, 1, 0, 1, 2, 5, 5, 0), ErrMalformed, "not strictly increasing"},
+		{"dest over 32 bits", raw(Version, KindMulticast, 1, 0, 1, 1, uint64(1)<<32, 0), ErrMalformed, "32 bits"},
+		{"client over 32 bits", raw(Version, KindRecDelivered, uint64(1)<<32, 0, 1, 1, 0), ErrMalformed, "id"},
 		{"ballot over 32 bits", raw(Version, KindNewLeader, uint64(math.MaxUint64), 0), ErrMalformed, "field b"},
 		{"varint overflow", raw(Version, KindNewLeader, bytes.Repeat([]byte{0xff}, 10), []byte{1}), ErrMalformed, "overflow"},
 		{"varint too long", raw(Version, KindNewLeader, bytes.Repeat([]byte{0x80}, 11)), ErrMalformed, "overflow"},
 		{"non-minimal varint", raw(Version, KindNewLeader, []byte{0x81, 0x00}, 0), ErrMalformed, "non-minimal"},
 		{"non-minimal zero", raw(Version, KindNewLeader, []byte{0x80, 0x00}, 0), ErrMalformed, "non-minimal"},
 		{"heartbeat bool 2", raw(Version, KindHeartbeat, 1, 1, 1, 1, 2), ErrMalformed, "leader"},
-		{"phase out of range", raw(Version, KindRecAccepted, 1, 1, 0, 0, []byte{byte(PhaseCommitted) + 1}, 0, 0, 0, 0, 0), ErrMalformed, "s.phase"},
-		{"command op out of range", raw(Version, KindPaxosAccept, 0, 0, 1, []byte{byte(cmdOpEnd)}, 1, 1, 0, 0, 0, 0), ErrMalformed, "cmd.op"},
-		{"promise entry op out of range", raw(Version, KindPaxosPromise, 0, 0, 0, 1, 1, 0, 0, []byte{0}, []byte{9}, 1, 1, 0, 0, 0, 0), ErrMalformed, "entries.cmd.op"},
+		{"phase out of range", raw(Version, KindRecAccepted, 1, 0, 1, 0, 0, []byte{byte(PhaseCommitted) + 1}, 0, 0, 0, 0, 0), ErrMalformed, "s.phase"},
+		{"command op out of range", raw(Version, KindPaxosAccept, 0, 0, 1, []byte{byte(cmdOpEnd)}, 1, 0, 1, 0, 0, 0, 0), ErrMalformed, "cmd.op"},
+		{"promise entry op out of range", raw(Version, KindPaxosPromise, 0, 0, 0, 1, 1, 0, 0, []byte{0}, []byte{9}, 1, 0, 1, 0, 0, 0, 0), ErrMalformed, "entries.cmd.op"},
 		{"promise entries past end", raw(Version, KindPaxosPromise, 0, 0, 0, 5, 1, 0, 0), ErrMalformed, "entries"},
-		{"decided bool 2", raw(Version, KindPaxosPromise, 0, 0, 0, 1, 1, 0, 0, []byte{2}, []byte{0}, 1, 1, 0, 0, 0, 0), ErrMalformed, "entries.decided"},
-		{"command dest unsorted", raw(Version, KindRecSlotDecided, 1, []byte{1}, 1, 1, 2, 4, 3, 0, 0, 0), ErrMalformed, "cmd.m.dest"},
-		{"phase 255", raw(Version, KindRecAccepted, 1, 1, 0, 0, []byte{255}, 0, 0, 0, 0, 0), ErrMalformed, "phase 255"},
-		{"oversized payload", raw(Version, KindMulticast, 1, 1, 1, 0, MaxPayload+1), ErrTooLarge, "m.payload"},
-		{"huge payload", raw(Version, KindMulticast, 1, 1, 1, 0, uint64(math.MaxUint64)), ErrTooLarge, "limit"},
-		{"payload past end", raw(Version, KindMulticast, 1, 1, 1, 0, 10, []byte("abc")), ErrMalformed, "only 3 bytes left"},
-		{"max payload past end", raw(Version, KindMulticast, 1, 1, 1, 0, MaxPayload), ErrMalformed, "m.payload"},
-		{"too many dest groups", raw(Version, KindMulticast, 1, 1, MaxGroups+1), ErrTooLarge, "m.dest"},
-		{"dest count past end", raw(Version, KindMulticast, 1, 1, MaxGroups, 0, 1), ErrMalformed, "m.dest"},
-		{"too many ballots", raw(Version, KindAcceptAck, 1, 1, 0, uint64(1)<<40), ErrTooLarge, "ballots"},
-		{"ballot count past end", raw(Version, KindAcceptAck, 1, 1, 0, 3, 1, 1, 1, 1, 1), ErrMalformed, "ballots"},
+		{"decided bool 2", raw(Version, KindPaxosPromise, 0, 0, 0, 1, 1, 0, 0, []byte{2}, []byte{0}, 1, 0, 1, 0, 0, 0, 0), ErrMalformed, "entries.decided"},
+		{"command dest unsorted", raw(Version, KindRecSlotDecided, 1, []byte{1}, 1, 0, 1, 2, 4, 3, 0, 0, 0), ErrMalformed, "cmd.m.dest"},
+		{"phase 255", raw(Version, KindRecAccepted, 1, 0, 1, 0, 0, []byte{255}, 0, 0, 0, 0, 0), ErrMalformed, "phase 255"},
+		{"oversized payload", raw(Version, KindMulticast, 1, 0, 1, 1, 0, MaxPayload+1), ErrTooLarge, "m.payload"},
+		{"huge payload", raw(Version, KindMulticast, 1, 0, 1, 1, 0, uint64(math.MaxUint64)), ErrTooLarge, "limit"},
+		{"payload past end", raw(Version, KindMulticast, 1, 0, 1, 1, 0, 10, []byte("abc")), ErrMalformed, "only 3 bytes left"},
+		{"max payload past end", raw(Version, KindMulticast, 1, 0, 1, 1, 0, MaxPayload), ErrMalformed, "m.payload"},
+		{"too many dest groups", raw(Version, KindMulticast, 1, 0, 1, MaxGroups+1), ErrTooLarge, "m.dest"},
+		{"dest count past end", raw(Version, KindMulticast, 1, 0, 1, MaxGroups, 0, 1), ErrMalformed, "m.dest"},
+		{"too many ballots", raw(Version, KindAcceptAck, 1, 0, 1, 0, uint64(1)<<40), ErrTooLarge, "ballots"},
+		{"ballot count past end", raw(Version, KindAcceptAck, 1, 0, 1, 0, 3, 1, 1, 1, 1, 1), ErrMalformed, "ballots"},
 		{"too many states", raw(Version, KindNewState, 1, 1, 1, MaxStateEntries+1), ErrTooLarge, "state"},
 		{"state count past end", raw(Version, KindNewState, 1, 1, 1, MaxStateEntries, bytes.Repeat([]byte{0}, 30)), ErrMalformed, "state"},
-		{"state ballots past end", raw(Version, KindRecNewState, 1, 1, 1, 1, 1, 1, 0, 0, []byte{0}, 0, 0, 0, 0, 500), ErrMalformed, "state.ballots"},
-		{"nested dest unsorted", raw(Version, KindNewLeaderAck, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 2, 4, 4, 0, []byte{0}, 0, 0, 0, 0, 0), ErrMalformed, "state.m.dest"},
+		{"state ballots past end", raw(Version, KindRecNewState, 1, 1, 1, 1, 1, 0, 1, 0, 0, []byte{0}, 0, 0, 0, 0, 500), ErrMalformed, "state.ballots"},
+		{"nested dest unsorted", raw(Version, KindNewLeaderAck, 0, 0, 0, 0, 0, 0, 0, 1, 1, 0, 1, 2, 4, 4, 0, []byte{0}, 0, 0, 0, 0, 0), ErrMalformed, "state.m.dest"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -121,7 +121,7 @@ func describe(sb *strings.Builder, m Message) {
 		descMaxDelivered(sb, m.MaxDelivered)
 		sb.WriteString(" msgs=")
 		sb.WriteString(strconv.Itoa(len(m.Msgs)))
-		sb.WriteString(" clients=")
+		sb.WriteString(" sessions=")
 		sb.WriteString(strconv.Itoa(len(m.Done)))
 	case *RecCollected:
 		sb.WriteString(" ids=[")

@@ -15,25 +15,53 @@ type ProcID uint32
 // GroupID identifies a replica group. Groups are numbered 0..G-1.
 type GroupID uint32
 
-// MsgID identifies an application message. It is unique per client
-// (Client, Seq) and stays the same across client retries.
+// MsgID identifies an application message: (Client, Session, Seq) is unique
+// and stays the same across client retries.
+//
+// Client is the process the message must come from: replicas accept a
+// client's MULTICAST only from the connection authenticated as Client.
+// Session names one incarnation of that client: a client draws a fresh,
+// random 64-bit session every time it starts, so a client restarted with a
+// fixed Client id never reuses an id of an earlier incarnation and is never
+// answered with another incarnation's result. Seq counts the session's
+// messages from 1. Session 0 is used by replicas' own test clients and the
+// simulator, whose clients never restart.
 type MsgID struct {
-	Client ProcID
-	Seq    uint64
+	Client  ProcID
+	Session uint64
+	Seq     uint64
 }
 
-// String renders the id as used in histories: "<client>.<seq>".
-func (id MsgID) String() string { return fmt.Sprintf("%d.%d", id.Client, id.Seq) }
+// String renders the id as used in histories: "<client>.<seq>", or
+// "<client>.<seq>@<session hex>" when the session is not 0.
+func (id MsgID) String() string {
+	if id.Session == 0 {
+		return fmt.Sprintf("%d.%d", id.Client, id.Seq)
+	}
+	return fmt.Sprintf("%d.%d@%x", id.Client, id.Seq, id.Session)
+}
 
-// Less orders message ids (client, then sequence).
+// SessionKey identifies one session of one client.
+type SessionKey struct {
+	Client  ProcID
+	Session uint64
+}
+
+// Key returns the session id belongs to.
+func (id MsgID) Key() SessionKey { return SessionKey{Client: id.Client, Session: id.Session} }
+
+// Less orders message ids (client, session, then sequence).
 func (id MsgID) Less(o MsgID) bool {
 	if id.Client != o.Client {
 		return id.Client < o.Client
 	}
+	if id.Session != o.Session {
+		return id.Session < o.Session
+	}
 	return id.Seq < o.Seq
 }
 
-// Compare returns -1, 0 or +1 (client, then sequence).
+// Compare returns -1, 0 or +1 (client, session, then sequence).
 func (id MsgID) Compare(o MsgID) int {
 	switch {
 	case id.Less(o):
@@ -437,11 +465,13 @@ type RecSnapshot struct {
 	Done            []ClientDone
 }
 
-// ClientDone is one client's collected message sequence numbers.
+// ClientDone is one client session's collected message sequence numbers:
+// every Seq in [1, W], and those in Above.
 type ClientDone struct {
-	Client ProcID
-	W      uint64
-	Above  []uint64
+	Client  ProcID
+	Session uint64
+	W       uint64
+	Above   []uint64
 }
 
 // RecNewState records an adopted NEW_STATE (ballot, clock, messages).

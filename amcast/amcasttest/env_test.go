@@ -179,6 +179,15 @@ func TestParse(t *testing.T) {
 	if id, err := ParseMsgID("6.2"); err != nil || id != (wire.MsgID{Client: 6, Seq: 2}) {
 		t.Errorf("ParseMsgID: %v %v", id, err)
 	}
+	want := wire.MsgID{Client: 6, Session: 0xbeef, Seq: 2}
+	if id, err := ParseMsgID(want.String()); err != nil || id != want {
+		t.Errorf("ParseMsgID(%q): %v %v", want.String(), id, err)
+	}
+	for _, s := range []string{"6", "6.x", "6.2@", "6.2@zz", "x.2@1"} {
+		if _, err := ParseMsgID(s); err == nil {
+			t.Errorf("ParseMsgID(%q) accepted", s)
+		}
+	}
 	if k, err := ParseKind("accept_ack"); err != nil || k != wire.KindAcceptAck {
 		t.Errorf("ParseKind: %v %v", k, err)
 	}

@@ -81,18 +81,26 @@ func ParseProc(s string) (wire.ProcID, error) {
 	return wire.ProcID(n), nil
 }
 
-// ParseMsgID parses a message id written as "<client>.<seq>".
+// ParseMsgID parses a message id written as wire.MsgID.String prints it:
+// "<client>.<seq>" (session 0) or "<client>.<seq>@<session hex>".
 func ParseMsgID(s string) (wire.MsgID, error) {
-	c, q, ok := strings.Cut(s, ".")
+	bad := fmt.Errorf("bad message id %q (want <client>.<seq>[@<session hex>])", s)
+	body, sess, hasSess := strings.Cut(s, "@")
+	c, q, ok := strings.Cut(body, ".")
 	if !ok {
-		return wire.MsgID{}, fmt.Errorf("bad message id %q (want <client>.<seq>)", s)
+		return wire.MsgID{}, bad
 	}
 	cn, err1 := strconv.ParseUint(c, 10, 32)
 	qn, err2 := strconv.ParseUint(q, 10, 64)
-	if err1 != nil || err2 != nil {
-		return wire.MsgID{}, fmt.Errorf("bad message id %q (want <client>.<seq>)", s)
+	var sn uint64
+	var err3 error
+	if hasSess {
+		sn, err3 = strconv.ParseUint(sess, 16, 64)
 	}
-	return wire.MsgID{Client: wire.ProcID(cn), Seq: qn}, nil
+	if err1 != nil || err2 != nil || err3 != nil {
+		return wire.MsgID{}, bad
+	}
+	return wire.MsgID{Client: wire.ProcID(cn), Session: sn, Seq: qn}, nil
 }
 
 // ParseTimestamp parses a timestamp written as Describe prints it: "3.g1".

@@ -6,10 +6,14 @@ import (
 	"github.com/weft-dev/weft/wire"
 )
 
-// doneSet remembers the ids of collected messages, per client, as a
-// contiguous high-water mark plus the sequence numbers above it. Clients
-// number their messages 1, 2, 3, ..., so the set stays small.
-type doneSet map[wire.ProcID]*clientDone
+// doneSet remembers the ids of collected messages, per client session, as
+// a contiguous high-water mark plus the sequence numbers above it. Sessions
+// number their messages 1, 2, 3, ..., so the set stays small. It is keyed by
+// session, not by client: a client restarted with the same id starts a new
+// session at seq 1, and its messages must not be taken for the collected
+// ones of the earlier incarnation (which would answer them "delivered"
+// without ever ordering them).
+type doneSet map[wire.SessionKey]*clientDone
 
 type clientDone struct {
 	w     uint64              // every seq in [1, w] is done
@@ -17,7 +21,7 @@ type clientDone struct {
 }
 
 func (d doneSet) has(id wire.MsgID) bool {
-	c := d[id.Client]
+	c := d[id.Key()]
 	if c == nil {
 		return false
 	}
@@ -29,10 +33,10 @@ func (d doneSet) has(id wire.MsgID) bool {
 }
 
 func (d doneSet) add(id wire.MsgID) {
-	c := d[id.Client]
+	c := d[id.Key()]
 	if c == nil {
 		c = &clientDone{above: map[uint64]struct{}{}}
-		d[id.Client] = c
+		d[id.Key()] = c
 	}
 	if id.Seq != 0 && id.Seq <= c.w {
 		return

@@ -106,7 +106,7 @@ func (st *Store) Apply(rec wire.Message) error {
 			for _, a := range c.Above {
 				cd.above[a] = struct{}{}
 			}
-			st.done[c.Client] = cd
+			st.done[wire.SessionKey{Client: c.Client, Session: c.Session}] = cd
 		}
 	default:
 		return fmt.Errorf("wbcast: store cannot apply %s", rec.Kind())
@@ -125,14 +125,16 @@ func (st *Store) Snapshot() *wire.RecSnapshot {
 		snap.Msgs = append(snap.Msgs, m.s)
 		snap.Delivered = append(snap.Delivered, m.delivered)
 	}
-	clients := make([]wire.ProcID, 0, len(st.done))
-	for c := range st.done {
-		clients = append(clients, c)
+	keys := make([]wire.SessionKey, 0, len(st.done))
+	for k := range st.done {
+		keys = append(keys, k)
 	}
-	slices.Sort(clients)
-	for _, c := range clients {
-		d := st.done[c]
-		cd := wire.ClientDone{Client: c, W: d.w}
+	slices.SortFunc(keys, func(a, b wire.SessionKey) int {
+		return wire.MsgID{Client: a.Client, Session: a.Session}.Compare(wire.MsgID{Client: b.Client, Session: b.Session})
+	})
+	for _, k := range keys {
+		d := st.done[k]
+		cd := wire.ClientDone{Client: k.Client, Session: k.Session, W: d.w}
 		for a := range d.above {
 			cd.Above = append(cd.Above, a)
 		}
