@@ -134,7 +134,7 @@ func TestAgentsAndMulticastProcesses(t *testing.T) {
 			}
 		})
 	}
-	re := regexp.MustCompile(`message \d+\.1 delivered: gts \d+\.g\d \(group 0, leader 0\)`)
+	re := regexp.MustCompile(`message \d+\.1@[0-9a-f]+ delivered: gts \d+\.g\d \(group 0, leader 0\)`)
 	for i, dest := range []string{"0", "0,2", "0,1,2"} {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		out, err := exec.CommandContext(ctx, exe, "multicast", "--config", cfgPath, "--dest", dest, fmt.Sprint("hello ", i)).CombinedOutput()
