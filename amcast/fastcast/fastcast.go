@@ -69,34 +69,28 @@ func (p *Process) Clock() uint64 { return p.clock }
 // Counters returns the speculation counters.
 func (p *Process) Counters() Counters { return p.cnt }
 
-// Step implements amcast.Machine.
-func (p *Process) Step(env wire.Envelope) error {
-	if env.To != p.core.ID {
-		return fmt.Errorf("%w: envelope for p%d delivered to p%d", amcast.ErrBadMessage, env.To, p.core.ID)
-	}
-	if g, ok := p.core.Topo.GroupOf(env.From); ok && g == p.core.G {
-		p.core.Log.Heard(env.From)
-		if ok, err := p.core.Log.Step(env.From, env.Msg); ok {
-			return err
-		}
-	}
+// Step implements amcast.Machine: the envelope and Paxos checks of
+// rskeen.Core.Step, then this protocol's messages.
+func (p *Process) Step(env wire.Envelope) error { return p.core.Step(env, p.step) }
+
+func (p *Process) step(env wire.Envelope) error {
 	switch m := env.Msg.(type) {
 	case *wire.Multicast:
-		return p.onMulticast(&m.M)
+		return p.onMulticast(env.From, &m.M)
 	case *wire.SoftTS:
 		return p.onSoft(env.From, m)
 	case *wire.HardTS:
 		return p.onHard(env.From, m)
 	}
-	return fmt.Errorf("%w: fastcast does not handle %s from p%d", amcast.ErrBadMessage, env.Msg.Kind(), env.From)
+	return p.core.Unexpected(env)
 }
 
 // onMulticast (F1-F2): the leader picks the local timestamp its log will
 // choose (it knows every command before it), proposes ASSIGN(m, lts) and,
 // in parallel, sends it as a soft timestamp to the leaders of the other
 // destination groups. A duplicate makes it re-send what it knows.
-func (p *Process) onMulticast(m *wire.AppMsg) error {
-	if err := p.core.CheckMsg(m); err != nil {
+func (p *Process) onMulticast(from wire.ProcID, m *wire.AppMsg) error {
+	if err := p.core.CheckMulticast(from, m); err != nil {
 		return err
 	}
 	r := p.core.Rec(m.ID)
@@ -172,7 +166,7 @@ func (p *Process) resendHard(r *rskeen.Rec) {
 // onSoft (F3) files another group's soft timestamp; the leader proposes
 // the speculative FINAL once it holds every destination group's.
 func (p *Process) onSoft(from wire.ProcID, s *wire.SoftTS) error {
-	if err := p.core.CheckTS(from, s.ID, s.G, s.LTS); err != nil {
+	if err := p.core.CheckTS(from, s.ID, s.G, s.LTS, false); err != nil {
 		return err
 	}
 	p.core.SetHint(s.G, from)
@@ -214,7 +208,7 @@ func (p *Process) proposeFinal(r *rskeen.Rec, gts wire.Timestamp) bool {
 // checks whether m commits; the leader starts the slow path if the FINALs
 // in its log do not carry the global timestamp.
 func (p *Process) onHard(from wire.ProcID, h *wire.HardTS) error {
-	if err := p.core.CheckTS(from, h.ID, h.G, h.LTS); err != nil {
+	if err := p.core.CheckTS(from, h.ID, h.G, h.LTS, true); err != nil {
 		return err
 	}
 	r := p.core.Rec(h.ID)
@@ -275,7 +269,7 @@ func (p *Process) execute(_ uint64, c *wire.Command) {
 	switch c.Op {
 	case wire.CmdAssign:
 		r := p.core.Rec(c.M.ID)
-		p.core.Learn(r, &c.M)
+		p.core.Adopt(r, &c.M) // the log's copy is the message
 		r.AssignInFlight = false
 		if r.Phase != rskeen.Start {
 			return // a duplicate ASSIGN: the first one counts

@@ -95,30 +95,24 @@ func Restore(cfg Config, st *Store) (*Process, error) {
 // Clock returns the replica's Skeen clock (a function of the executed log).
 func (p *Process) Clock() uint64 { return p.clock }
 
-// Step implements amcast.Machine.
-func (p *Process) Step(env wire.Envelope) error {
-	if env.To != p.core.ID {
-		return fmt.Errorf("%w: envelope for p%d delivered to p%d", amcast.ErrBadMessage, env.To, p.core.ID)
-	}
-	if g, ok := p.core.Topo.GroupOf(env.From); ok && g == p.core.G {
-		p.core.Log.Heard(env.From)
-		if ok, err := p.core.Log.Step(env.From, env.Msg); ok {
-			return err
-		}
-	}
+// Step implements amcast.Machine: the envelope and Paxos checks of
+// rskeen.Core.Step, then this protocol's messages.
+func (p *Process) Step(env wire.Envelope) error { return p.core.Step(env, p.step) }
+
+func (p *Process) step(env wire.Envelope) error {
 	switch m := env.Msg.(type) {
 	case *wire.Multicast:
-		return p.onMulticast(&m.M)
+		return p.onMulticast(env.From, &m.M)
 	case *wire.Propose:
 		return p.onPropose(env.From, m)
 	}
-	return fmt.Errorf("%w: ftskeen does not handle %s from p%d", amcast.ErrBadMessage, env.Msg.Kind(), env.From)
+	return p.core.Unexpected(env)
 }
 
 // onMulticast: the leader proposes ASSIGN(m) once; a duplicate makes it
 // re-send what it knows (the reply, its local timestamp).
-func (p *Process) onMulticast(m *wire.AppMsg) error {
-	if err := p.core.CheckMsg(m); err != nil {
+func (p *Process) onMulticast(from wire.ProcID, m *wire.AppMsg) error {
+	if err := p.core.CheckMulticast(from, m); err != nil {
 		return err
 	}
 	r := p.core.Rec(m.ID)
@@ -167,7 +161,7 @@ func (p *Process) resendTS(r *rskeen.Rec) {
 // onPropose files another group's local timestamp; the leader proposes
 // FINAL once it holds every destination group's.
 func (p *Process) onPropose(from wire.ProcID, pr *wire.Propose) error {
-	if err := p.core.CheckTS(from, pr.ID, pr.G, pr.LTS); err != nil {
+	if err := p.core.CheckTS(from, pr.ID, pr.G, pr.LTS, true); err != nil {
 		return err
 	}
 	p.core.SetHint(pr.G, from)
@@ -194,7 +188,7 @@ func (p *Process) execute(_ uint64, c *wire.Command) {
 	switch c.Op {
 	case wire.CmdAssign:
 		r := p.core.Rec(c.M.ID)
-		p.core.Learn(r, &c.M)
+		p.core.Adopt(r, &c.M) // the log's copy is the message
 		r.AssignInFlight = false
 		if r.Phase != rskeen.Start {
 			return // a duplicate ASSIGN: the first one counts

@@ -17,6 +17,7 @@ type host Process
 
 func (h *host) Execute(slot uint64, c *wire.Command) { (*Process)(h).execute(slot, c) }
 func (h *host) Lead(leading bool)                    { (*Process)(h).lead(leading) }
+func (h *host) CheckCommand(c *wire.Command) error   { return h.core.CheckCommand(c) }
 
 // open sets up the core and its log, fresh (st nil) or from st.
 func (p *Process) open(cfg Config, st *Store) error {

@@ -15,7 +15,10 @@
 package skeen
 
 import (
+	"bytes"
 	"fmt"
+	"hash/fnv"
+	"slices"
 
 	"github.com/weft-dev/weft/amcast"
 	"github.com/weft-dev/weft/amcast/internal/tsheap"
@@ -28,12 +31,13 @@ type proposal struct {
 }
 
 type record struct {
-	m     wire.AppMsg
-	known bool // MULTICAST received, m is valid
-	phase wire.Phase
-	lts   wire.Timestamp // this group's local timestamp
-	gts   wire.Timestamp
-	props []proposal // proposals received, one per group
+	m      wire.AppMsg
+	digest uint64 // FNV-1a of m's payload: kept when the payload is dropped on delivery
+	known  bool   // MULTICAST received, m is valid
+	phase  wire.Phase
+	lts    wire.Timestamp // this group's local timestamp
+	gts    wire.Timestamp
+	props  []proposal // proposals received, one per group
 }
 
 // Process is one Skeen process (the only member of its group).
@@ -105,10 +109,16 @@ func (p *Process) send(to wire.ProcID, m wire.Message) {
 	p.out.Send(p.id, to, m)
 }
 
-// Step implements amcast.Machine.
+// Step implements amcast.Machine. Input from the network that contradicts
+// what the process knows is rejected (counted by reason, Rejected) and
+// leaves the state unchanged.
 func (p *Process) Step(env wire.Envelope) error {
 	if env.To != p.id {
-		return fmt.Errorf("%w: envelope for p%d delivered to p%d", amcast.ErrBadMessage, env.To, p.id)
+		return p.rejects.Reject("wrong_recipient", "envelope for p%d delivered to p%d", env.To, p.id)
+	}
+	if env.From == p.id {
+		// Messages to self never cross the network (local, below).
+		return p.rejects.Reject("from_self", "%s from self p%d", env.Msg.Kind(), p.id)
 	}
 	if err := p.step(env); err != nil {
 		return err
@@ -127,11 +137,11 @@ func (p *Process) Step(env wire.Envelope) error {
 func (p *Process) step(env wire.Envelope) error {
 	switch m := env.Msg.(type) {
 	case *wire.Multicast:
-		return p.onMulticast(m)
+		return p.onMulticast(env.From, m)
 	case *wire.Propose:
 		return p.onPropose(env.From, m)
 	default:
-		return fmt.Errorf("%w: skeen does not handle %s", amcast.ErrBadMessage, env.Msg.Kind())
+		return p.rejects.Reject("unexpected_kind", "skeen does not handle %s from p%d", env.Msg.Kind(), env.From)
 	}
 }
 
@@ -144,19 +154,50 @@ func (p *Process) rec(id wire.MsgID) *record {
 	return r
 }
 
-func (p *Process) onMulticast(mc *wire.Multicast) error {
-	m := mc.M
+// checkMulticast rejects a malformed MULTICAST, one not addressed to this
+// group, one not sent by its own client (only clients multicast: Skeen has
+// no re-multicasts; a client id that is a process would make the process
+// answer itself), and a known id with other destinations or payload.
+func (p *Process) checkMulticast(from wire.ProcID, m *wire.AppMsg) error {
 	if err := m.Validate(p.topo.NumGroups()); err != nil {
-		return fmt.Errorf("%w: %v", amcast.ErrBadMessage, err)
+		return p.rejects.Reject("bad_dest", "%v", err)
 	}
 	if m.DestIndex(p.g) < 0 {
-		return fmt.Errorf("%w: message %s is not addressed to group %d", amcast.ErrBadMessage, m.ID, p.g)
+		return p.rejects.Reject("not_destination", "message %s is not addressed to group %d", m.ID, p.g)
+	}
+	if from != m.ID.Client || p.topo.IsReplica(from) {
+		return p.rejects.Reject("client_mismatch", "MULTICAST of %s from p%d, not its client", m.ID, from)
+	}
+	r := p.recs[m.ID]
+	if r == nil || !r.known {
+		return nil
+	}
+	if !slices.Equal(r.m.Dest, m.Dest) {
+		return p.rejects.Reject("dest_mismatch", "%s with destinations %v, known with %v", m.ID, m.Dest, r.m.Dest)
+	}
+	if r.digest != digest(m.Payload) || (r.m.Payload != nil && !bytes.Equal(r.m.Payload, m.Payload)) {
+		return p.rejects.Reject("payload_mismatch", "%s with another payload (%d bytes)", m.ID, len(m.Payload))
+	}
+	return nil
+}
+
+// digest is the FNV-1a hash of a payload.
+func digest(b []byte) uint64 {
+	h := fnv.New64a()
+	h.Write(b)
+	return h.Sum64()
+}
+
+func (p *Process) onMulticast(from wire.ProcID, mc *wire.Multicast) error {
+	m := mc.M
+	if err := p.checkMulticast(from, &m); err != nil {
+		return err
 	}
 	r := p.rec(m.ID)
 	if r.phase != wire.PhaseStart {
 		return nil // duplicate MULTICAST: the proposal is already out
 	}
-	r.m, r.known = m, true
+	r.m, r.known, r.digest = m, true, digest(m.Payload)
 	// Proposals that arrived before the MULTICAST: keep only destinations'.
 	kept := r.props[:0]
 	for _, x := range r.props {
@@ -175,14 +216,36 @@ func (p *Process) onMulticast(mc *wire.Multicast) error {
 	return nil
 }
 
-func (p *Process) onPropose(from wire.ProcID, pr *wire.Propose) error {
+// checkPropose rejects a PROPOSE from a process that is not the group it
+// speaks for, with a timestamp of another group, for a group that is not a
+// destination of the message, or contradicting the group's earlier one.
+func (p *Process) checkPropose(from wire.ProcID, pr *wire.Propose) error {
 	if g, ok := p.topo.GroupOf(from); !ok || g != pr.G {
-		return fmt.Errorf("%w: PROPOSE for group %d from process %d", amcast.ErrBadMessage, pr.G, from)
+		return p.rejects.Reject("sender_not_in_group", "PROPOSE for group %d from p%d", pr.G, from)
+	}
+	if pr.LTS.G != pr.G || pr.LTS.T == 0 {
+		return p.rejects.Reject("bad_timestamp", "PROPOSE of %s for group %d with %s", pr.ID, pr.G, pr.LTS)
+	}
+	r := p.recs[pr.ID]
+	if r == nil {
+		return nil
+	}
+	if r.known && r.m.DestIndex(pr.G) < 0 {
+		return p.rejects.Reject("not_destination", "PROPOSE for %s from group %d, not a destination", pr.ID, pr.G)
+	}
+	for _, x := range r.props {
+		if x.g == pr.G && x.lts != pr.LTS {
+			return p.rejects.Reject("ts_mismatch", "group %d proposed %s for %s, now %s", pr.G, x.lts, pr.ID, pr.LTS)
+		}
+	}
+	return nil
+}
+
+func (p *Process) onPropose(from wire.ProcID, pr *wire.Propose) error {
+	if err := p.checkPropose(from, pr); err != nil {
+		return err
 	}
 	r := p.rec(pr.ID)
-	if r.known && r.m.DestIndex(pr.G) < 0 {
-		return fmt.Errorf("%w: PROPOSE for %s from group %d, not a destination", amcast.ErrBadMessage, pr.ID, pr.G)
-	}
 	if r.phase == wire.PhaseCommitted {
 		return nil
 	}

@@ -48,6 +48,7 @@
 package paxos
 
 import (
+	"bytes"
 	"fmt"
 	"slices"
 
@@ -85,6 +86,12 @@ type Host interface {
 	// Lead is called when the member starts (true) or stops (false)
 	// leading its group.
 	Lead(leading bool)
+	// CheckCommand reports whether c is a command the host could have
+	// proposed (a message addressed to its group, a timestamp of the right
+	// group, ...). A peer's command that fails it is rejected before the
+	// log accepts, learns or adopts it: the host executes only commands it
+	// can execute.
+	CheckCommand(c *wire.Command) error
 }
 
 // Detector judges the liveness of group members (amcast.Detector).
@@ -165,8 +172,11 @@ type candidate struct {
 	promises map[wire.ProcID]*wire.PaxosPromise
 }
 
-// maxSlotAhead bounds how far past its log a member accepts a slot number.
-const maxSlotAhead = 1 << 24
+// maxSlotAhead bounds how far past its log a member accepts a slot number
+// (a slot is allocated for every number up to it). A leader proposes at its
+// own next slot, so a member this far behind is missing chosen values,
+// which catch-up (PAXOS_DECIDED) brings, not proposals to vote on.
+const maxSlotAhead = 1 << 16
 
 // Log is one member's replica of its group's log.
 type Log struct {
@@ -326,11 +336,56 @@ func (l *Log) Heard(from wire.ProcID) {
 	}
 }
 
+// member returns the index of from in the group, rejecting a sender that
+// is not a member (or is this member: a process never sends itself a
+// message over the network).
 func (l *Log) member(from wire.ProcID) (int, error) {
 	if g, ok := l.cfg.Topology.GroupOf(from); !ok || g != l.g {
-		return 0, fmt.Errorf("%w: paxos message from p%d, not a member of group %d", amcast.ErrBadMessage, from, l.g)
+		return 0, l.rejects.Reject("not_member", "paxos message from p%d, not a member of group %d", from, l.g)
+	}
+	if from == l.id {
+		return 0, l.rejects.Reject("from_self", "paxos message from self p%d", from)
 	}
 	return l.cfg.Topology.MemberIndex(from), nil
+}
+
+// checkBallot rejects a ballot whose leader is not a member of the group:
+// no member can lead it, and its leader's index would be out of range.
+func (l *Log) checkBallot(what string, b wire.Ballot) error {
+	if g, ok := l.cfg.Topology.GroupOf(b.Leader()); !ok || g != l.g {
+		return l.rejects.Reject("ballot_not_member", "%s ballot %s led by p%d, not a member of group %d", what, b, b.Leader(), l.g)
+	}
+	return nil
+}
+
+// checkSender rejects a ballot that from claims to lead but does not: only
+// a ballot's leader proposes (2a), prepares (1a) or claims to lead it.
+func (l *Log) checkSender(what string, from wire.ProcID, b wire.Ballot) error {
+	if b.Leader() != from {
+		return l.rejects.Reject("ballot_sender_mismatch", "%s ballot %s from p%d", what, b, from)
+	}
+	return nil
+}
+
+// checkCommand rejects a command the host could not have proposed and,
+// when the sender claims c was chosen at slot s, one that contradicts the
+// value this member knows was chosen there (a chosen value never changes).
+func (l *Log) checkCommand(what string, s uint64, c *wire.Command, chosen bool) error {
+	if err := l.host.CheckCommand(c); err != nil {
+		return l.rejects.Reject("bad_command", "%s slot %d: %v", what, s, err)
+	}
+	if chosen && s < uint64(len(l.slots)) && l.slots[s].decided && !CommandEqual(&l.slots[s].cmd, c) {
+		return l.rejects.Reject("decided_mismatch", "%s slot %d: %s, but %s was chosen", what, s,
+			wire.DescribeCommand(c), wire.DescribeCommand(&l.slots[s].cmd))
+	}
+	return nil
+}
+
+// CommandEqual reports whether two commands are the same value (payload
+// bytes compared).
+func CommandEqual(a, b *wire.Command) bool {
+	return a.Op == b.Op && a.TS == b.TS && a.M.ID == b.M.ID &&
+		slices.Equal(a.M.Dest, b.M.Dest) && bytes.Equal(a.M.Payload, b.M.Payload)
 }
 
 // Step handles a Paxos message from a member of the group. It returns
@@ -356,9 +411,12 @@ func (l *Log) Step(from wire.ProcID, m wire.Message) (bool, error) {
 	return true, err
 }
 
-func (l *Log) checkSlot(s uint64) error {
-	if s >= uint64(len(l.slots))+maxSlotAhead {
-		return fmt.Errorf("%w: slot %d far beyond the log (%d slots)", amcast.ErrBadMessage, s, len(l.slots))
+// checkSlot rejects a slot number too far beyond the log (n slots from s
+// on, overflow-safe).
+func (l *Log) checkSlot(s, n uint64) error {
+	limit := uint64(len(l.slots)) + maxSlotAhead
+	if s >= limit || n > limit-s {
+		return l.rejects.Reject("slot_out_of_range", "slots %d..+%d far beyond the log (%d slots)", s, n, len(l.slots))
 	}
 	return nil
 }
@@ -386,10 +444,13 @@ func (l *Log) onAccept(from wire.ProcID, a *wire.PaxosAccept) error {
 	if _, err := l.member(from); err != nil {
 		return err
 	}
-	if a.B.Leader() != from || from == l.id {
-		return fmt.Errorf("%w: PAXOS_ACCEPT ballot %s from p%d", amcast.ErrBadMessage, a.B, from)
+	if err := l.checkSender("PAXOS_ACCEPT", from, a.B); err != nil {
+		return err
 	}
-	if err := l.checkSlot(a.Slot); err != nil {
+	if err := l.checkSlot(a.Slot, 1); err != nil {
+		return err
+	}
+	if err := l.checkCommand("PAXOS_ACCEPT", a.Slot, &a.Cmd, false); err != nil {
 		return err
 	}
 	if a.B.Less(l.ballot) {
@@ -408,6 +469,14 @@ func (l *Log) onAccept(from wire.ProcID, a *wire.PaxosAccept) error {
 		return nil
 	}
 	if sl.decided {
+		if !CommandEqual(&sl.cmd, &a.Cmd) {
+			// Another value at a chosen slot comes from a deposed ballot
+			// below the one that chose (phase 1 makes every higher ballot
+			// propose the chosen value): a stale proposal, not a
+			// contradiction. No vote: ours would let that ballot's leader
+			// choose its value too (our 2b names only the ballot).
+			return nil
+		}
 		// A new leader re-proposing a chosen slot: its value is the chosen
 		// one; vote for it so the leader can learn it too.
 		sl.accB = a.B
@@ -438,7 +507,10 @@ func (l *Log) onAccepted(from wire.ProcID, a *wire.PaxosAccepted) error {
 	if err != nil {
 		return err
 	}
-	if err := l.checkSlot(a.Slot); err != nil {
+	if err := l.checkBallot("PAXOS_ACCEPTED", a.B); err != nil {
+		return err
+	}
+	if err := l.checkSlot(a.Slot, 1); err != nil {
 		return err
 	}
 	sl := l.at(a.Slot)
@@ -497,8 +569,13 @@ func (l *Log) onDecided(from wire.ProcID, d *wire.PaxosDecided) error {
 	if _, err := l.member(from); err != nil {
 		return err
 	}
-	if err := l.checkSlot(d.First + uint64(len(d.Cmds))); err != nil {
+	if err := l.checkSlot(d.First, uint64(len(d.Cmds))); err != nil {
 		return err
+	}
+	for k := range d.Cmds {
+		if err := l.checkCommand("PAXOS_DECIDED", d.First+uint64(k), &d.Cmds[k], true); err != nil {
+			return err
+		}
 	}
 	if l.status != Follower {
 		// A leader learns its slots from its own ballot's votes (and from
@@ -558,8 +635,11 @@ func (l *Log) onHeartbeat(from wire.ProcID, hb *wire.PaxosHeartbeat) error {
 	if err != nil {
 		return err
 	}
-	if from == l.id {
-		return fmt.Errorf("%w: PAXOS_HEARTBEAT from self", amcast.ErrBadMessage)
+	if err := l.checkBallot("PAXOS_HEARTBEAT", hb.B); err != nil {
+		return err
+	}
+	if (hb.Leader || hb.Commit > 0) && hb.B.Leader() != from {
+		return l.checkSender("PAXOS_HEARTBEAT", from, hb.B)
 	}
 	pr := &l.peers[i]
 	pr.heardHB = true
@@ -708,18 +788,25 @@ func (l *Log) startBallotAbove(cur wire.Ballot) {
 	l.cov.BallotsStarted++
 	p := &wire.PaxosPrepare{B: b, From: l.executed}
 	l.sendOthers(p)
-	_ = l.onPrepare(l.id, p)
+	l.prepare(l.id, p)
 }
 
 func (l *Log) onPrepare(from wire.ProcID, p *wire.PaxosPrepare) error {
 	if _, err := l.member(from); err != nil {
 		return err
 	}
-	if p.B.Leader() != from {
-		return fmt.Errorf("%w: PAXOS_PREPARE ballot %s from p%d", amcast.ErrBadMessage, p.B, from)
+	if err := l.checkSender("PAXOS_PREPARE", from, p.B); err != nil {
+		return err
 	}
+	l.prepare(from, p)
+	return nil
+}
+
+// prepare joins p's ballot if it is higher and promises it (to itself when
+// this member is the candidate).
+func (l *Log) prepare(from wire.ProcID, p *wire.PaxosPrepare) {
 	if !l.ballot.Less(p.B) {
-		return nil // stale or duplicate
+		return // stale or duplicate
 	}
 	l.join(p.B)
 	pr := &wire.PaxosPromise{B: p.B, Executed: l.executed}
@@ -729,34 +816,54 @@ func (l *Log) onPrepare(from wire.ProcID, p *wire.PaxosPrepare) error {
 		}
 	}
 	if from == l.id {
-		return l.onPromise(l.id, pr)
+		l.promise(l.id, pr)
+		return
 	}
 	l.out.Send(l.id, from, pr)
-	return nil
 }
 
 func (l *Log) onPromise(from wire.ProcID, p *wire.PaxosPromise) error {
 	if _, err := l.member(from); err != nil {
 		return err
 	}
-	c := l.cand
-	if c == nil || l.status != Candidate || p.B != c.b || l.ballot != c.b {
-		return nil
-	}
-	if _, dup := c.promises[from]; dup {
-		return nil
+	if err := l.checkBallot("PAXOS_PROMISE", p.B); err != nil {
+		return err
 	}
 	for i := range p.Entries {
-		if err := l.checkSlot(p.Entries[i].Slot); err != nil {
+		e := &p.Entries[i]
+		if err := l.checkSlot(e.Slot, 1); err != nil {
+			return err
+		}
+		if !e.Decided {
+			// (A decided entry's ballot is meaningless when the value was
+			// learned from a catch-up.)
+			if err := l.checkBallot("PAXOS_PROMISE entry", e.B); err != nil {
+				return err
+			}
+		}
+		if err := l.checkCommand("PAXOS_PROMISE", e.Slot, &e.Cmd, e.Decided); err != nil {
 			return err
 		}
 	}
+	l.promise(from, p)
+	return nil
+}
+
+// promise counts from's promise for the ballot this member is a candidate
+// of; a quorum of them makes it lead.
+func (l *Log) promise(from wire.ProcID, p *wire.PaxosPromise) {
+	c := l.cand
+	if c == nil || l.status != Candidate || p.B != c.b || l.ballot != c.b {
+		return
+	}
+	if _, dup := c.promises[from]; dup {
+		return
+	}
 	c.promises[from] = p
 	if len(c.promises) < l.quorum {
-		return nil
+		return
 	}
 	l.becomeLeader()
-	return nil
 }
 
 // becomeLeader ends phase 1: every slot from the execution point to the

@@ -22,6 +22,8 @@ func (h *host) Execute(slot uint64, c *wire.Command) {
 
 func (h *host) Lead(leading bool) { h.leading = leading }
 
+func (h *host) CheckCommand(*wire.Command) error { return nil }
+
 // cluster is one group of members wired by in-memory FIFO links through
 // the codec; down members drop what they are sent.
 type cluster struct {

@@ -7,7 +7,9 @@
 package rskeen
 
 import (
+	"bytes"
 	"fmt"
+	"slices"
 	"sort"
 
 	"github.com/weft-dev/weft/amcast"
@@ -198,6 +200,19 @@ func (c *Core) Rejected() map[string]uint64 {
 	return n
 }
 
+// conflict counts, under reason log_conflict, a chosen log command that
+// contradicts what this replica executed before (a second FINAL with
+// another global timestamp, a global timestamp below the last delivery).
+// Honest groups never choose one: Skeen's rule makes every commit land
+// above the deliveries and every FINAL of a message carries the maximum of
+// the chosen local timestamps. But the log holds values that peers claimed
+// were chosen (catch-up, commit notices), so a forged or corrupted claim
+// lands here; the replica keeps what it executed first and does not crash.
+// Rejected() reports it, so drivers and the swarm see it.
+func (c *Core) conflict(format string, args ...any) {
+	_ = c.rejects.Reject("log_conflict", format, args...)
+}
+
 // Reject counts a refused input under reason and returns the error Step
 // returns (amcast.Rejects). The caller must not have changed any state.
 func (c *Core) Reject(reason, format string, args ...any) error {
@@ -243,15 +258,119 @@ func (c *Core) SetHint(g wire.GroupID, p wire.ProcID) {
 	}
 }
 
-// CheckMsg validates an application message addressed to this group.
-func (c *Core) CheckMsg(m *wire.AppMsg) error {
-	if err := m.Validate(c.Topo.NumGroups()); err != nil {
-		return fmt.Errorf("%w: %v", amcast.ErrBadMessage, err)
+// CheckMulticast validates a MULTICAST of m from process from: m must be
+// well formed and addressed to this group, the sender must be a replica
+// (a re-multicast) or m's own client, and a message this replica already
+// knows must come with the same destinations and payload (a client that
+// reuses an id, or a forger, never replaces the first copy).
+func (c *Core) CheckMulticast(from wire.ProcID, m *wire.AppMsg) error {
+	if err := c.checkAppMsg(m); err != nil {
+		return err
 	}
-	if m.DestIndex(c.G) < 0 {
-		return fmt.Errorf("%w: message %s is not addressed to group %d", amcast.ErrBadMessage, m.ID, c.G)
+	if !c.Topo.IsReplica(from) && from != m.ID.Client {
+		return c.Reject("client_mismatch", "MULTICAST of %s from p%d, not its client", m.ID, from)
+	}
+	if r := c.recs[m.ID]; r != nil && r.Known {
+		return c.checkSame(&r.M, m)
 	}
 	return nil
+}
+
+// checkAppMsg rejects a malformed message or one not addressed to this
+// group.
+func (c *Core) checkAppMsg(m *wire.AppMsg) error {
+	if err := m.Validate(c.Topo.NumGroups()); err != nil {
+		return c.Reject("bad_dest", "%v", err)
+	}
+	if m.DestIndex(c.G) < 0 {
+		return c.Reject("not_destination", "message %s is not addressed to group %d", m.ID, c.G)
+	}
+	return nil
+}
+
+// checkSame rejects a copy of a known message with other destinations or
+// another payload.
+func (c *Core) checkSame(known, m *wire.AppMsg) error {
+	if !slices.Equal(known.Dest, m.Dest) {
+		return c.Reject("dest_mismatch", "%s with destinations %v, known with %v", m.ID, m.Dest, known.Dest)
+	}
+	if !bytes.Equal(known.Payload, m.Payload) {
+		return c.Reject("payload_mismatch", "%s with another payload (%d bytes, known %d)", m.ID, len(m.Payload), len(known.Payload))
+	}
+	return nil
+}
+
+// CheckCommand implements paxos.Host's check of a peer's log command: an
+// ASSIGN carries a valid message addressed to this group (and, if any, a
+// timestamp of this group); a FINAL a valid message id and destinations
+// addressed to this group and a global timestamp of one of them.
+func (c *Core) CheckCommand(cmd *wire.Command) error {
+	switch cmd.Op {
+	case wire.CmdNoop:
+		return nil
+	case wire.CmdAssign, wire.CmdFinal:
+	default:
+		return fmt.Errorf("op %s", cmd.Op)
+	}
+	if err := cmd.M.Validate(c.Topo.NumGroups()); err != nil {
+		return err
+	}
+	if cmd.M.DestIndex(c.G) < 0 {
+		return fmt.Errorf("%s of %s not addressed to group %d", cmd.Op, cmd.M.ID, c.G)
+	}
+	if cmd.Op == wire.CmdAssign {
+		if !cmd.TS.IsZero() && (cmd.TS.G != c.G || cmd.TS.T == 0) {
+			return fmt.Errorf("ASSIGN of %s with timestamp %s", cmd.M.ID, cmd.TS)
+		}
+		return nil
+	}
+	if cmd.TS.T == 0 || cmd.M.DestIndex(cmd.TS.G) < 0 {
+		return fmt.Errorf("FINAL of %s dest=%v with gts %s", cmd.M.ID, cmd.M.Dest, cmd.TS)
+	}
+	return nil
+}
+
+// Step is the Step of a protocol built on Core: it rejects an envelope
+// addressed to another process or claiming to come from this one, hands
+// the group's Paxos messages (from members only) to the log and the rest
+// to handle, and tells the failure detector about members it accepted a
+// message from.
+func (c *Core) Step(env wire.Envelope, handle func(wire.Envelope) error) error {
+	if env.To != c.ID {
+		return c.Reject("wrong_recipient", "envelope for p%d delivered to p%d", env.To, c.ID)
+	}
+	if env.From == c.ID {
+		return c.Reject("from_self", "%s from self p%d", env.Msg.Kind(), c.ID)
+	}
+	g, ok := c.Topo.GroupOf(env.From)
+	member := ok && g == c.G
+	var err error
+	if isPaxos(env.Msg) {
+		if !member {
+			return c.Reject("not_member", "%s from p%d, not a member of group %d", env.Msg.Kind(), env.From, c.G)
+		}
+		_, err = c.Log.Step(env.From, env.Msg)
+	} else {
+		err = handle(env)
+	}
+	if err == nil && member {
+		c.Log.Heard(env.From)
+	}
+	return err
+}
+
+// Unexpected rejects a message kind the protocol does not handle.
+func (c *Core) Unexpected(env wire.Envelope) error {
+	return c.Reject("unexpected_kind", "%s from p%d", env.Msg.Kind(), env.From)
+}
+
+func isPaxos(m wire.Message) bool {
+	switch m.(type) {
+	case *wire.PaxosPrepare, *wire.PaxosPromise, *wire.PaxosAccept, *wire.PaxosAccepted,
+		*wire.PaxosDecided, *wire.PaxosHeartbeat:
+		return true
+	}
+	return false
 }
 
 // Rec returns the record of id, creating it.
@@ -273,6 +392,35 @@ func (c *Core) Learn(r *Rec, m *wire.AppMsg) {
 	if r.Known {
 		return
 	}
+	c.learn(r, m)
+}
+
+// Adopt makes r hold the copy of m that the log chose (an executed ASSIGN):
+// the log is authoritative, so a copy learned first from a MULTICAST with
+// other destinations or payload (the client reused the id) is replaced,
+// keeping the timestamps of the groups that are destinations of both.
+func (c *Core) Adopt(r *Rec, m *wire.AppMsg) {
+	if !r.Known {
+		c.learn(r, m)
+		return
+	}
+	if slices.Equal(r.M.Dest, m.Dest) {
+		r.M.Payload = m.Payload
+		return
+	}
+	old := r.M
+	ts, soft := r.TS, r.Soft
+	r.M = *m
+	r.TS = make([]wire.Timestamp, len(m.Dest))
+	r.Soft = make([]wire.Timestamp, len(m.Dest))
+	for i, g := range old.Dest {
+		if j := m.DestIndex(g); j >= 0 {
+			r.TS[j], r.Soft[j] = ts[i], soft[i]
+		}
+	}
+}
+
+func (c *Core) learn(r *Rec, m *wire.AppMsg) {
 	r.M, r.Known = *m, true
 	if r.Phase != Committed {
 		c.open[m.ID] = r
@@ -292,22 +440,47 @@ func (c *Core) Learn(r *Rec, m *wire.AppMsg) {
 }
 
 // CheckTS validates a timestamp message for id from process from claiming
-// to speak for group g (another destination group).
-func (c *Core) CheckTS(from wire.ProcID, id wire.MsgID, g wire.GroupID, ts wire.Timestamp) error {
-	if sg, ok := c.Topo.GroupOf(from); !ok || sg != g || g == c.G {
-		return fmt.Errorf("%w: timestamp of %s for group %d from p%d", amcast.ErrBadMessage, id, g, from)
+// to speak for group g (another destination group): the sender must be a
+// member of g, the timestamp g's, g a destination of the message as far as
+// this replica knows it and, for a chosen (hard) timestamp, the same as
+// the one g chose before (a group chooses one local timestamp per message).
+func (c *Core) CheckTS(from wire.ProcID, id wire.MsgID, g wire.GroupID, ts wire.Timestamp, hard bool) error {
+	if sg, ok := c.Topo.GroupOf(from); !ok || sg != g {
+		return c.Reject("sender_not_in_group", "timestamp of %s for group %d from p%d", id, g, from)
+	}
+	if g == c.G {
+		return c.Reject("own_group_ts", "timestamp of %s for this replica's group %d from p%d", id, g, from)
 	}
 	if ts.G != g || ts.T == 0 {
-		return fmt.Errorf("%w: timestamp %s of group %d for %s", amcast.ErrBadMessage, ts, g, id)
+		return c.Reject("bad_timestamp", "timestamp %s of group %d for %s", ts, g, id)
 	}
-	if r := c.recs[id]; r != nil && r.Known && r.M.DestIndex(g) < 0 {
-		return fmt.Errorf("%w: timestamp for %s from group %d, not a destination", amcast.ErrBadMessage, id, g)
+	r := c.recs[id]
+	if r == nil {
+		return nil
+	}
+	if !r.Known {
+		if hard {
+			for _, e := range r.early {
+				if !e.soft && e.g == g && e.ts != ts {
+					return c.Reject("ts_mismatch", "group %d chose %s for %s, now claims %s", g, e.ts, id, ts)
+				}
+			}
+		}
+		return nil
+	}
+	i := r.M.DestIndex(g)
+	if i < 0 {
+		return c.Reject("not_destination", "timestamp for %s from group %d, not a destination", id, g)
+	}
+	if hard && !r.TS[i].IsZero() && r.TS[i] != ts {
+		return c.Reject("ts_mismatch", "group %d chose %s for %s, now claims %s", g, r.TS[i], id, ts)
 	}
 	return nil
 }
 
 // SetTS files group g's chosen local timestamp for r. A group chooses one
-// local timestamp per message; two different ones are a bug.
+// local timestamp per message; CheckTS rejected any other claim, so two
+// different ones here are this replica's bug.
 func (c *Core) SetTS(r *Rec, g wire.GroupID, ts wire.Timestamp) {
 	if !r.Known {
 		r.early = append(r.early, early{g: g, ts: ts})
@@ -365,7 +538,7 @@ func (c *Core) Assign(r *Rec, lts wire.Timestamp) {
 func (c *Core) Commit(r *Rec, gts wire.Timestamp) {
 	if r.Phase == Committed {
 		if r.GTS != gts {
-			panic(fmt.Sprintf("rskeen: p%d: %s committed with %s and %s", c.ID, r.M.ID, r.GTS, gts))
+			c.conflict("%s committed with %s, then %s", r.M.ID, r.GTS, gts)
 		}
 		return
 	}
@@ -399,7 +572,8 @@ func (c *Core) tryDeliver() {
 		}
 		c.committed.Pop()
 		if !c.maxDelivered.Less(r.GTS) {
-			panic(fmt.Sprintf("rskeen: p%d delivers %s with gts %s after %s", c.ID, r.M.ID, r.GTS, c.maxDelivered))
+			c.conflict("%s committed with gts %s, at or below the last delivery's %s: not delivered", r.M.ID, r.GTS, c.maxDelivered)
+			continue
 		}
 		r.Delivered = true
 		c.maxDelivered = r.GTS
