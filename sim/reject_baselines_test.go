@@ -87,9 +87,15 @@ func rejectCases() []rejectCase {
 	// Timestamps from other groups: FT-Skeen's PROPOSE, FastCast's
 	// SOFT_TS and HARD_TS. g1 chooses 1.g1 for 6.1 in both protocols.
 	tsMsg := map[string]func(g wire.GroupID, lts wire.Timestamp) wire.Message{
-		"ftskeen":        func(g wire.GroupID, lts wire.Timestamp) wire.Message { return &wire.Propose{ID: msgID(6, 1), G: g, LTS: lts} },
-		"fastcast":       func(g wire.GroupID, lts wire.Timestamp) wire.Message { return &wire.HardTS{ID: msgID(6, 1), G: g, LTS: lts} },
-		"fastcast(soft)": func(g wire.GroupID, lts wire.Timestamp) wire.Message { return &wire.SoftTS{ID: msgID(6, 1), G: g, LTS: lts} },
+		"ftskeen": func(g wire.GroupID, lts wire.Timestamp) wire.Message {
+			return &wire.Propose{ID: msgID(6, 1), G: g, LTS: lts}
+		},
+		"fastcast": func(g wire.GroupID, lts wire.Timestamp) wire.Message {
+			return &wire.HardTS{ID: msgID(6, 1), G: g, LTS: lts}
+		},
+		"fastcast(soft)": func(g wire.GroupID, lts wire.Timestamp) wire.Message {
+			return &wire.SoftTS{ID: msgID(6, 1), G: g, LTS: lts}
+		},
 	}
 	for name, mk := range tsMsg {
 		p, _, _ := strings.Cut(name, "(")
@@ -113,7 +119,9 @@ func rejectCases() []rejectCase {
 	m21 := appMsg(msgID(2, 1), "m", 0, 1)
 	skKnown := []string{"multicast dest=0,1 payload=m", "deliver from=2 to=0"}
 	skDone := []string{"multicast dest=0,1 payload=m", "stabilize quiet"}
-	prop := func(g wire.GroupID, lts wire.Timestamp) *wire.Propose { return &wire.Propose{ID: msgID(2, 1), G: g, LTS: lts} }
+	prop := func(g wire.GroupID, lts wire.Timestamp) *wire.Propose {
+		return &wire.Propose{ID: msgID(2, 1), G: g, LTS: lts}
+	}
 	cs = append(cs,
 		rejectCase{protocol: "skeen", reason: "wrong_recipient", setup: mcast, bad: env(2, 1, &wire.Multicast{M: m21})},
 		rejectCase{protocol: "skeen", reason: "from_self", setup: mcast, bad: env(0, 0, prop(0, ts(1, 0)))},
