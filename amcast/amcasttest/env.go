@@ -91,7 +91,9 @@
 //	       [gts=] [ballots=] [maxd=] [leader=]
 //	    Hands a forged message to its recipient at once (bypassing the
 //	    queues and the codec) and prints the result as deliver does. The
-//	    message body comes from msg's multicast unless dest= is given.
+//	    message body comes from msg's multicast unless dest= is given. A
+//	    DELIVER carries its message (as in a catch-up) when dest= or
+//	    payload= is given.
 //	queued [from=] [to=] [kind=] [msg=] [n=]
 //	    Lists the messages in flight (those matching the filters), link by
 //	    link, marking those on cut or held links.
@@ -866,7 +868,12 @@ func (e *Env) cmdInject(t *testing.T, d *datadriven.TestData, w *strings.Builder
 		msg = &wire.AcceptAck{ID: id, G: g, Ballots: bs, GTS: gts, Linf: linf}
 	case wire.KindDeliver:
 		prev, _ := argTS(t, d, "prev")
-		msg = &wire.Deliver{ID: id, B: b, LTS: lts, GTS: gts, Prev: prev}
+		dl := &wire.Deliver{ID: id, B: b, LTS: lts, GTS: gts, Prev: prev}
+		if d.HasArg("dest") || d.HasArg("payload") {
+			m := appMsg() // a catch-up DELIVER carries its message
+			dl.M = &m
+		}
+		msg = dl
 	case wire.KindDelivered:
 		leader, _ := argProc(t, d, "leader")
 		msg = &wire.Delivered{ID: id, G: g, GTS: gts, Leader: leader}

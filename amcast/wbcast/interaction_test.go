@@ -2,6 +2,9 @@ package wbcast_test
 
 import (
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/cockroachdb/datadriven"
@@ -40,6 +43,32 @@ func TestInteraction(t *testing.T) {
 		env := amcasttest.New(sim.NewReplica)
 		env.DefaultProtocol = "wbcast"
 		env.Durability = durability
+		env.Commands["rejected"] = cmdRejected
 		datadriven.RunTest(t, path, env.Handle)
 	})
+}
+
+// cmdRejected prints, per replica that refused anything, its reject
+// counters by reason (amcast.RejectCounter), sorted.
+func cmdRejected(_ *testing.T, env *amcasttest.Env, _ *datadriven.TestData) string {
+	var sb strings.Builder
+	for id, m := range env.Procs {
+		rc, ok := m.(amcast.RejectCounter)
+		if !ok {
+			continue
+		}
+		counts := rc.Rejected()
+		if len(counts) == 0 {
+			continue
+		}
+		fmt.Fprintf(&sb, "%s:", env.Name(wire.ProcID(id)))
+		for _, r := range slices.Sorted(maps.Keys(counts)) {
+			fmt.Fprintf(&sb, " %s=%d", r, counts[r])
+		}
+		sb.WriteString("\n")
+	}
+	if sb.Len() == 0 {
+		return "no rejects\n"
+	}
+	return sb.String()
 }

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/weft-dev/weft/amcast"
 	"github.com/weft-dev/weft/amcast/internal/tsheap"
 	"github.com/weft-dev/weft/wire"
 )
@@ -43,7 +42,7 @@ func (p *Process) stepDown() {
 // process's state to the candidate.
 func (p *Process) onNewLeader(from wire.ProcID, nl *wire.NewLeader) error {
 	if g, ok := p.topo.GroupOf(from); !ok || g != p.g || nl.B.Leader() != from {
-		return fmt.Errorf("%w: NEW_LEADER %s from p%d", amcast.ErrBadMessage, nl.B, from)
+		return p.rejects.Reject("wrong_sender", "NEW_LEADER %s from p%d", nl.B, from)
 	}
 	if !p.ballot.Less(nl.B) {
 		return nil // stale or duplicate
@@ -83,7 +82,10 @@ func (p *Process) snapshot() []wire.MsgState {
 // take the clock max over the quorum, adopt and send NEW_STATE.
 func (p *Process) onNewLeaderAck(from wire.ProcID, a *wire.NewLeaderAck) error {
 	if g, ok := p.topo.GroupOf(from); !ok || g != p.g {
-		return fmt.Errorf("%w: NEW_LEADER_ACK from p%d outside group %d", amcast.ErrBadMessage, from, p.g)
+		return p.rejects.Reject("wrong_sender", "NEW_LEADER_ACK from p%d outside group %d", from, p.g)
+	}
+	if err := p.checkPromise("NEW_LEADER_ACK", a.B, a.CBallot); err != nil {
+		return err
 	}
 	c := p.cand
 	if c == nil || p.status != Recovering || a.B != c.b || p.ballot != c.b || p.cballot == c.b {
@@ -91,6 +93,12 @@ func (p *Process) onNewLeaderAck(from wire.ProcID, a *wire.NewLeaderAck) error {
 	}
 	if _, dup := c.acks[from]; dup {
 		return nil
+	}
+	if err := p.checkState("NEW_LEADER_ACK", a.State); err != nil {
+		return err
+	}
+	if err := p.checkMerge(c, a); err != nil {
+		return err
 	}
 	c.acks[from] = a
 	p.peers[p.topo.MemberIndex(from)].maxDelivered = wire.MaxTS(p.peers[p.topo.MemberIndex(from)].maxDelivered, a.MaxDelivered)
@@ -134,6 +142,8 @@ func (p *Process) onNewLeaderAck(from wire.ProcID, a *wire.NewLeaderAck) error {
 				if s.Phase == cur.Phase && s.LTS != cur.LTS && !(s.Phase == wire.PhaseCommitted && s.GTS == cur.GTS) {
 					panic(fmt.Sprintf("wbcast: p%d merging %s: local timestamps %s and %s at cballot %s (INV-4)", p.id, s.M.ID, cur.LTS, s.LTS, cmax))
 				}
+				// Both panics are unreachable from input: checkMerge refused
+				// any ack that disagrees with one of the same cballot.
 				if s.Phase == wire.PhaseCommitted && s.GTS != cur.GTS {
 					panic(fmt.Sprintf("wbcast: p%d merging %s: committed with %s and %s (INV-5)", p.id, s.M.ID, cur.GTS, s.GTS))
 				}
@@ -189,9 +199,11 @@ func (p *Process) adopt(b wire.Ballot, clock uint64, state []wire.MsgState) {
 		}
 		in[s.M.ID] = true
 		r := p.rec(s.M.ID)
-		p.learn(r, &s.M)
+		p.learnState(r, &s.M)
 		r.since = p.ticks
 		if !r.issued {
+			// Unreachable from input: checkState refused such an entry in the
+			// NEW_STATE or NEW_LEADER_ACK it came in.
 			if s.Phase == wire.PhaseCommitted && s.GTS.LessEq(p.maxDelivered) {
 				panic(fmt.Sprintf("wbcast: p%d: committed %s at %s is below its last delivery %s but was not delivered (INV-8)", p.id, s.M.ID, s.GTS, p.maxDelivered))
 			}
@@ -233,10 +245,13 @@ func (p *Process) adopt(b wire.Ballot, clock uint64, state []wire.MsgState) {
 // ballot ignore it, so a re-sent state never overwrites acks given under it.
 func (p *Process) onNewState(from wire.ProcID, ns *wire.NewState) error {
 	if g, ok := p.topo.GroupOf(from); !ok || g != p.g || ns.B.Leader() != from {
-		return fmt.Errorf("%w: NEW_STATE %s from p%d", amcast.ErrBadMessage, ns.B, from)
+		return p.rejects.Reject("wrong_sender", "NEW_STATE %s from p%d", ns.B, from)
 	}
 	if ns.B.Less(p.ballot) || !p.cballot.Less(ns.B) {
 		return nil
+	}
+	if err := p.checkState("NEW_STATE", ns.State); err != nil {
+		return err
 	}
 	p.stepDown()
 	p.ballot, p.cballot = ns.B, ns.B
@@ -251,7 +266,10 @@ func (p *Process) onNewState(from wire.ProcID, ns *wire.NewState) error {
 // onNewStateAck is H10 at the candidate: with a quorum, lead.
 func (p *Process) onNewStateAck(from wire.ProcID, a *wire.NewStateAck) error {
 	if g, ok := p.topo.GroupOf(from); !ok || g != p.g {
-		return fmt.Errorf("%w: NEW_STATE_ACK from p%d outside group %d", amcast.ErrBadMessage, from, p.g)
+		return p.rejects.Reject("wrong_sender", "NEW_STATE_ACK from p%d outside group %d", from, p.g)
+	}
+	if err := p.checkBallot("NEW_STATE_ACK", a.B); err != nil {
+		return err
 	}
 	i := p.topo.MemberIndex(from)
 	pr := &p.peers[i]

@@ -1,10 +1,8 @@
 package wbcast
 
 import (
-	"fmt"
 	"sort"
 
-	"github.com/weft-dev/weft/amcast"
 	"github.com/weft-dev/weft/wire"
 )
 
@@ -48,7 +46,10 @@ func (p *Process) heartbeat() {
 // missed the recovery) and to compute the group's delivered floor.
 func (p *Process) onHeartbeat(from wire.ProcID, hb *wire.Heartbeat) error {
 	if g, ok := p.topo.GroupOf(from); !ok || g != p.g || from == p.id {
-		return fmt.Errorf("%w: HEARTBEAT from p%d outside group %d", amcast.ErrBadMessage, from, p.g)
+		return p.rejects.Reject("wrong_sender", "HEARTBEAT from p%d outside group %d", from, p.g)
+	}
+	if err := p.checkPromise("HEARTBEAT", hb.B, hb.CBallot); err != nil {
+		return err
 	}
 	i := p.topo.MemberIndex(from)
 	pr := &p.peers[i]

@@ -152,12 +152,13 @@ type logEntry struct {
 type Process struct {
 	// out is unexported (issue #10 item 8): an embedded Outbox would let any
 	// caller queue deliveries or messages in this process's name.
-	out  amcast.Outbox
-	cfg  Config
-	id   wire.ProcID
-	g    wire.GroupID
-	gi   int // index in the group
-	topo *amcast.Topology
+	out     amcast.Outbox
+	rejects amcast.Rejects // refused remote input, by reason (validate.go)
+	cfg     Config
+	id      wire.ProcID
+	g       wire.GroupID
+	gi      int // index in the group
+	topo    *amcast.Topology
 
 	status  Status
 	ballot  wire.Ballot // highest ballot joined (a promise)
@@ -185,8 +186,9 @@ type Process struct {
 }
 
 var (
-	_ amcast.Machine    = (*Process)(nil)
-	_ amcast.Observable = (*Process)(nil)
+	_ amcast.Machine       = (*Process)(nil)
+	_ amcast.Observable    = (*Process)(nil)
+	_ amcast.RejectCounter = (*Process)(nil)
 )
 
 // New returns a process in its initial state: every group's first member is
@@ -267,11 +269,11 @@ func (p *Process) Step(env wire.Envelope) error {
 	if env.To != p.id {
 		return fmt.Errorf("%w: envelope for p%d delivered to p%d", amcast.ErrBadMessage, env.To, p.id)
 	}
+	if err := p.step(env); err != nil {
+		return err // refused: nothing changed, not even the detector's view
+	}
 	if g, ok := p.topo.GroupOf(env.From); ok && g == p.g && env.From != p.id {
 		p.cfg.Detector.Heard(env.From, p.ticks)
-	}
-	if err := p.step(env); err != nil {
-		return err
 	}
 	p.drainLocal()
 	return nil
@@ -339,23 +341,14 @@ func (p *Process) rec(id wire.MsgID) *record {
 	return r
 }
 
-// learn makes r hold message m (the first copy wins; copies are equal).
+// learn makes r hold message m. The first copy wins: handlers refuse a
+// copy that differs from a known one (checkKnown) before calling learn.
 func (p *Process) learn(r *record, m *wire.AppMsg) {
 	if r.known {
 		return
 	}
 	r.m, r.known = *m, true
 	r.acc = make([]accEntry, len(m.Dest))
-}
-
-func (p *Process) checkMsg(m *wire.AppMsg) error {
-	if err := m.Validate(p.topo.NumGroups()); err != nil {
-		return fmt.Errorf("%w: %v", amcast.ErrBadMessage, err)
-	}
-	if m.DestIndex(p.g) < 0 {
-		return fmt.Errorf("%w: message %s is not addressed to group %d", amcast.ErrBadMessage, m.ID, p.g)
-	}
-	return nil
 }
 
 // reply answers the client if this group is the message's designated
@@ -369,7 +362,7 @@ func (p *Process) reply(m *wire.AppMsg, gts wire.Timestamp) {
 // onMulticast is H1: the leader proposes a local timestamp (once) and sends
 // ACCEPT to every member of every destination group.
 func (p *Process) onMulticast(env wire.Envelope, mc *wire.Multicast) error {
-	if err := p.checkMsg(&mc.M); err != nil {
+	if err := p.checkKnown(&mc.M); err != nil {
 		return err
 	}
 	switch p.status {
@@ -433,15 +426,26 @@ func (p *Process) sendAccept(r *record) {
 // and acknowledge to the leaders of all destination groups.
 func (p *Process) onAccept(env wire.Envelope, a *wire.Accept) error {
 	from := env.From
-	if err := p.checkMsg(&a.M); err != nil {
+	if err := p.checkKnown(&a.M); err != nil {
 		return err
 	}
 	if g, ok := p.topo.GroupOf(from); !ok || g != a.G || a.B.Leader() != from {
-		return fmt.Errorf("%w: ACCEPT for group %d ballot %s from p%d", amcast.ErrBadMessage, a.G, a.B, from)
+		return p.rejects.Reject("wrong_sender", "ACCEPT for group %d ballot %s from p%d", a.G, a.B, from)
 	}
 	idx := a.M.DestIndex(a.G)
 	if idx < 0 {
-		return fmt.Errorf("%w: ACCEPT from group %d, which is not a destination of %s", amcast.ErrBadMessage, a.G, a.M.ID)
+		return p.rejects.Reject("not_a_destination", "ACCEPT from group %d, which is not a destination of %s", a.G, a.M.ID)
+	}
+	if err := p.checkLTS("ACCEPT", a.M.ID, a.LTS, a.G); err != nil {
+		return err
+	}
+	if r := p.recs[a.M.ID]; r != nil && r.known {
+		// INV-2: a leader proposes one lts per message per ballot, so a
+		// second, different one under the ballot held is no correct
+		// leader's (this was a panic).
+		if e := r.acc[idx]; e.ok && e.b == a.B && e.lts != a.LTS {
+			return p.rejects.Reject("lts_conflict", "two local timestamps %s and %s for %s under ballot %s (INV-2)", e.lts, a.LTS, a.M.ID, a.B)
+		}
 	}
 	p.raiseLinf(a.G, a.Linf)
 	if p.status == Recovering {
@@ -462,9 +466,6 @@ func (p *Process) onAccept(env wire.Envelope, a *wire.Accept) error {
 		}
 	} else if e.ok && a.B.Less(e.b) {
 		return nil // P5: stale leader of another group
-	}
-	if e.ok && e.b == a.B && e.lts != a.LTS {
-		panic(fmt.Sprintf("wbcast: p%d: two local timestamps %s and %s for %s under ballot %s (INV-2)", p.id, e.lts, a.LTS, a.M.ID, a.B))
 	}
 	if r.phase == wire.PhaseCommitted && r.nacc+b2i(!e.ok) == len(r.acc) {
 		// The final gts is known. An ACCEPT that would give another one is
@@ -504,6 +505,9 @@ func (p *Process) onAccept(env wire.Envelope, a *wire.Accept) error {
 		r.lts = r.acc[r.m.DestIndex(p.g)].lts
 		r.gts = G
 	case wire.PhaseCommitted:
+		// Unreachable from input: the H2.10 check above ignores an ACCEPT
+		// that completes the set with another gts, and a set completed
+		// earlier gave r.gts. Only a bug here can get this far.
 		if r.gts != G {
 			panic(fmt.Sprintf("wbcast: p%d: %s committed with gts %s but ACCEPTs give %s (INV-5)", p.id, r.m.ID, r.gts, G))
 		}
@@ -554,26 +558,46 @@ func vecCmp(a, b []wire.Ballot) int {
 func (p *Process) onAcceptAck(from wire.ProcID, ak *wire.AcceptAck) error {
 	sg, ok := p.topo.GroupOf(from)
 	if !ok || sg != ak.G {
-		return fmt.Errorf("%w: ACCEPT_ACK for group %d from p%d", amcast.ErrBadMessage, ak.G, from)
+		return p.rejects.Reject("wrong_sender", "ACCEPT_ACK for group %d from p%d", ak.G, from)
 	}
-	p.raiseLinf(ak.G, ak.Linf)
-	if p.status != Leader {
-		return nil
+	if ak.GTS.T == 0 || int(ak.GTS.G) >= p.topo.NumGroups() {
+		return p.rejects.Reject("bad_timestamp", "ACCEPT_ACK for %s with gts %s", ak.ID, ak.GTS)
 	}
 	r := p.recs[ak.ID]
-	if r == nil || !r.known || r.phase == wire.PhaseCommitted || r.issued {
-		return nil // P19: commit once
+	if r != nil && r.known {
+		if len(ak.Ballots) != len(r.m.Dest) {
+			return p.rejects.Reject("bad_ballots", "ACCEPT_ACK for %s with %d ballots, message has %d destinations", ak.ID, len(ak.Ballots), len(r.m.Dest))
+		}
+		if r.m.DestIndex(ak.G) < 0 {
+			return p.rejects.Reject("not_a_destination", "ACCEPT_ACK from group %d, not a destination of %s", ak.G, ak.ID)
+		}
+		for i, b := range ak.Ballots {
+			if !p.inGroup(b, r.m.Dest[i]) {
+				return p.rejects.Reject("foreign_ballot", "ACCEPT_ACK for %s: ballot %s for group %d", ak.ID, b, r.m.Dest[i])
+			}
+		}
+		if r.m.DestIndex(ak.GTS.G) < 0 {
+			return p.rejects.Reject("bad_timestamp", "ACCEPT_ACK for %s with gts %s of a group that is not a destination", ak.ID, ak.GTS)
+		}
 	}
-	if len(ak.Ballots) != len(r.m.Dest) {
-		return fmt.Errorf("%w: ACCEPT_ACK for %s with %d ballots, message has %d destinations", amcast.ErrBadMessage, ak.ID, len(ak.Ballots), len(r.m.Dest))
+	counts := p.status == Leader && r != nil && r.known && r.phase != wire.PhaseCommitted && !r.issued &&
+		ak.Ballots[r.m.DestIndex(p.g)] == p.cballot
+	if counts {
+		// It acks this leader's proposal (H3.1), whose lts is in the gts.
+		if (r.phase == wire.PhaseProposed || r.phase == wire.PhaseAccepted) && ak.GTS.Less(r.lts) {
+			return p.rejects.Reject("bad_timestamp", "ACCEPT_ACK for %s with gts %s below this leader's lts %s", ak.ID, ak.GTS, r.lts)
+		}
+		// P1: one ballot vector fixes every group's lts, hence the gts (this
+		// was a panic).
+		if r.ackB != nil && vecCmp(ak.Ballots, r.ackB) == 0 && ak.GTS != r.ackGTS {
+			return p.rejects.Reject("gts_conflict", "acks for %s with one ballot vector carry gts %s and %s", ak.ID, r.ackGTS, ak.GTS)
+		}
+	}
+	p.raiseLinf(ak.G, ak.Linf)
+	if !counts {
+		return nil // not a leader, unknown, committed once already (P19), or not my proposal
 	}
 	sidx := r.m.DestIndex(ak.G)
-	if sidx < 0 {
-		return fmt.Errorf("%w: ACCEPT_ACK from group %d, not a destination of %s", amcast.ErrBadMessage, ak.G, ak.ID)
-	}
-	if ak.Ballots[r.m.DestIndex(p.g)] != p.cballot {
-		return nil // acks a proposal that is not mine
-	}
 	switch {
 	case r.ackB == nil:
 		r.ackB = ak.Ballots
@@ -587,10 +611,6 @@ func (p *Process) onAcceptAck(from wire.ProcID, ak *wire.AcceptAck) error {
 			r.ackB = ak.Ballots // P1: restart the tally for the newer vector
 			r.ackGTS = ak.GTS
 			clear(r.ackFrom)
-		case 0:
-			if ak.GTS != r.ackGTS {
-				panic(fmt.Sprintf("wbcast: p%d: acks for %s with one ballot vector carry gts %s and %s", p.id, ak.ID, r.ackGTS, ak.GTS))
-			}
 		}
 	}
 	r.ackFrom[sidx] |= 1 << p.topo.MemberIndex(from)
@@ -680,15 +700,26 @@ func (p *Process) deliverLocal(r *record) {
 // only if it directly follows this process's last delivery.
 func (p *Process) onDeliver(from wire.ProcID, d *wire.Deliver) error {
 	if g, ok := p.topo.GroupOf(from); !ok || g != p.g || d.B.Leader() != from {
-		return fmt.Errorf("%w: DELIVER with ballot %s from p%d", amcast.ErrBadMessage, d.B, from)
+		return p.rejects.Reject("wrong_sender", "DELIVER with ballot %s from p%d", d.B, from)
 	}
 	if d.M != nil {
-		if err := p.checkMsg(d.M); err != nil {
+		if d.M.ID != d.ID {
+			return p.rejects.Reject("invalid_message", "DELIVER %s carries message %s", d.ID, d.M.ID)
+		}
+		if err := p.checkKnown(d.M); err != nil {
 			return err
 		}
-		if d.M.ID != d.ID {
-			return fmt.Errorf("%w: DELIVER %s carries message %s", amcast.ErrBadMessage, d.ID, d.M.ID)
-		}
+	}
+	// The leader's lts for the message is its group's (P7), at or below the
+	// gts; the chain's previous delivery is below it (INV-8).
+	if err := p.checkLTS("DELIVER", d.ID, d.LTS, p.g); err != nil {
+		return err
+	}
+	if d.GTS.Less(d.LTS) || !d.Prev.Less(d.GTS) || int(d.GTS.G) >= p.topo.NumGroups() {
+		return p.rejects.Reject("bad_timestamp", "DELIVER %s with lts %s, gts %s, previous %s", d.ID, d.LTS, d.GTS, d.Prev)
+	}
+	if r := p.recs[d.ID]; r != nil && r.known && r.m.DestIndex(d.GTS.G) < 0 {
+		return p.rejects.Reject("bad_timestamp", "DELIVER %s with gts %s of a group that is not a destination", d.ID, d.GTS)
 	}
 	p.raiseLinf(p.g, d.Linf)
 	if p.status != Follower || d.B != p.cballot {
