@@ -148,6 +148,19 @@ type Config struct {
 	// default) handles messages the instant they arrive. Clients and ticks
 	// cost nothing.
 	ServiceTime int64
+	// Inject, when set, feeds forged input to running processes (fuzz
+	// targets, hostile-peer tests): it is called before every global tick
+	// with the time, and each envelope it returns is handed at once to its
+	// recipient (a live process of the run) as if it had just arrived from
+	// From, bypassing links and codec. A refusal (Step error) of injected
+	// input does not end the run: refusing it is the point. What the
+	// recipient sends in answer goes out as usual (see Mute).
+	Inject func(now int64) []wire.Envelope
+	// Mute, when set, drops every message a process sends while it
+	// returns true for it (counted in LostPartition): a replica fed input
+	// forged in a correct replica's name is outside the fault model from
+	// then on, and must not reach the others.
+	Mute func(p wire.ProcID) bool
 }
 
 func (c *Config) validate(ps *ProtocolSpec) error {
@@ -627,6 +640,11 @@ func (s *Sim) handle(ev *event) error {
 		return s.issue(int(ev.arg))
 	case evTick:
 		s.stats.Ticks++
+		if s.cfg.Inject != nil {
+			if err := s.inject(); err != nil {
+				return err
+			}
+		}
 		for id, m := range s.procs {
 			if !s.up[id] {
 				continue
@@ -640,6 +658,21 @@ func (s *Sim) handle(ev *event) error {
 		return nil
 	}
 	return s.f.handle(ev)
+}
+
+// inject hands Config.Inject's envelopes to their live recipients,
+// ignoring refusals.
+func (s *Sim) inject() error {
+	for _, env := range s.cfg.Inject(s.now) {
+		if int(env.To) >= len(s.procs) || !s.up[env.To] {
+			continue
+		}
+		_ = s.procs[env.To].Step(env)
+		if err := s.flush(env.To, false); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // handleMsg decodes a message and hands it to its recipient.
@@ -802,7 +835,17 @@ func (s *Sim) flush(id wire.ProcID, fg bool) error {
 	for _, e := range rd.Messages {
 		s.kindCnt[e.Msg.Kind()]++
 		s.stats.Messages++
+		if int(e.To) >= n {
+			// A reply to a process outside the run (the sender of
+			// injected input): lost.
+			s.stats.LostDown++
+			continue
+		}
 		link := int(e.From)*n + int(e.To)
+		if s.cfg.Mute != nil && s.cfg.Mute(e.From) {
+			s.stats.LostPartition++
+			continue
+		}
 		if f != nil && f.cut[link] > 0 {
 			s.stats.Bytes += int64(wire.Size(e.Msg))
 			s.stats.LostPartition++

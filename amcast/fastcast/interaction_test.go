@@ -2,6 +2,8 @@ package fastcast_test
 
 import (
 	"fmt"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/cockroachdb/datadriven"
@@ -37,6 +39,9 @@ var durability = &amcasttest.Durability{
 // go test ./amcast/fastcast -run TestInteraction -rewrite.
 func TestInteraction(t *testing.T) {
 	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
+		if strings.HasPrefix(path, filepath.Join("testdata", "fuzz")) {
+			return // the fuzz corpus (FuzzStep)
+		}
 		env := amcasttest.New(sim.NewReplica)
 		env.DefaultProtocol = "fastcast"
 		env.Durability = durability

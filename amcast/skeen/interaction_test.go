@@ -1,6 +1,8 @@
 package skeen_test
 
 import (
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/cockroachdb/datadriven"
@@ -14,6 +16,9 @@ import (
 // go test ./amcast/skeen -run TestInteraction -rewrite.
 func TestInteraction(t *testing.T) {
 	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
+		if strings.HasPrefix(path, filepath.Join("testdata", "fuzz")) {
+			return // the fuzz corpus (FuzzStep)
+		}
 		env := amcasttest.New(sim.NewReplica)
 		env.DefaultProtocol = "skeen"
 		datadriven.RunTest(t, path, env.Handle)
