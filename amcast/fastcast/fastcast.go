@@ -233,8 +233,8 @@ func (p *Process) checkCommit(r *rskeen.Rec) {
 		return
 	}
 	for _, f := range r.Finals {
-		if f == gh {
-			p.core.Commit(r, gh)
+		if f == gh || p.core.Has(rskeen.MutFastPathMismatch) {
+			p.core.Commit(r, f)
 			return
 		}
 	}
@@ -279,6 +279,9 @@ func (p *Process) execute(_ uint64, c *wire.Command) {
 		// a deposed leader proposed and a later ballot adopted can be
 		// stale, and every ASSIGN must land above the FINALs before it.
 		lts := wire.Timestamp{T: max(c.TS.T, p.clock+1), G: p.core.G}
+		if p.core.Has(rskeen.MutStaleAssignTS) && c.TS.T > 0 {
+			lts.T = c.TS.T
+		}
 		p.clock = lts.T
 		p.core.Assign(r, lts)
 		if len(r.M.Dest) == 1 {
@@ -296,7 +299,9 @@ func (p *Process) execute(_ uint64, c *wire.Command) {
 		p.checkCommit(r)
 		p.tryFinal(r)
 	case wire.CmdFinal:
-		p.clock = max(p.clock, c.TS.T)
+		if !p.core.Has(rskeen.MutSkipFinalClock) {
+			p.clock = max(p.clock, c.TS.T)
+		}
 		r := p.core.Lookup(c.M.ID)
 		if r == nil {
 			return

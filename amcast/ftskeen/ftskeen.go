@@ -210,7 +210,9 @@ func (p *Process) execute(_ uint64, c *wire.Command) {
 		}
 		p.tryFinal(r)
 	case wire.CmdFinal:
-		p.clock = max(p.clock, c.TS.T)
+		if !p.core.Has(rskeen.MutSkipFinalClock) {
+			p.clock = max(p.clock, c.TS.T)
+		}
 		r := p.core.Lookup(c.M.ID)
 		if r == nil {
 			return

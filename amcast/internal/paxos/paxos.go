@@ -115,6 +115,9 @@ type Config struct {
 	CatchUpBatch int
 	// Detector: default a TimeoutDetector with ElectionTicks.
 	Detector Detector
+	// Mutation breaks Paxos rules on purpose. Test only (see Mutation):
+	// never set outside tests.
+	Mutation Mutation
 }
 
 // WithDefaults validates c and fills in its defaults; protocols call it
@@ -428,6 +431,9 @@ func (l *Log) join(b wire.Ballot) {
 	if b.Leader() != l.id {
 		l.stepDown()
 	}
+	if l.cfg.Mutation.Has(MutForgetPromise) {
+		return
+	}
 	l.out.Persist(&wire.RecBallot{Ballot: b})
 }
 
@@ -453,7 +459,7 @@ func (l *Log) onAccept(from wire.ProcID, a *wire.PaxosAccept) error {
 	if err := l.checkCommand("PAXOS_ACCEPT", a.Slot, &a.Cmd, false); err != nil {
 		return err
 	}
-	if a.B.Less(l.ballot) {
+	if a.B.Less(l.ballot) && !l.cfg.Mutation.Has(MutAcceptLowerBallot) {
 		return nil // a deposed leader's
 	}
 	if l.ballot.Less(a.B) {
@@ -911,7 +917,7 @@ func (l *Log) becomeLeader() {
 	l.executing = true // execute after every slot is proposed again
 	for s := l.executed; s < top; s++ {
 		cmd := wire.Command{Op: wire.CmdNoop}
-		if pk := picks[s]; pk != nil {
+		if pk := picks[s]; pk != nil && (pk.e.Decided || !l.cfg.Mutation.Has(MutIgnoreAccepted)) {
 			cmd = pk.e.Cmd
 			if pk.e.Decided && !l.at(s).decided {
 				l.decide(s, cmd)

@@ -81,11 +81,16 @@ type Config struct {
 	// ticks without progress is re-multicast to its destination groups
 	// (default 12).
 	RetryTicks int
+	// Mutation breaks rules of the protocol on purpose to prove the
+	// checkers catch it (paxos.Mutation; the knobs are MutSkipDeliveryBlocking
+	// and the others in this package and in paxos). Test only: never set
+	// outside tests.
+	Mutation paxos.Mutation
 }
 
 func (c Config) paxos() paxos.Config {
 	return paxos.Config{Topology: c.Topology, ID: c.ID, HeartbeatTicks: c.HeartbeatTicks,
-		ElectionTicks: c.ElectionTicks, CatchUpBatch: c.CatchUpBatch, Detector: c.Detector}
+		ElectionTicks: c.ElectionTicks, CatchUpBatch: c.CatchUpBatch, Detector: c.Detector, Mutation: c.Mutation}
 }
 
 // Core is the shared state of one replica.
@@ -106,6 +111,7 @@ type Core struct {
 	hint         []wire.ProcID // per group: its leader as far as we know
 	cov          amcast.Coverage
 	rejects      amcast.Rejects // refused remote input, by reason
+	mut          paxos.Mutation // test-only knobs (Config.Mutation)
 }
 
 // Init sets up the core of replica id (the protocol then sets Log).
@@ -116,6 +122,7 @@ func (c *Core) Init(topo *amcast.Topology, id wire.ProcID, cfg Config) {
 	g, _ := topo.GroupOf(id)
 	c.ID, c.G, c.GI, c.Topo = id, g, topo.MemberIndex(id), topo
 	c.retryTicks = max(cfg.RetryTicks, 1)
+	c.mut = cfg.Mutation
 	c.recs = map[wire.MsgID]*Rec{}
 	c.open = map[wire.MsgID]*Rec{}
 	for gg := range topo.Groups {
@@ -567,7 +574,7 @@ func (c *Core) tryDeliver() {
 			}
 			c.pending.Pop()
 		}
-		if c.pending.Len() > 0 && c.pending.Top().TS.LessEq(top.TS) {
+		if c.pending.Len() > 0 && c.pending.Top().TS.LessEq(top.TS) && !c.Has(MutSkipDeliveryBlocking) {
 			return
 		}
 		c.committed.Pop()
