@@ -3,6 +3,8 @@ package wbcast_test
 import (
 	"fmt"
 	"maps"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -38,14 +40,25 @@ var durability = &amcasttest.Durability{
 // TestInteraction runs the golden scripts in testdata (see package
 // amcasttest for the commands). Rewrite them with
 // go test ./amcast/wbcast -run TestInteraction -rewrite.
+// The scripts are the files directly in testdata (its fuzz directory is the
+// fuzz corpus).
 func TestInteraction(t *testing.T) {
-	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
-		env := amcasttest.New(sim.NewReplica)
-		env.DefaultProtocol = "wbcast"
-		env.Durability = durability
-		env.Commands["rejected"] = cmdRejected
-		datadriven.RunTest(t, path, env.Handle)
-	})
+	files, err := os.ReadDir("testdata")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		if f.IsDir() {
+			continue
+		}
+		t.Run(f.Name(), func(t *testing.T) {
+			env := amcasttest.New(sim.NewReplica)
+			env.DefaultProtocol = "wbcast"
+			env.Durability = durability
+			env.Commands["rejected"] = cmdRejected
+			datadriven.RunTest(t, filepath.Join("testdata", f.Name()), env.Handle)
+		})
+	}
 }
 
 // cmdRejected prints, per replica that refused anything, its reject

@@ -1,0 +1,100 @@
+package wbcast_test
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+
+	"github.com/weft-dev/weft/sim"
+	"github.com/weft-dev/weft/wire"
+)
+
+// FuzzStep (issue #10 item 1) feeds a WbCast replica, brought into a varied
+// state by a short simulated run, arbitrary decoded messages from arbitrary
+// senders (sim.FuzzReplica, shared with the baselines): it must never
+// panic and, when the senders are strangers, the run must still pass the
+// checkers. The seed corpus is testdata/fuzz/FuzzStep (fuzzCorpus; see
+// TestFuzzCorpus). Fuzz: go test ./amcast/wbcast -run '^$' -fuzz FuzzStep
+// -fuzztime 2m
+func FuzzStep(f *testing.F) {
+	f.Fuzz(func(t *testing.T, seed uint64, data []byte) {
+		if err := sim.FuzzReplica("wbcast", seed, data); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// TestFuzzCorpus: the seed corpus files are fuzzCorpus, in the fuzzing
+// engine's format (FuzzStep runs them). Rewrite them with
+// go test ./amcast/wbcast -run TestFuzzCorpus -rewrite.
+func TestFuzzCorpus(t *testing.T) {
+	dir := filepath.Join("testdata", "fuzz", "FuzzStep")
+	rewrite := false
+	if f := flag.Lookup("rewrite"); f != nil { // datadriven's flag
+		rewrite = f.Value.String() == "true"
+	}
+	for name, e := range fuzzCorpus() {
+		want := fmt.Sprintf("go test fuzz v1\nuint64(%d)\n[]byte(%s)\n", e.seed, strconv.Quote(string(e.data)))
+		path := filepath.Join(dir, name)
+		if rewrite {
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(path, []byte(want), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		if got, err := os.ReadFile(path); err != nil || string(got) != want {
+			t.Errorf("%s is not fuzzCorpus()[%q] (%v): rewrite the corpus", path, name, err)
+		}
+	}
+}
+
+// fuzzCorpus is FuzzStep's seed corpus, by file name: every WbCast message
+// kind, from strangers and in the name of replicas and clients, well formed
+// and contradicting what the run's replicas know. Sender bytes index
+// sim.FuzzReplica's choices: replicas 0..5 (g0 = p0 p1 p2, g1 = p3 p4 p5),
+// the clients 6 and 7, then two strangers, 8 and 9.
+func fuzzCorpus() map[string]struct {
+	seed uint64
+	data []byte
+} {
+	const client, stranger = 6, 8
+	ts := func(t uint64, g wire.GroupID) wire.Timestamp { return wire.Timestamp{T: t, G: g} }
+	id := wire.MsgID{Client: 6, Seq: 1}
+	m := wire.AppMsg{ID: id, Dest: []wire.GroupID{0, 1}, Payload: []byte("fuzz")}
+	b0, b1 := wire.Ballot{N: 0, P: 0}, wire.Ballot{N: 0, P: 3}
+	nb := wire.Ballot{N: 5, P: 1}
+	st := []wire.MsgState{{M: m, Phase: wire.PhaseAccepted, LTS: ts(3, 0), GTS: ts(3, 1),
+		Ballots: []wire.Ballot{b0, b1}, LTSs: []wire.Timestamp{ts(3, 0), ts(3, 1)}}}
+	type entry = struct {
+		seed uint64
+		data []byte
+	}
+	in := sim.FuzzInput
+	type fm = sim.FuzzMsg
+	return map[string]entry{
+		"stranger_multicast": {7, in(fm{Sender: stranger, Msg: &wire.Multicast{M: wire.AppMsg{ID: wire.MsgID{Client: 9, Seq: 1}, Dest: []wire.GroupID{0, 1}}}},
+			fm{Sender: stranger, Msg: &wire.Multicast{M: wire.AppMsg{ID: wire.MsgID{Client: 9, Seq: 1}, Dest: []wire.GroupID{0}}}})},
+		"stranger_protocol": {20, in(fm{Sender: stranger, Msg: &wire.Accept{M: m, G: 0, B: b0, LTS: ts(1, 0)}},
+			fm{Sender: stranger + 1, Msg: &wire.Deliver{ID: id, B: b0, LTS: ts(1, 0), GTS: ts(2, 1)}},
+			fm{Sender: stranger, Msg: &wire.NewLeaderAck{B: nb, CBallot: b0, State: st}},
+			fm{Sender: stranger, Msg: &wire.Delivered{ID: id, G: 0, GTS: ts(1, 0), Leader: 0}})},
+		"replica_accepts": {33, in(fm{Sender: 0, Msg: &wire.Accept{M: m, G: 0, B: b0, LTS: ts(9, 0)}},
+			fm{Sender: 3, Msg: &wire.Accept{M: m, G: 1, B: b1, LTS: ts(1, 1)}},
+			fm{Sender: 3, Msg: &wire.AcceptAck{ID: id, G: 1, Ballots: []wire.Ballot{b0, b1}, GTS: ts(9, 1)}})},
+		"replica_recovery": {61, in(fm{Sender: 1, Msg: &wire.NewLeader{B: nb}},
+			fm{Sender: 2, Msg: &wire.NewLeaderAck{B: nb, CBallot: b0, Clock: 3, State: st}},
+			fm{Sender: 1, Msg: &wire.NewState{B: nb, Clock: 3, State: st}},
+			fm{Sender: 1, Msg: &wire.NewStateAck{B: nb}},
+			fm{Sender: 2, Msg: &wire.Heartbeat{B: wire.Ballot{N: 9, P: 2}, CBallot: b0, Leader: true, MaxDelivered: ts(4, 0)}})},
+		"replica_catchup": {94, in(fm{Sender: 0, Msg: &wire.Deliver{ID: id, B: b0, LTS: ts(1, 0), GTS: ts(50, 1), M: &m}},
+			fm{Sender: 3, Msg: &wire.Deliver{ID: id, B: b1, LTS: ts(1, 1), GTS: ts(2, 1), Prev: ts(1, 0)}})},
+		"client_reuses_ids": {125, in(fm{Sender: client, Msg: &wire.Multicast{M: m}},
+			fm{Sender: client, Msg: &wire.Multicast{M: wire.AppMsg{ID: id, Dest: []wire.GroupID{1}, Payload: []byte("other")}}})},
+	}
+}
