@@ -40,10 +40,25 @@ var protocolSpecs = []*ProtocolSpec{
 			return machine(skeen.New(topo, id))
 		},
 	},
-	{
+	wbcastSpec(nil),
+	ftskeenSpec,
+	fastcastSpec,
+}
+
+// wbcastSpec runs WbCast; tune, if not nil, changes every replica's
+// configuration (tests run variants of the protocol with it).
+func wbcastSpec(tune func(*wbcast.Config)) *ProtocolSpec {
+	config := func(topo *amcast.Topology, id wire.ProcID) wbcast.Config {
+		cfg := wbcast.Config{Topology: topo, ID: id}
+		if tune != nil {
+			tune(&cfg)
+		}
+		return cfg
+	}
+	return &ProtocolSpec{
 		Name: "wbcast",
 		New: func(topo *amcast.Topology, id wire.ProcID) (amcast.Machine, error) {
-			return machine(wbcast.New(wbcast.Config{Topology: topo, ID: id}))
+			return machine(wbcast.New(config(topo, id)))
 		},
 		NewStore: func() amcast.Store { return wbcast.NewStore() },
 		Restore: func(topo *amcast.Topology, id wire.ProcID, st amcast.Store) (amcast.Machine, error) {
@@ -51,11 +66,9 @@ var protocolSpecs = []*ProtocolSpec{
 			if !ok {
 				return nil, fmt.Errorf("sim: wbcast cannot restore from a %T", st)
 			}
-			return machine(wbcast.Restore(wbcast.Config{Topology: topo, ID: id}, ws))
+			return machine(wbcast.Restore(config(topo, id), ws))
 		},
-	},
-	ftskeenSpec,
-	fastcastSpec,
+	}
 }
 
 // ftskeenSpec runs FT-Skeen (Skeen's process replicated per group by

@@ -177,8 +177,15 @@ func (r *SweepResult) Failure() string {
 
 // RunSwarm runs and checks one swarm seed (SwarmConfig). It never panics:
 // a panic inside a protocol becomes Err.
-func RunSwarm(protocol string, seed uint64) (r *SweepResult) {
-	cfg := SwarmConfig(protocol, seed)
+func RunSwarm(protocol string, seed uint64) *SweepResult {
+	return RunSwarmConfig(SwarmConfig(protocol, seed))
+}
+
+// RunSwarmConfig runs and checks cfg as RunSwarm does a swarm seed: cfg
+// is typically a SwarmConfig with a change, e.g. Spec set to a variant of
+// the protocol (sim/mutation_test.go runs WbCast broken on purpose).
+func RunSwarmConfig(cfg Config) (r *SweepResult) {
+	seed := cfg.Seed
 	r = &SweepResult{Seed: seed, Config: cfg}
 	defer func() {
 		if x := recover(); x != nil {

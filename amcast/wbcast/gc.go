@@ -99,7 +99,9 @@ func (p *Process) collect() {
 	slices.SortFunc(ids, wire.MsgID.Compare)
 	for _, id := range ids {
 		delete(p.recs, id)
-		p.done.add(id)
+		if !p.mut(MutForgetDone) { // P15
+			p.done.add(id)
+		}
 	}
 	k := 0
 	for k < len(p.dlog) && p.recs[p.dlog[k].id] == nil {
@@ -107,5 +109,5 @@ func (p *Process) collect() {
 	}
 	p.dlog = slices.Delete(p.dlog, 0, k)
 	p.cov.Collected += len(ids)
-	p.out.Persist(&wire.RecCollected{IDs: ids})
+	p.persist(&wire.RecCollected{IDs: ids})
 }

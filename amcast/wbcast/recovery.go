@@ -55,7 +55,7 @@ func (p *Process) onNewLeader(from wire.ProcID, nl *wire.NewLeader) error {
 	if from == p.id {
 		p.cand = &candidate{b: nl.B, start: p.ticks, acks: map[wire.ProcID]*wire.NewLeaderAck{}}
 	}
-	p.out.Persist(&wire.RecBallot{Ballot: p.ballot, CBallot: p.cballot}) // the promise, before the ack
+	p.persist(&wire.RecBallot{Ballot: p.ballot, CBallot: p.cballot}) // the promise, before the ack
 	p.send(from, &wire.NewLeaderAck{B: nl.B, CBallot: p.cballot, Clock: p.clock, MaxDelivered: p.maxDelivered, State: p.snapshot()})
 	return nil
 }
@@ -121,7 +121,7 @@ func (p *Process) onNewLeaderAck(from wire.ProcID, a *wire.NewLeaderAck) error {
 	slices.Sort(senders) // deterministic merge order
 	for _, q := range senders {
 		x := c.acks[q]
-		if x.CBallot != cmax {
+		if x.CBallot != cmax && !p.mut(MutMergeAllCBallots) {
 			continue // P11: only the most recently synchronised members count
 		}
 		for i := range x.State {
@@ -208,7 +208,9 @@ func (p *Process) adopt(b wire.Ballot, clock uint64, state []wire.MsgState) {
 				panic(fmt.Sprintf("wbcast: p%d: committed %s at %s is below its last delivery %s but was not delivered (INV-8)", p.id, s.M.ID, s.GTS, p.maxDelivered))
 			}
 			r.phase, r.lts, r.gts = s.Phase, s.LTS, s.GTS
-			p.clock = max(p.clock, s.GTS.T)
+			if !p.mut(MutSkipAcceptClock) { // H2.11 for state learnt in recovery
+				p.clock = max(p.clock, s.GTS.T)
+			}
 		}
 		if len(s.Ballots) == len(r.acc) && len(s.LTSs) == len(r.acc) {
 			for j := range r.acc {
@@ -236,7 +238,7 @@ func (p *Process) adopt(b wire.Ballot, clock uint64, state []wire.MsgState) {
 		}
 		r.ackB, r.ackFrom = nil, nil
 	}
-	p.out.Persist(&wire.RecNewState{B: b, Clock: p.clock, State: state})
+	p.persist(&wire.RecNewState{B: b, Clock: p.clock, State: state})
 }
 
 // onNewState is H9 at a member: adopt the new leader's state and confirm.
@@ -308,6 +310,10 @@ func (p *Process) becomeLeader() {
 		}
 		switch r.phase {
 		case wire.PhaseAccepted:
+			if p.mut(MutFreshRetryLTS) { // P3 broken
+				p.clock++
+				r.lts = wire.Timestamp{T: p.clock, G: p.g}
+			}
 			p.pending.Push(tsheap.Entry{TS: r.lts, ID: id})
 			retry = append(retry, r)
 		case wire.PhaseCommitted:

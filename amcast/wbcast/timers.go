@@ -10,6 +10,7 @@ import (
 // elections, liveness re-multicasts (H12) and garbage collection.
 func (p *Process) Tick() {
 	p.ticks++
+	p.releaseHeld() // MutSendBeforePersist only
 	if p.ticks%uint64(p.cfg.HeartbeatTicks) == 0 {
 		p.heartbeat()
 	}

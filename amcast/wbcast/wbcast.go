@@ -86,6 +86,9 @@ type Config struct {
 	// Detector judges the liveness of group members. Default: a timeout
 	// detector with ElectionTicks. Real nodes plug in phi-accrual.
 	Detector Detector
+	// Mutation is test only: breaks the protocol on purpose; never set
+	// outside tests (mutation.go).
+	Mutation Mutation
 }
 
 func (c *Config) withDefaults() error {
@@ -183,6 +186,7 @@ type Process struct {
 	cov       amcast.Coverage
 
 	local []wire.Envelope // messages to self, handled before Step returns
+	held  []wire.Message  // records held back by MutSendBeforePersist (tests only)
 }
 
 var (
@@ -448,7 +452,7 @@ func (p *Process) onAccept(env wire.Envelope, a *wire.Accept) error {
 		}
 	}
 	p.raiseLinf(a.G, a.Linf)
-	if p.status == Recovering {
+	if p.status == Recovering && !p.mut(MutAckWhileRecovering) {
 		if a.G != p.g {
 			p.deferMsg(env) // P10: no acks while recovering
 		}
@@ -512,9 +516,11 @@ func (p *Process) onAccept(env wire.Envelope, a *wire.Accept) error {
 			panic(fmt.Sprintf("wbcast: p%d: %s committed with gts %s but ACCEPTs give %s (INV-5)", p.id, r.m.ID, r.gts, G))
 		}
 	}
-	p.clock = max(p.clock, G.T)
+	if !p.mut(MutSkipAcceptClock) {
+		p.clock = max(p.clock, G.T) // H2.11
+	}
 	if changed && !r.issued {
-		p.out.Persist(&wire.RecAccepted{S: p.msgState(r)})
+		p.persist(&wire.RecAccepted{S: p.msgState(r)})
 	}
 	ack := &wire.AcceptAck{ID: r.m.ID, G: p.g, Ballots: B, GTS: G, Linf: p.linf[p.g]}
 	for _, b := range B {
@@ -603,6 +609,7 @@ func (p *Process) onAcceptAck(from wire.ProcID, ak *wire.AcceptAck) error {
 		r.ackB = ak.Ballots
 		r.ackGTS = ak.GTS
 		r.ackFrom = make([]uint64, len(r.m.Dest))
+	case p.mut(MutMixAckVectors): // P1 broken: one tally across vectors
 	default:
 		switch vecCmp(ak.Ballots, r.ackB) {
 		case -1:
@@ -615,7 +622,7 @@ func (p *Process) onAcceptAck(from wire.ProcID, ak *wire.AcceptAck) error {
 	}
 	r.ackFrom[sidx] |= 1 << p.topo.MemberIndex(from)
 	for i, g := range r.m.Dest {
-		if popcount(r.ackFrom[i]) < p.topo.Quorum(g) {
+		if popcount(r.ackFrom[i]) < p.topo.Quorum(g) && (g == p.g || !p.mut(MutDeliverBeforeCommit)) {
 			return nil
 		}
 	}
@@ -666,7 +673,7 @@ func (p *Process) tryDeliver() {
 			}
 			p.pending.Pop() // stale entry
 		}
-		if p.pending.Len() > 0 && p.pending.Top().TS.LessEq(c.TS) {
+		if p.pending.Len() > 0 && p.pending.Top().TS.LessEq(c.TS) && !p.mut(MutSkipDeliveryBlock) {
 			return // P6: blocked by a message that may still commit below c
 		}
 		p.committed.Pop()
@@ -693,7 +700,7 @@ func (p *Process) deliverLocal(r *record) {
 	p.maxDelivered = r.gts
 	p.clock = max(p.clock, r.gts.T)
 	p.dlog = append(p.dlog, logEntry{gts: r.gts, id: r.m.ID})
-	p.out.DeliverDurable(r.m, r.gts, &wire.RecDelivered{M: r.m, LTS: r.lts, GTS: r.gts})
+	p.deliverDurable(r.m, r.gts, &wire.RecDelivered{M: r.m, LTS: r.lts, GTS: r.gts})
 }
 
 // onDeliver is H5 at a follower, with the chain check: a DELIVER is taken

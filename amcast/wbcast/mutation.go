@@ -1,0 +1,144 @@
+package wbcast
+
+import (
+	"strings"
+
+	"github.com/weft-dev/weft/wire"
+)
+
+// Mutation is a set of test-only knobs (Config.Mutation), each of which
+// breaks one rule of WbCast on purpose. They exist to prove that the
+// simulator's swarm and checkers catch a broken protocol (issue #10 item 6,
+// sim/mutation_test.go): a knob the swarm cannot catch is a blind spot of
+// the checkers or of the faults.
+//
+// Test only: breaks the protocol on purpose; never set outside tests. No
+// package outside this one references it except in _test.go files
+// (TestMutationOnlyInTests).
+//
+// Each knob is a one- or two-line guarded branch at the exact rule it
+// breaks; with Mutation == 0 the process is unchanged.
+type Mutation uint32
+
+// The knobs, one per broken rule of the spec (../shared/spec/wbcast.md).
+const (
+	// MutSkipDeliveryBlock breaks H4.3 / P6: the leader delivers the
+	// committed message with the smallest gts even when a PROPOSED or
+	// ACCEPTED message with a local timestamp at or below it may still
+	// commit below it.
+	MutSkipDeliveryBlock Mutation = 1 << iota
+	// MutSkipAcceptClock breaks H2.11 / P4 / INV-6: a member holding the
+	// ACCEPTs of every destination group does not raise its clock to the
+	// global timestamp before acking, nor does a process adopting a new
+	// leader's state raise it to the adopted gts (adopt's copy of H2.11;
+	// without that copy skipping H2.11 is harmless, see
+	// sim/mutation_test.go). The raises at commit (H3.7) and delivery stay.
+	MutSkipAcceptClock
+	// MutMixAckVectors breaks H3.3 / P1 / P18: the leader counts
+	// ACCEPT_ACKs towards one quorum whatever ballot vector they carry
+	// (only B[own] = cballot is still required), and commits with the gts
+	// of the first vector it saw.
+	MutMixAckVectors
+	// MutSendBeforePersist breaks the Ready contract (records are durable
+	// before anything that relies on them leaves the process): every
+	// record — the promise (RecBallot), accepted and adopted states,
+	// deliveries, collections — is held in memory and queued only at the
+	// next Tick, while NEW_LEADER_ACK, ACCEPT_ACK and NEW_STATE_ACK go out
+	// and deliveries reach the application at once. A crash in between
+	// forgets what was promised or delivered.
+	MutSendBeforePersist
+	// MutDeliverBeforeCommit breaks H3.4 (P1): the leader commits on a
+	// quorum of acks from its own group only, not of every destination
+	// group.
+	MutDeliverBeforeCommit
+	// MutMergeAllCBallots breaks H8.3-H8.4 / P11: the candidate merges the
+	// states of every NEW_LEADER_ACK of its quorum, not only those with the
+	// highest cballot.
+	MutMergeAllCBallots
+	// MutAckWhileRecovering breaks H2.1 / H7.3 / P10 / INV-9: a RECOVERING
+	// member handles ACCEPTs (and acks them) as if it were a follower of
+	// its last adopted ballot, after it has sent its NEW_LEADER_ACK.
+	MutAckWhileRecovering
+	// MutForgetDone breaks P15: garbage collection drops a delivered
+	// message's record without remembering its id in the done set, so a
+	// late retry or ACCEPT of it is taken as new.
+	MutForgetDone
+	// MutFreshRetryLTS breaks P3 / H10.4 / INV-4: a new leader retries its
+	// ACCEPTED messages with a fresh local timestamp instead of the one a
+	// quorum accepted.
+	MutFreshRetryLTS
+
+	mutEnd // one past the last knob
+)
+
+// Mutations lists every knob, in bit order.
+var Mutations = func() []Mutation {
+	var ms []Mutation
+	for k := Mutation(1); k < mutEnd; k <<= 1 {
+		ms = append(ms, k)
+	}
+	return ms
+}()
+
+var mutationNames = map[Mutation]string{
+	MutSkipDeliveryBlock:   "skip-delivery-block",
+	MutSkipAcceptClock:     "skip-accept-clock",
+	MutMixAckVectors:       "mix-ack-vectors",
+	MutSendBeforePersist:   "send-before-persist",
+	MutDeliverBeforeCommit: "deliver-before-commit",
+	MutMergeAllCBallots:    "merge-all-cballots",
+	MutAckWhileRecovering:  "ack-while-recovering",
+	MutForgetDone:          "forget-done",
+	MutFreshRetryLTS:       "fresh-retry-lts",
+}
+
+// String names the knobs set in m, joined by "+" ("none" for 0).
+func (m Mutation) String() string {
+	if m == 0 {
+		return "none"
+	}
+	var parts []string
+	for _, k := range Mutations {
+		if m&k != 0 {
+			parts = append(parts, mutationNames[k])
+		}
+	}
+	if rest := m &^ (mutEnd - 1); rest != 0 {
+		parts = append(parts, "unknown")
+	}
+	return strings.Join(parts, "+")
+}
+
+// mut reports whether knob k is set (always false outside tests).
+func (p *Process) mut(k Mutation) bool { return p.cfg.Mutation&k != 0 }
+
+// persist queues a durable record. Under MutSendBeforePersist it is held
+// until the next Tick (releaseHeld) while the messages that rely on it go
+// out now.
+func (p *Process) persist(rec wire.Message) {
+	if p.mut(MutSendBeforePersist) {
+		p.held = append(p.held, rec)
+		return
+	}
+	p.out.Persist(rec)
+}
+
+// deliverDurable persists rec and queues a delivery that takes effect when
+// rec is durable. Under MutSendBeforePersist the application gets the
+// delivery now and rec is held with the others.
+func (p *Process) deliverDurable(m wire.AppMsg, gts wire.Timestamp, rec wire.Message) {
+	if p.mut(MutSendBeforePersist) {
+		p.out.Deliver(m, gts)
+		p.held = append(p.held, rec)
+		return
+	}
+	p.out.DeliverDurable(m, gts, rec)
+}
+
+// releaseHeld queues the records MutSendBeforePersist held back.
+func (p *Process) releaseHeld() {
+	for _, rec := range p.held {
+		p.out.Persist(rec)
+	}
+	p.held = nil
+}
