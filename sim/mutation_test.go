@@ -11,28 +11,30 @@ import (
 
 	"github.com/weft-dev/weft/amcast/wbcast"
 	"github.com/weft-dev/weft/internal/check"
+	"github.com/weft-dev/weft/wire"
 )
 
 // mutationSeeds is the table of TestMutationsCaught: for each knob that
 // breaks WbCast on purpose (wbcast.Mutation), the number of swarm seeds,
 // from seed 1 on, within which the swarm must catch it. Measured with
-// WEFT_MUTATION_SEEDS=300 (TestMutationCatchRates) in Dec 2026: the first
-// catching seed and the share of seeds 1..300 that catch each knob are in
-// the comments; the bound leaves room for changes to the protocol or the
-// swarm that move the first catching seed.
+// WEFT_MUTATION_SEEDS=300 (TestMutationCatchRates, Dec 2026): the comments
+// give the first catching seed, the share of seeds 1..300 that catch the
+// knob and how most of them do. A bound leaves room for changes to the
+// protocol or the swarm that move the first catching seed: at the measured
+// share, seeds 1..bound all pass with odds below 1e-5.
 var mutationSeeds = []struct {
 	knob  wbcast.Mutation
 	seeds int
 }{
-	{wbcast.MutSkipDeliveryBlock, 10},   // first seed 1; 93% of seeds
-	{wbcast.MutSkipAcceptClock, 40},     // first seed 6; 33%
-	{wbcast.MutMixAckVectors, 10},       // first seed 1; 68%
-	{wbcast.MutSendBeforePersist, 40},   // first seed 2; 27%
-	{wbcast.MutDeliverBeforeCommit, 10}, // first seed 1; 58%
-	{wbcast.MutMergeAllCBallots, 60},    // first seed 6; 18%
-	{wbcast.MutAckWhileRecovering, 40},  // first seed 6; 35%
-	{wbcast.MutForgetDone, 10},          // first seed 1; 45%
-	{wbcast.MutFreshRetryLTS, 10},       // first seed 1; 88%
+	{wbcast.MutSkipDeliveryBlock, 10},   // seed 1; 97%; INV-8 panic (out-of-order delivery), order
+	{wbcast.MutSkipAcceptClock, 30},     // seed 6; 40%; INV-8 panic (two messages with one gts), order
+	{wbcast.MutMixAckVectors, 15},       // seed 1; 74%; gts, order, budget
+	{wbcast.MutSendBeforePersist, 40},   // seed 2; 28%; integrity (delivered again after a restart)
+	{wbcast.MutDeliverBeforeCommit, 15}, // seed 1; 69%; gts, order
+	{wbcast.MutMergeAllCBallots, 60},    // seed 6; 20%; INV-4 panic (two lts merged for one message)
+	{wbcast.MutAckWhileRecovering, 30},  // seed 6; 38%; order, gts, agreement/termination, budget
+	{wbcast.MutForgetDone, 20},          // seed 1; 53%; INV-8/INV-2 panics, integrity
+	{wbcast.MutFreshRetryLTS, 10},       // seed 1; 89%; agreement/termination, gts, INV-4 panic
 }
 
 // mutantSwarm is swarm seed seed (SwarmConfig) with every WbCast replica
@@ -155,4 +157,64 @@ func TestMutationCatchRates(t *testing.T) {
 		}
 		t.Logf("%-22s first seed %4d, caught by %3d of %d seeds (%.0f%%): %s", k, first, caught, n, 100*float64(caught)/float64(n), fmt.Sprint(how))
 	}
+}
+
+// lostAcceptConfig is a scripted run in which WbCast stays correct only if
+// an ACCEPT_ACK's record is durable before the ack leaves: the message
+// path of MutSendBeforePersist (the swarm mostly catches the knob by its
+// delivery path). Two groups of 3 (p0-p2 led by p0, p3-p5 led by p3),
+// fixed delays of δ except 3δ from client p6 to p0, one tick per 5δ:
+//
+//   - 9δ-14δ: p2 is cut off from p0: it accepts nothing of g0;
+//   - 9.2δ: p6 multicasts m to g0 and g1 (g1 proposes lts (1,g1));
+//   - 10.3δ: p7 multicasts m0 to g0, which p0 proposes first, (1,g0), so
+//     m gets (2,g0) at 12.2δ: its gts;
+//   - 12.5δ: p0 crashes (for good), before it can commit m;
+//   - 13.2δ: p1 accepts m and acks: with p0's own ack a quorum of g0, so
+//     g1 commits and delivers m with gts (2,g0) at 14.2δ;
+//   - 14.5δ: p1 crashes, before its next tick; it restarts at 16δ;
+//     p1 and p2 elect a leader, and the clients retry, m first.
+//
+// If p1's accepted states were durable, the new leader's merge keeps m0
+// and m with their local timestamps and g0 delivers both. If they were
+// lost, the retry of m gets a fresh lts (1,g0), hence gts (1,g1), and g1,
+// which delivered m with (2,g0), ignores that ACCEPT: g0 never delivers m.
+func lostAcceptConfig(k wbcast.Mutation) Config {
+	const delta = 1000
+	cfg := Config{
+		Protocol: "wbcast", Groups: 2, Replicas: 3, Seed: 1, Delta: delta, Delay: DelayFixed,
+		TickEvery: 5 * delta, MaxTime: 2000 * delta,
+		DelayFn: func(_ int64, from, to wire.ProcID, _ wire.Message) (int64, bool) {
+			return 3 * delta, from == 6 && to == 0
+		},
+		Workload: Workload{Mode: Script, Clients: 2, PayloadSize: 8, Script: []Scripted{
+			{At: 9*delta + delta/5, Client: 0, Dest: []wire.GroupID{0, 1}},
+			{At: 10*delta + 3*delta/10, Client: 1, Dest: []wire.GroupID{0}},
+		}},
+		Faults: Faults{Script: []Fault{
+			{At: 9 * delta, Kind: FaultPartition, From: []wire.ProcID{0}, To: []wire.ProcID{2}, For: 5 * delta},
+			{At: 12*delta + delta/2, Kind: FaultCrash, Proc: 0},
+			{At: 14*delta + delta/2, Kind: FaultCrash, Proc: 1},
+			{At: 16 * delta, Kind: FaultRestart, Proc: 1},
+		}},
+	}
+	if k != 0 {
+		cfg.Spec = wbcastSpec(func(c *wbcast.Config) { c.Mutation = k })
+	}
+	return cfg
+}
+
+// TestSendBeforePersistLosesAccept: the scripted run of lostAcceptConfig
+// passes with WbCast as it is and fails with MutSendBeforePersist.
+func TestSendBeforePersistLosesAccept(t *testing.T) {
+	if r := RunSwarmConfig(lostAcceptConfig(0)); r.Violations() > 0 {
+		t.Fatalf("no knob: %s", r.Failure())
+	} else if r.Faults.Crashes != 2 || r.LeaderChanges == 0 {
+		t.Fatalf("no knob: %d crashes, %d leader changes: the script missed its moment", r.Faults.Crashes, r.LeaderChanges)
+	}
+	r := RunSwarmConfig(lostAcceptConfig(wbcast.MutSendBeforePersist))
+	if r.Violations() == 0 {
+		t.Fatal("send-before-persist: the lost ACCEPT_ACK record went unnoticed")
+	}
+	t.Logf("send-before-persist, scripted lost accept: caught by %s", caughtBy(r))
 }
