@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/weft-dev/weft/amcast"
 	"github.com/weft-dev/weft/amcast/wbcast"
 	"github.com/weft-dev/weft/internal/check"
 	"github.com/weft-dev/weft/wire"
@@ -51,8 +52,9 @@ var invariantTag = regexp.MustCompile(`\((INV-[0-9]+)\)`)
 
 // caughtBy says how the swarm caught a failing seed: an own-invariant
 // panic of the protocol (with the invariant it names), the message budget
-// exhausted (a livelock or retry storm), another run error (a refused
-// message), and the kinds of the checkers' violations (termination counts
+// exhausted (a livelock or retry storm), a replica's reject of a correct
+// peer's message (with its reason: peers contradict each other), another
+// run error, and the kinds of the checkers' violations (termination counts
 // those of every live replica as well as of quorums: a stall).
 func caughtBy(r *SweepResult) string {
 	var parts []string
@@ -67,7 +69,12 @@ func caughtBy(r *SweepResult) string {
 		}
 		parts = append(parts, tag)
 	default:
-		parts = append(parts, "error")
+		var rej *amcast.RejectError
+		if errors.As(r.Err, &rej) {
+			parts = append(parts, "reject "+rej.Reason)
+		} else {
+			parts = append(parts, "error")
+		}
 	}
 	var kinds []string
 	for _, k := range []string{check.KindValidity, check.KindIntegrity, check.KindOrder, check.KindGTS, check.KindAgreement, check.KindTermination} {
