@@ -26,6 +26,10 @@ type ProtocolSpec struct {
 	// returned, to which the simulator applied every record the replica
 	// persisted before it crashed.
 	Restore func(topo *amcast.Topology, id wire.ProcID, st amcast.Store) (amcast.Machine, error)
+	// CompareRestored, when set, compares a live replica with one Restore
+	// rebuilt from what the live one persisted so far, on the durable state
+	// (Config.CheckRestore); nil means the protocol defines no comparison.
+	CompareRestored func(live, restored amcast.Machine) error
 }
 
 // CrashTolerant reports whether replicas of the protocol can crash and
@@ -67,6 +71,14 @@ func wbcastSpec(tune func(*wbcast.Config)) *ProtocolSpec {
 				return nil, fmt.Errorf("sim: wbcast cannot restore from a %T", st)
 			}
 			return machine(wbcast.Restore(config(topo, id), ws))
+		},
+		CompareRestored: func(live, restored amcast.Machine) error {
+			l, ok1 := live.(*wbcast.Process)
+			r, ok2 := restored.(*wbcast.Process)
+			if !ok1 || !ok2 {
+				return fmt.Errorf("sim: wbcast cannot compare a %T with a %T", live, restored)
+			}
+			return wbcast.CompareRestored(l, r)
 		},
 	}
 }

@@ -161,6 +161,13 @@ type Config struct {
 	// forged in a correct replica's name is outside the fault model from
 	// then on, and must not reach the others.
 	Mute func(p wire.ProcID) bool
+	// CheckRestore: after every Ready of a replica that persisted records,
+	// a replica rebuilt by the protocol's Restore from the records
+	// persisted so far must agree with the live one on the durable state
+	// (ProtocolSpec.CompareRestored; issue #10 item 4); a difference ends
+	// the run with an error. It costs a Restore and a comparison per such
+	// Ready, so it is opt-in (see restorecheck.go).
+	CheckRestore bool
 }
 
 func (c *Config) validate(ps *ProtocolSpec) error {
@@ -217,6 +224,9 @@ func (c *Config) validate(ps *ProtocolSpec) error {
 	}
 	if err := c.Faults.validate(c, ps); err != nil {
 		return err
+	}
+	if c.CheckRestore && (!ps.CrashTolerant() || ps.CompareRestored == nil) {
+		return fmt.Errorf("sim: CheckRestore: %s has no Restore or CompareRestored", ps.Name)
 	}
 	if c.StallTime == 0 {
 		c.StallTime = 1000 * c.Delta
@@ -406,6 +416,8 @@ type Sim struct {
 	remaining int
 
 	f *faultState // nil without faults
+
+	rc *restoreCheck // Config.CheckRestore; nil without it
 }
 
 // New prepares a simulation.
@@ -475,6 +487,9 @@ func New(cfg Config) (*Sim, error) {
 		if s.horizon == 0 {
 			s.horizon = cfg.Faults.GST + cfg.Faults.Conv
 		}
+	}
+	if cfg.CheckRestore {
+		s.rc = newRestoreCheck(s)
 	}
 	if !cfg.NoHistory {
 		s.hist = &check.History{Config: check.Config{Protocol: cfg.Protocol, Groups: cfg.Groups, Replicas: cfg.Replicas, Seed: cfg.Seed}}
@@ -828,6 +843,11 @@ func (s *Sim) flush(id wire.ProcID, fg bool) error {
 			return f.tornCrash(id, &rd)
 		}
 		if err := f.persist(id, rd.Persist); err != nil {
+			return err
+		}
+	}
+	if s.rc != nil && rep {
+		if err := s.rc.check(id, rd.Persist); err != nil {
 			return err
 		}
 	}

@@ -78,7 +78,7 @@ func (st *Store) Apply(rec wire.Message) error {
 			if m := st.msgs[s.M.ID]; m != nil && m.delivered {
 				continue
 			}
-			st.msgs[s.M.ID] = &storedMsg{s: s}
+			st.msgs[s.M.ID] = &storedMsg{s: dropOwnAccepts(s, r.B)}
 		}
 		for id, m := range st.msgs {
 			if !in[id] && !m.delivered {
@@ -112,6 +112,24 @@ func (st *Store) Apply(rec wire.Message) error {
 		return fmt.Errorf("wbcast: store cannot apply %s", rec.Kind())
 	}
 	return nil
+}
+
+// dropOwnAccepts records H9.3 for a state adopted under ballot b: the own
+// group's ACCEPT bookkeeping is dropped (adopt), including ACCEPTs under b
+// itself that a leader's re-sent state carries. Only own-group ACCEPTs can
+// have ballot b (a ballot is led by a member of its group); those of older
+// own-group ballots are left out by Restore, which knows the group.
+func dropOwnAccepts(s wire.MsgState, b wire.Ballot) wire.MsgState {
+	if !slices.Contains(s.Ballots, b) || len(s.LTSs) != len(s.Ballots) {
+		return s
+	}
+	s.Ballots, s.LTSs = slices.Clone(s.Ballots), slices.Clone(s.LTSs)
+	for j := range s.Ballots {
+		if s.Ballots[j] == b {
+			s.Ballots[j], s.LTSs[j] = wire.Ballot{}, wire.Timestamp{}
+		}
+	}
+	return s
 }
 
 // Snapshot returns the store's whole image as one record, from which
@@ -171,8 +189,17 @@ func Restore(cfg Config, st *Store) (*Process, error) {
 		s := m.s
 		r.m, r.known = s.M, true
 		r.acc = make([]accEntry, len(s.M.Dest))
+		own := s.M.DestIndex(p.g)
 		if len(s.Ballots) == len(r.acc) && len(s.LTSs) == len(r.acc) {
 			for i := range r.acc {
+				// H9.3, as the live process applies it in adopt: an own-group
+				// ACCEPT of a ballot other than cballot was dropped when the
+				// process adopted cballot (the records keep it: a state's
+				// vectors, or a RecAccepted before the RecNewState). Rebuilt,
+				// it would let the process ack under a vector it has left.
+				if i == own && s.Ballots[i] != p.cballot {
+					continue
+				}
 				if !s.LTSs[i].IsZero() {
 					r.acc[i] = accEntry{b: s.Ballots[i], lts: s.LTSs[i], ok: true}
 					r.nacc++
