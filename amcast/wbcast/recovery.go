@@ -87,6 +87,9 @@ func (p *Process) onNewLeaderAck(from wire.ProcID, a *wire.NewLeaderAck) error {
 	if err := p.checkPromise("NEW_LEADER_ACK", a.B, a.CBallot); err != nil {
 		return err
 	}
+	if err := p.checkClock("NEW_LEADER_ACK", a.Clock); err != nil {
+		return err
+	}
 	c := p.cand
 	if c == nil || p.status != Recovering || a.B != c.b || p.ballot != c.b || p.cballot == c.b {
 		return nil
@@ -251,6 +254,9 @@ func (p *Process) onNewState(from wire.ProcID, ns *wire.NewState) error {
 	}
 	if ns.B.Less(p.ballot) || !p.cballot.Less(ns.B) {
 		return nil
+	}
+	if err := p.checkClock("NEW_STATE", ns.Clock); err != nil {
+		return err
 	}
 	if err := p.checkState("NEW_STATE", ns.State); err != nil {
 		return err

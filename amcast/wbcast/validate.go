@@ -33,6 +33,12 @@ import (
 //	committed_below_delivered  a state committing, below this process's last delivery, a message it never delivered (INV-8)
 //	merge_conflict             two NEW_LEADER_ACKs of one cballot that disagree (INV-4, INV-5)
 
+// maxClock bounds the time of every timestamp and clock a peer may report.
+// A Lamport clock grows by one per proposal, so no correct process comes
+// near it; a value above it (forged) would let clock+1 wrap to 0 and the
+// process refuse its own next ACCEPT (drainLocal panics on that).
+const maxClock = 1 << 62
+
 // Rejected implements amcast.RejectCounter: this incarnation's refused
 // inputs by reason.
 func (p *Process) Rejected() map[string]uint64 { return p.rejects.Counts() }
@@ -114,10 +120,18 @@ func (p *Process) learnState(r *record, m *wire.AppMsg) {
 	p.learn(r, m)
 }
 
+// checkClock refuses a clock no correct process can have (maxClock).
+func (p *Process) checkClock(what string, clock uint64) error {
+	if clock >= maxClock {
+		return p.rejects.Reject("bad_timestamp", "%s with clock %d", what, clock)
+	}
+	return nil
+}
+
 // checkLTS refuses a local timestamp that group g's leader cannot have
 // proposed: ⊥, or stamped with another group (P7: lts = (clock, g)).
 func (p *Process) checkLTS(what string, id wire.MsgID, lts wire.Timestamp, g wire.GroupID) error {
-	if lts.T == 0 || lts.G != g {
+	if lts.T == 0 || lts.T >= maxClock || lts.G != g {
 		return p.rejects.Reject("bad_timestamp", "%s %s: local timestamp %s of group %d", what, id, lts, g)
 	}
 	return nil
@@ -152,7 +166,7 @@ func (p *Process) checkState(what string, st []wire.MsgState) error {
 		if err := p.checkLTS(what, id, s.LTS, p.g); err != nil {
 			return err
 		}
-		if s.GTS.Less(s.LTS) || s.M.DestIndex(s.GTS.G) < 0 {
+		if s.GTS.Less(s.LTS) || s.GTS.T >= maxClock || s.M.DestIndex(s.GTS.G) < 0 {
 			return p.rejects.Reject("bad_timestamp", "%s %s: global timestamp %s with local %s and destinations %v", what, id, s.GTS, s.LTS, s.M.Dest)
 		}
 		if (len(s.Ballots) != 0 || len(s.LTSs) != 0) && (len(s.Ballots) != len(s.M.Dest) || len(s.LTSs) != len(s.M.Dest)) {

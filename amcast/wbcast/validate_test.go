@@ -73,6 +73,7 @@ func TestRejectRecoveryInput(t *testing.T) {
 	forge(t, env, 2, 1, ack(state(id2, []wire.GroupID{0, 1}, "b", wire.PhaseAccepted, ts(2, 0), ts(2, 0))), "dest_mismatch")
 	forge(t, env, 2, 1, ack(state(id2, g0, "evil", wire.PhaseAccepted, ts(2, 0), ts(2, 0))), "payload_mismatch")
 	forge(t, env, 2, 1, ack(accepted2, accepted2), "bad_state")
+	forge(t, env, 2, 1, &wire.NewLeaderAck{B: b, CBallot: cb, Clock: 1<<64 - 1}, "bad_timestamp")
 	forge(t, env, 2, 1, ack(state(id2, g0, "b", wire.PhaseProposed, ts(2, 0), ts(2, 0))), "bad_state")
 	forge(t, env, 2, 1, ack(state(id2, g0, "b", wire.PhaseAccepted, ts(2, 1), ts(2, 1))), "bad_timestamp")
 	forge(t, env, 2, 1, ack(state(id2, []wire.GroupID{1}, "b", wire.PhaseAccepted, ts(2, 0), ts(2, 0))), "not_addressed")
@@ -95,6 +96,9 @@ func TestRejectRecoveryInput(t *testing.T) {
 	bad := accepted2
 	bad.Ballots, bad.LTSs = []wire.Ballot{b0, b0}, []wire.Timestamp{ts(2, 0), ts(2, 0)}
 	forge(t, env, 1, 2, ns(bad), "bad_state")
+	// A clock so high that clock+1 would wrap (this process would then
+	// refuse its own next ACCEPT, a panic).
+	forge(t, env, 1, 2, &wire.NewState{B: b, Clock: 1 << 63}, "bad_timestamp")
 	if _, cb2 := p2.Ballot(); cb2 != cb {
 		t.Fatalf("p2 adopted a forged NEW_STATE: cballot %s", cb2)
 	}

@@ -566,7 +566,7 @@ func (p *Process) onAcceptAck(from wire.ProcID, ak *wire.AcceptAck) error {
 	if !ok || sg != ak.G {
 		return p.rejects.Reject("wrong_sender", "ACCEPT_ACK for group %d from p%d", ak.G, from)
 	}
-	if ak.GTS.T == 0 || int(ak.GTS.G) >= p.topo.NumGroups() {
+	if ak.GTS.T == 0 || ak.GTS.T >= maxClock || int(ak.GTS.G) >= p.topo.NumGroups() {
 		return p.rejects.Reject("bad_timestamp", "ACCEPT_ACK for %s with gts %s", ak.ID, ak.GTS)
 	}
 	r := p.recs[ak.ID]
@@ -722,7 +722,7 @@ func (p *Process) onDeliver(from wire.ProcID, d *wire.Deliver) error {
 	if err := p.checkLTS("DELIVER", d.ID, d.LTS, p.g); err != nil {
 		return err
 	}
-	if d.GTS.Less(d.LTS) || !d.Prev.Less(d.GTS) || int(d.GTS.G) >= p.topo.NumGroups() {
+	if d.GTS.Less(d.LTS) || !d.Prev.Less(d.GTS) || d.GTS.T >= maxClock || int(d.GTS.G) >= p.topo.NumGroups() {
 		return p.rejects.Reject("bad_timestamp", "DELIVER %s with lts %s, gts %s, previous %s", d.ID, d.LTS, d.GTS, d.Prev)
 	}
 	if r := p.recs[d.ID]; r != nil && r.known && r.m.DestIndex(d.GTS.G) < 0 {
