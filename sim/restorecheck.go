@@ -52,17 +52,10 @@ func (rc *restoreCheck) check(id wire.ProcID, recs []wire.Message) error {
 			}
 		}
 	}
-	// Only Readys that persisted something, or the first of an incarnation
-	// (a torn crash may have applied records unseen), are checked: Restore
-	// depends on the store alone, and a difference that a Ready without
-	// records opens (the live process dropping or changing something it
-	// persisted) is still there at the next check, as nothing but a record
-	// brings the two back together. This keeps the cost at one Restore and
-	// one comparison per persisting Ready.
-	if len(recs) == 0 && rc.live[id] == s.procs[id] {
-		return nil
-	}
-	{
+	// Restore depends on the store alone: it is rebuilt only when records
+	// were applied, or for a new incarnation (a torn crash may have applied
+	// records unseen); the comparison runs after every Ready.
+	if len(recs) > 0 || rc.live[id] != s.procs[id] {
 		m, err := s.spec.Restore(s.topo, id, st)
 		if err != nil {
 			return fmt.Errorf("sim: t=%d restoring p%d for CheckRestore: %w", s.now, id, err)

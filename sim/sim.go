@@ -161,12 +161,12 @@ type Config struct {
 	// forged in a correct replica's name is outside the fault model from
 	// then on, and must not reach the others.
 	Mute func(p wire.ProcID) bool
-	// CheckRestore: after every Ready of a replica that persisted records,
-	// a replica rebuilt by the protocol's Restore from the records
-	// persisted so far must agree with the live one on the durable state
+	// CheckRestore: after every Ready of every replica, a replica rebuilt
+	// by the protocol's Restore from the records persisted so far must
+	// agree with the live one on the durable state
 	// (ProtocolSpec.CompareRestored; issue #10 item 4); a difference ends
-	// the run with an error. It costs a Restore and a comparison per such
-	// Ready, so it is opt-in (see restorecheck.go).
+	// the run with an error. It costs a Restore per Ready with records and
+	// a comparison per Ready, about 10x the run, so it is opt-in.
 	CheckRestore bool
 }
 
