@@ -47,6 +47,10 @@ var mutationSeeds = []struct {
 	{wbcast.MutAckWhileRecovering, 30},  // seed 6; 38%; order, gts, agreement/termination, budget
 	{wbcast.MutForgetDone, 20},          // seed 1; 53%; INV-8/INV-2 panics, integrity
 	{wbcast.MutFreshRetryLTS, 10},       // seed 1; 89%; agreement/termination, gts, INV-4 panic
+	// Measured on seeds 1..100:
+	{wbcast.MutEarlyCollect, 10},     // seed 1; 82%; agreement/termination, budget
+	{wbcast.MutNoReack, 10},          // seed 2; 89%; agreement/termination, budget
+	{wbcast.MutSkipDeliverChain, 20}, // seed 2; 55%; order, termination
 }
 
 // mutantSwarm is swarm seed seed (SwarmConfig) with every WbCast replica

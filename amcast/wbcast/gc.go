@@ -84,7 +84,7 @@ func (p *Process) collect() {
 		}
 		ok := true
 		for _, g := range r.m.Dest {
-			if p.linf[g].Less(r.gts) {
+			if p.linf[g].Less(r.gts) && (g == p.g || !p.mut(MutEarlyCollect)) {
 				ok = false
 				break
 			}

@@ -67,6 +67,18 @@ const (
 	// ACCEPTED messages with a fresh local timestamp instead of the one a
 	// quorum accepted.
 	MutFreshRetryLTS
+	// MutEarlyCollect breaks P14 / spec §6: garbage collection drops a
+	// delivered message once its own group has delivered it (the group's
+	// floor linf), without waiting for the other destination groups.
+	MutEarlyCollect
+	// MutNoReack breaks P2 / H11: a member that delivered a message does
+	// not ack it again when another group's new leader retries its ACCEPT
+	// under a higher ballot.
+	MutNoReack
+	// MutSkipDeliverChain breaks P8 (DELIVERs need FIFO): a follower takes
+	// a DELIVER that does not follow its last delivery (Deliver.Prev), so
+	// a lost DELIVER is skipped for good instead of caught up.
+	MutSkipDeliverChain
 
 	mutEnd // one past the last knob
 )
@@ -90,6 +102,9 @@ var mutationNames = map[Mutation]string{
 	MutAckWhileRecovering:  "ack-while-recovering",
 	MutForgetDone:          "forget-done",
 	MutFreshRetryLTS:       "fresh-retry-lts",
+	MutEarlyCollect:        "early-collect",
+	MutNoReack:             "no-reack",
+	MutSkipDeliverChain:    "skip-deliver-chain",
 }
 
 // String names the knobs set in m, joined by "+" ("none" for 0).

@@ -522,6 +522,9 @@ func (p *Process) onAccept(env wire.Envelope, a *wire.Accept) error {
 	if changed && !r.issued {
 		p.persist(&wire.RecAccepted{S: p.msgState(r)})
 	}
+	if r.issued && p.mut(MutNoReack) {
+		return nil // P2 broken: no re-ack of a delivered message
+	}
 	ack := &wire.AcceptAck{ID: r.m.ID, G: p.g, Ballots: B, GTS: G, Linf: p.linf[p.g]}
 	for _, b := range B {
 		p.send(b.Leader(), ack)
@@ -732,7 +735,7 @@ func (p *Process) onDeliver(from wire.ProcID, d *wire.Deliver) error {
 	if p.status != Follower || d.B != p.cballot {
 		return nil
 	}
-	if d.GTS.LessEq(p.maxDelivered) || d.Prev != p.maxDelivered {
+	if d.GTS.LessEq(p.maxDelivered) || (d.Prev != p.maxDelivered && !p.mut(MutSkipDeliverChain)) {
 		return nil // a duplicate, or a gap (the leader's catch-up fills it)
 	}
 	r := p.recs[d.ID]
