@@ -240,3 +240,23 @@ func TestSendBeforePersistLosesAccept(t *testing.T) {
 	}
 	t.Logf("send-before-persist, scripted lost accept: caught by %s", caughtBy(r))
 }
+
+// TestSendBeforePersistFailsCheckRestore: the restore-equals-live check
+// (Config.CheckRestore) catches MutSendBeforePersist at once, at the first
+// Ready whose records are held back, whatever the faults; the same seed
+// passes the check with no knob.
+func TestSendBeforePersistFailsCheckRestore(t *testing.T) {
+	for _, k := range []wbcast.Mutation{0, wbcast.MutSendBeforePersist} {
+		cfg := mutantSwarm(k, 1)
+		cfg.CheckRestore = true
+		r := RunSwarmConfig(cfg)
+		switch {
+		case k == 0 && r.Violations() > 0:
+			t.Fatalf("no knob: %s", r.Failure())
+		case k != 0 && (r.Err == nil || !strings.Contains(r.Err.Error(), "CheckRestore")):
+			t.Fatalf("%s: not caught by CheckRestore: %v", k, r.Failure())
+		case k != 0:
+			t.Logf("%s: %v", k, r.Err)
+		}
+	}
+}
