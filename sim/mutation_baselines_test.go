@@ -41,7 +41,9 @@ import (
 // 250 seeds of either protocol: the hazard needs a member that promised a
 // ballot, crashed before accepting in it, and then voted for a deposed
 // leader's proposal that the new ballot's phase 1 did not see; the swarm's
-// fault schedules do not produce it. It is left out of the table.
+// fault schedules do not produce it. It is left out of the table;
+// paxos.TestForgetPromiseTargeted drives that schedule by hand and shows
+// two values chosen at one slot with the knob, one without.
 type baselineKnob struct {
 	protocol string
 	name     string

@@ -202,3 +202,45 @@ func TestBaselineRejects(t *testing.T) {
 		})
 	}
 }
+
+// TestBaselineLogConflictCounted: a value a peer claims was chosen that
+// contradicts what the replica executed (a second FINAL for a delivered
+// message, with another global timestamp) is counted as log_conflict; the
+// replica does not crash and does not deliver again.
+func TestBaselineLogConflictCounted(t *testing.T) {
+	for _, protocol := range []string{"ftskeen", "fastcast"} {
+		e := amcasttest.New(NewReplica)
+		e.Do(t, "topology protocol="+protocol+" groups=2 replicas=3")
+		e.Do(t, "multicast dest=0,1 payload=m")
+		e.Do(t, "stabilize quiet")
+		p1 := e.Machine(1)
+		before := len(e.Deliveries(1))
+		// g0's log holds ASSIGN 6.1 and FINAL(s) of 6.1: claim that the
+		// first free slot chose another FINAL for it (the slots already
+		// chosen refuse it: decided_mismatch).
+		slots := 0
+		for s := uint64(1); s < 8; s++ {
+			final := wire.Command{Op: wire.CmdFinal, M: wire.AppMsg{ID: msgID(6, 1), Dest: []wire.GroupID{0, 1}}, TS: ts(50, 1)}
+			if err := p1.Step(env(0, 1, &wire.PaxosDecided{First: s, Cmds: []wire.Command{final}})); err == nil {
+				slots++
+				break
+			}
+		}
+		if slots == 0 {
+			t.Fatalf("%s: no slot took the forged FINAL", protocol)
+		}
+		// FT-Skeen commits on FINAL: a second gts is a conflict. FastCast
+		// ignores a FINAL of a committed message.
+		got := p1.(amcast.RejectCounter).Rejected()
+		if protocol == "ftskeen" && got["log_conflict"] != 1 {
+			t.Fatalf("%s: Rejected() = %v, want log_conflict:1", protocol, got)
+		}
+		rd := p1.Ready()
+		if len(rd.Deliveries) != 0 {
+			t.Fatalf("%s: delivered again: %+v", protocol, rd.Deliveries)
+		}
+		if len(e.Deliveries(1)) != before {
+			t.Fatalf("%s: deliveries changed", protocol)
+		}
+	}
+}
