@@ -3,8 +3,6 @@ package sim
 import (
 	"fmt"
 	"os"
-	"path/filepath"
-	"regexp"
 	"runtime"
 	"strconv"
 	"strings"
@@ -14,7 +12,6 @@ import (
 	"github.com/weft-dev/weft/amcast"
 	"github.com/weft-dev/weft/amcast/fastcast"
 	"github.com/weft-dev/weft/amcast/ftskeen"
-	"github.com/weft-dev/weft/internal/check"
 	"github.com/weft-dev/weft/wire"
 )
 
@@ -92,31 +89,13 @@ func mutantSpec(protocol string, mut ftskeen.Mutation) *ProtocolSpec {
 }
 
 // runBaselineMutant runs swarm seed of protocol with the knob mut (0: the
-// protocol as is) and says how the swarm caught it, "" if it did not: an
-// own-invariant panic, another run error (a refused message, the message
-// budget), a safety violation of the quorum checks, or a termination
-// violation at a live replica (a stall).
-func runBaselineMutant(protocol string, mut ftskeen.Mutation, seed uint64) (caught string) {
+// protocol as is) and says how the swarm caught it (caughtBy), "" if it
+// did not.
+func runBaselineMutant(protocol string, mut ftskeen.Mutation, seed uint64) string {
 	cfg := SwarmConfig(protocol, seed)
 	cfg.Spec = mutantSpec(protocol, mut)
-	defer func() {
-		if x := recover(); x != nil {
-			caught = fmt.Sprintf("panic: %v", x)
-		}
-	}()
-	res, err := Run(cfg)
-	if err != nil {
-		if strings.Contains(err.Error(), "panic") {
-			return "panic: " + err.Error()
-		}
-		return "error: " + err.Error()
-	}
-	quorum, live := FaultChecks(res)
-	if !quorum.OK() {
-		return quorum.Violations[0].Kind + ": " + quorum.Violations[0].Detail
-	}
-	if live.Count(check.KindTermination) > 0 {
-		return "stall: " + live.Error()
+	if r := RunSwarmConfig(cfg); r.Violations() > 0 {
+		return caughtBy(r)
 	}
 	return ""
 }
@@ -223,26 +202,5 @@ func measureBaselineMutations(t *testing.T, n int) {
 	wg.Wait()
 	for _, l := range out {
 		t.Log(l)
-	}
-}
-
-// TestNodeNeverSetsBaselineMutation: the mutation knobs are test only; the
-// node and its configuration must not mention them.
-func TestNodeNeverSetsBaselineMutation(t *testing.T) {
-	knob := regexp.MustCompile(`\bMutation\b|\.Mut[A-Z]`)
-	for _, dir := range []string{"../node", "../config", "../cmd/weft"} {
-		files, _ := filepath.Glob(filepath.Join(dir, "*.go"))
-		for _, f := range files {
-			if strings.HasSuffix(f, "_test.go") {
-				continue
-			}
-			b, err := os.ReadFile(f)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if knob.Match(b) {
-				t.Errorf("%s mentions the test-only mutation knobs", f)
-			}
-		}
 	}
 }

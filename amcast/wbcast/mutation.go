@@ -13,8 +13,8 @@ import (
 // the checkers or of the faults.
 //
 // Test only: breaks the protocol on purpose; never set outside tests. No
-// package outside this one references it except in _test.go files
-// (TestMutationOnlyInTests).
+// non-test file outside the packages that define knobs references them
+// (TestMutationKnobsOnlyInTests at the module root).
 //
 // Each knob is a one- or two-line guarded branch at the exact rule it
 // breaks; with Mutation == 0 the process is unchanged.
