@@ -25,7 +25,7 @@ import (
 //	bad_ballot                 a cballot above the ballot (INV-1)
 //	dest_mismatch              a known id with another destination set
 //	payload_mismatch           a known id with another payload
-//	bad_timestamp              a timestamp no correct process sends (⊥, wrong group, lts above gts, ...)
+//	bad_timestamp              a timestamp or clock no correct process sends (⊥, wrong group, lts above gts, >= 2^62, ...)
 //	bad_ballots                an ACCEPT_ACK ballot vector of the wrong length
 //	lts_conflict               two local timestamps for one message under one ballot (INV-2)
 //	gts_conflict               one ballot vector (or one commit) with two global timestamps (INV-5, P1)

@@ -11,19 +11,24 @@ import (
 )
 
 // forge hands a forged message to its recipient and requires that it is
-// refused with the given reason (validate.go), and that the process's
-// counter for the reason went up by one.
+// refused with the given reason (validate.go), that the process's counter
+// for the reason went up by one, and that nothing else changed: no output,
+// the same state (Step's contract for refused input).
 func forge(t *testing.T, env *amcasttest.Env, from, to wire.ProcID, m wire.Message, reason string) {
 	t.Helper()
 	p := env.Procs[to].(*wbcast.Process)
-	before := p.Rejected()[reason]
+	before, state := p.Rejected()[reason], wbcast.Fingerprint(p)
 	var w strings.Builder
 	env.Step(t, wire.Envelope{From: from, To: to, Msg: m}, &w)
-	if !strings.Contains(w.String(), "rejected ("+reason+")") {
-		t.Errorf("forged %s from p%d to p%d: want a %s reject, got:\n%s", wire.Describe(m), from, to, reason, w.String())
+	out := w.String()
+	if !strings.Contains(out, "rejected ("+reason+")") || strings.Count(out, "\n") != 2 { // the envelope, then the error
+		t.Errorf("forged %s from p%d to p%d: want a %s reject and nothing else, got:\n%s", wire.Describe(m), from, to, reason, out)
 	}
 	if got := p.Rejected()[reason]; got != before+1 {
 		t.Errorf("p%d counted %d %s rejects, want %d", to, got, reason, before+1)
+	}
+	if after := wbcast.Fingerprint(p); after != state {
+		t.Errorf("forged %s changed p%d:\nbefore:\n%s\nafter:\n%s", wire.Describe(m), to, state, after)
 	}
 }
 
