@@ -1,6 +1,9 @@
 package wbcast
 
 import (
+	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -23,5 +26,36 @@ func TestMutationNames(t *testing.T) {
 	}
 	if s := Mutation(0).String(); s != "none" {
 		t.Fatalf("no knob named %q", s)
+	}
+}
+
+// TestRecordsGoThroughPersist: every durable record and durable delivery
+// of the process is queued through persist and deliverDurable, so that
+// MutSendBeforePersist holds back all of them; only mutation.go queues
+// into the outbox directly.
+func TestRecordsGoThroughPersist(t *testing.T) {
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	direct := regexp.MustCompile(`\.out\.(Persist|DeliverDurable)\(`)
+	checked := 0
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") || f == "mutation.go" {
+			continue
+		}
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checked++
+		for i, line := range strings.Split(string(b), "\n") {
+			if direct.MatchString(line) {
+				t.Errorf("%s:%d: a record queued without persist/deliverDurable: %s", f, i+1, strings.TrimSpace(line))
+			}
+		}
+	}
+	if checked < 5 {
+		t.Fatalf("checked %d files", checked)
 	}
 }
