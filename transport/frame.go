@@ -79,8 +79,9 @@ const (
 	FrameTrailerLen = 4
 	// FrameOverhead is the number of bytes a frame adds to its payload.
 	FrameOverhead = FrameHeaderLen + FrameTrailerLen
-	// DefaultMaxFrame is the default limit on a frame's payload, in bytes.
-	DefaultMaxFrame = 4 << 20
+	// DefaultMaxFrame is the default limit on a frame's payload, in bytes:
+	// the cap the protocols and the simulator keep messages under.
+	DefaultMaxFrame = wire.DefaultMaxFrame
 	// MinMaxFrame is the smallest accepted Config.MaxFrame.
 	MinMaxFrame = 1 << 10
 	// MaxMaxFrame is the largest accepted Config.MaxFrame.

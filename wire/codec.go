@@ -27,6 +27,7 @@ import (
 //	Ballot    N P
 //	AppMsg    ID len(Dest) Dest... len(Payload) Payload
 //	MsgState  M Phase LTS GTS len(Ballots) Ballots...
+//	Paged     Page More
 //
 // The encoding is canonical: Decode accepts exactly the byte strings that
 // Append produces (minimal varints, 32-bit fields in range, Dest strictly
@@ -47,6 +48,13 @@ const (
 	// MaxStateEntries is the largest number of MsgStates in one message.
 	MaxStateEntries = 1 << 20
 )
+
+// DefaultMaxFrame is the largest encoded message the transport carries by
+// default (transport.DefaultMaxFrame) and the simulator lets through
+// (sim.Config.MaxFrame): protocols keep every message under it, splitting
+// large states into pages (Paged) under a smaller byte budget. It leaves
+// room for the largest payload (MaxPayload) with its metadata.
+const DefaultMaxFrame = 4 << 20
 
 // Minimum encoded sizes of list elements, used to bound counts by the
 // remaining input before allocating.
@@ -122,10 +130,12 @@ func Append(buf []byte, m Message) []byte {
 		buf = binary.AppendUvarint(buf, m.Clock)
 		buf = appendTS(buf, m.MaxDelivered)
 		buf = appendStates(buf, m.State)
+		buf = appendPaged(buf, m.Paged)
 	case *NewState:
 		buf = appendBallot(buf, m.B)
 		buf = binary.AppendUvarint(buf, m.Clock)
 		buf = appendStates(buf, m.State)
+		buf = appendPaged(buf, m.Paged)
 	case *NewStateAck:
 		buf = appendBallot(buf, m.B)
 		buf = appendTS(buf, m.MaxDelivered)
@@ -148,6 +158,7 @@ func Append(buf []byte, m Message) []byte {
 		buf = appendBallot(buf, m.B)
 		buf = binary.AppendUvarint(buf, m.Clock)
 		buf = appendStates(buf, m.State)
+		buf = appendPaged(buf, m.Paged)
 	case *RecCollected:
 		buf = binary.AppendUvarint(buf, uint64(len(m.IDs)))
 		for _, id := range m.IDs {
@@ -244,6 +255,11 @@ func appendStates(buf []byte, ss []MsgState) []byte {
 	return buf
 }
 
+func appendPaged(buf []byte, p Paged) []byte {
+	buf = binary.AppendUvarint(buf, uint64(p.Page))
+	return appendBool(buf, p.More)
+}
+
 // Size returns the length of Append(nil, m). It panics like Append.
 func Size(m Message) int {
 	n := 2 // version, kind
@@ -284,11 +300,11 @@ func Size(m Message) int {
 	case *NewLeaderAck:
 		if m != nil {
 			return n + sizeBallot(m.B) + sizeBallot(m.CBallot) + uvarintLen(m.Clock) +
-				sizeTS(m.MaxDelivered) + sizeStates(m.State)
+				sizeTS(m.MaxDelivered) + sizeStates(m.State) + sizePaged(m.Paged)
 		}
 	case *NewState:
 		if m != nil {
-			return n + sizeBallot(m.B) + uvarintLen(m.Clock) + sizeStates(m.State)
+			return n + sizeBallot(m.B) + uvarintLen(m.Clock) + sizeStates(m.State) + sizePaged(m.Paged)
 		}
 	case *NewStateAck:
 		if m != nil {
@@ -312,7 +328,7 @@ func Size(m Message) int {
 		}
 	case *RecNewState:
 		if m != nil {
-			return n + sizeBallot(m.B) + uvarintLen(m.Clock) + sizeStates(m.State)
+			return n + sizeBallot(m.B) + uvarintLen(m.Clock) + sizeStates(m.State) + sizePaged(m.Paged)
 		}
 	case *RecCollected:
 		if m != nil {
@@ -388,6 +404,13 @@ func sizeStates(ss []MsgState) int {
 	}
 	return n
 }
+
+// SizeState returns the encoded size of s in a state list: what one more
+// entry adds to a NEW_LEADER_ACK, NEW_STATE or REC_NEW_STATE (give or take
+// the list's length prefix).
+func SizeState(s *MsgState) int { return sizeState(s) }
+
+func sizePaged(p Paged) int { return uvarintLen(uint64(p.Page)) + 1 }
 
 // Decode decodes one message or record encoded by Append. The result is a
 // pointer type (*Accept, *RecBallot, ...) that shares no memory with b.
@@ -476,12 +499,14 @@ func Decode(b []byte) (Message, error) {
 		x.Clock = d.uvarint("clock")
 		x.MaxDelivered = d.ts("max_delivered")
 		x.State = d.states()
+		x.Paged = d.paged()
 		m = x
 	case KindNewState:
 		x := new(NewState)
 		x.B = d.ballot("b")
 		x.Clock = d.uvarint("clock")
 		x.State = d.states()
+		x.Paged = d.paged()
 		m = x
 	case KindNewStateAck:
 		x := new(NewStateAck)
@@ -518,6 +543,7 @@ func Decode(b []byte) (Message, error) {
 		x.B = d.ballot("b")
 		x.Clock = d.uvarint("clock")
 		x.State = d.states()
+		x.Paged = d.paged()
 		m = x
 	case KindRecSnapshot:
 		x := new(RecSnapshot)
@@ -790,4 +816,8 @@ func (d *decoder) states() []MsgState {
 		}
 	}
 	return ss
+}
+
+func (d *decoder) paged() Paged {
+	return Paged{Page: d.u32("page"), More: d.bool("more")}
 }

@@ -66,8 +66,14 @@ func samples() []struct {
 			`NEW_LEADER_ACK b=1.p4 cb=0.p3 clock=17 maxd=5.g1 state=[{9.1 ACCEPTED dest=[1 3] lts=4.g1 gts=6.g3 B=[2.p3 1.p9]} {9.2 COMMITTED dest=[1 3] lts=4.g1 gts=6.g3 B=[2.p3 1.p9]}]`},
 		{&NewLeaderAck{B: Ballot{1, 4}},
 			`NEW_LEADER_ACK b=1.p4 cb=0.p0 clock=0 state=[]`},
+		{&NewLeaderAck{B: Ballot{1, 4}, State: []MsgState{sampleState(3, PhaseCommitted)}, Paged: Paged{Page: 2, More: true}},
+			`NEW_LEADER_ACK b=1.p4 cb=0.p0 clock=0 state=[{9.3 COMMITTED dest=[1 3] lts=4.g1 gts=6.g3 B=[2.p3 1.p9]}] page=2 more`},
 		{&NewState{B: Ballot{1, 4}, Clock: 20, State: []MsgState{{M: AppMsg{ID: MsgID{Client: 3, Seq: 3}}}}},
 			`NEW_STATE b=1.p4 clock=20 state=[{3.3 START dest=[] lts=0.g0 gts=0.g0 B=[]}]`},
+		{&NewState{B: Ballot{1, 4}, Clock: 20, Paged: Paged{Page: math.MaxUint32}},
+			`NEW_STATE b=1.p4 clock=20 state=[] page=4294967295`},
+		{&NewState{B: Ballot{1, 4}, Clock: 20, Paged: Paged{More: true}},
+			`NEW_STATE b=1.p4 clock=20 state=[] page=0 more`},
 		{&NewStateAck{B: Ballot{1, 4}, MaxDelivered: Timestamp{5, 1}},
 			`NEW_STATE_ACK b=1.p4 maxd=5.g1`},
 		{&Heartbeat{B: Ballot{1, 4}, CBallot: Ballot{1, 4}, Leader: true, MaxDelivered: Timestamp{3, 1}, Linf: Timestamp{2, 0}},
@@ -88,6 +94,8 @@ func samples() []struct {
 			`REC_SNAPSHOT b=2.p5 cb=2.p5 clock=9 maxd=6.g3 msgs=1 sessions=2`},
 		{&RecNewState{B: Ballot{2, 5}, Clock: 1 << 40, State: []MsgState{sampleState(1, PhaseStart)}},
 			`REC_NEW_STATE b=2.p5 clock=1099511627776 state=[{9.1 START dest=[1 3] lts=4.g1 gts=6.g3 B=[2.p3 1.p9]}]`},
+		{&RecNewState{B: Ballot{2, 5}, Clock: 9, State: []MsgState{sampleState(2, PhaseAccepted)}, Paged: Paged{Page: 300}},
+			`REC_NEW_STATE b=2.p5 clock=9 state=[{9.2 ACCEPTED dest=[1 3] lts=4.g1 gts=6.g3 B=[2.p3 1.p9]}] page=300`},
 		{&PaxosPrepare{B: Ballot{1, 4}, From: 12},
 			`PAXOS_PREPARE b=1.p4 from=12`},
 		{&PaxosPromise{B: Ballot{1, 4}, Executed: 3, Entries: []LogEntry{
@@ -350,6 +358,10 @@ func randStates(r *rand.Rand) []MsgState {
 	return ss
 }
 
+func randPaged(r *rand.Rand) Paged {
+	return Paged{Page: uint32(randNum(r, 32)), More: r.IntN(2) == 0}
+}
+
 // randMessage returns a random message of kind k.
 func randMessage(r *rand.Rand, k Kind) Message {
 	switch k {
@@ -373,9 +385,9 @@ func randMessage(r *rand.Rand, k Kind) Message {
 	case KindNewLeader:
 		return &NewLeader{B: randBallot(r)}
 	case KindNewLeaderAck:
-		return &NewLeaderAck{B: randBallot(r), CBallot: randBallot(r), Clock: randNum(r, 64), MaxDelivered: randTS(r), State: randStates(r)}
+		return &NewLeaderAck{B: randBallot(r), CBallot: randBallot(r), Clock: randNum(r, 64), MaxDelivered: randTS(r), State: randStates(r), Paged: randPaged(r)}
 	case KindNewState:
-		return &NewState{B: randBallot(r), Clock: randNum(r, 64), State: randStates(r)}
+		return &NewState{B: randBallot(r), Clock: randNum(r, 64), State: randStates(r), Paged: randPaged(r)}
 	case KindNewStateAck:
 		return &NewStateAck{B: randBallot(r), MaxDelivered: randTS(r)}
 	case KindHeartbeat:
@@ -409,7 +421,7 @@ func randMessage(r *rand.Rand, k Kind) Message {
 		}
 		return &RecCollected{IDs: ids}
 	case KindRecNewState:
-		return &RecNewState{B: randBallot(r), Clock: randNum(r, 64), State: randStates(r)}
+		return &RecNewState{B: randBallot(r), Clock: randNum(r, 64), State: randStates(r), Paged: randPaged(r)}
 	case KindPaxosPrepare:
 		return &PaxosPrepare{B: randBallot(r), From: randNum(r, 64)}
 	case KindPaxosPromise:
@@ -548,6 +560,10 @@ func TestDecodeErrors(t *testing.T) {
 		{"too many states", raw(Version, KindNewState, 1, 1, 1, MaxStateEntries+1), ErrTooLarge, "state"},
 		{"state count past end", raw(Version, KindNewState, 1, 1, 1, MaxStateEntries, bytes.Repeat([]byte{0}, 30)), ErrMalformed, "state"},
 		{"state ballots past end", raw(Version, KindRecNewState, 1, 1, 1, 1, 1, 0, 1, 0, 0, []byte{0}, 0, 0, 0, 0, 500), ErrMalformed, "state.ballots"},
+		{"page over 32 bits", raw(Version, KindNewState, 1, 1, 1, 0, uint64(1)<<32, 0), ErrMalformed, "field page"},
+		{"more bool 2", raw(Version, KindNewLeaderAck, 1, 1, 0, 0, 1, 0, 0, 0, 7, 2), ErrMalformed, "field more"},
+		{"rec page truncated", raw(Version, KindRecNewState, 1, 1, 1, 0), ErrMalformed, "field page"},
+		{"rec more missing", raw(Version, KindRecNewState, 1, 1, 1, 0, 3), ErrMalformed, "field more"},
 		{"nested dest unsorted", raw(Version, KindNewLeaderAck, 0, 0, 0, 0, 0, 0, 0, 1, 1, 0, 1, 2, 4, 4, 0, []byte{0}, 0, 0, 0, 0, 0), ErrMalformed, "state.m.dest"},
 	}
 	for _, tc := range tests {

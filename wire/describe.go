@@ -90,10 +90,12 @@ func describe(sb *strings.Builder, m Message) {
 		descClock(sb, m.Clock)
 		descMaxDelivered(sb, m.MaxDelivered)
 		descStates(sb, m.State)
+		descPaged(sb, m.Paged)
 	case *NewState:
 		descBallot(sb, "b", m.B)
 		descClock(sb, m.Clock)
 		descStates(sb, m.State)
+		descPaged(sb, m.Paged)
 	case *NewStateAck:
 		descBallot(sb, "b", m.B)
 		descMaxDelivered(sb, m.MaxDelivered)
@@ -136,6 +138,7 @@ func describe(sb *strings.Builder, m Message) {
 		descBallot(sb, "b", m.B)
 		descClock(sb, m.Clock)
 		descStates(sb, m.State)
+		descPaged(sb, m.Paged)
 	default:
 		if !describePaxos(sb, m) && !describeNodeMsg(sb, m) {
 			fmt.Fprintf(sb, " %T", m)
@@ -306,4 +309,17 @@ func descStates(sb *strings.Builder, ss []MsgState) {
 		descState(sb, &ss[i])
 	}
 	sb.WriteByte(']')
+}
+
+// descPaged names the page of a paged state; a whole state in one page (the
+// zero Paged) prints nothing.
+func descPaged(sb *strings.Builder, p Paged) {
+	if p == (Paged{}) {
+		return
+	}
+	sb.WriteString(" page=")
+	sb.WriteString(strconv.FormatUint(uint64(p.Page), 10))
+	if p.More {
+		sb.WriteString(" more")
+	}
 }

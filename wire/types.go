@@ -388,19 +388,34 @@ type MsgState struct {
 
 // NewLeaderAck (NEW_LEADER_ACK) is a member's promise for ballot B with its
 // last adopted ballot CBallot, clock, max delivered gts and message states.
+// A large state is split into pages (see Paged) that repeat the other
+// fields; the promise counts once every page arrived.
 type NewLeaderAck struct {
 	B            Ballot
 	CBallot      Ballot
 	Clock        uint64
 	MaxDelivered Timestamp
 	State        []MsgState
+	Paged
 }
 
-// NewState (NEW_STATE) is the new leader's merged state for ballot B.
+// NewState (NEW_STATE) is the new leader's merged state for ballot B, in
+// pages (see Paged) that repeat B and Clock; a member adopts the whole
+// state once every page arrived.
 type NewState struct {
 	B     Ballot
 	Clock uint64
 	State []MsgState
+	Paged
+}
+
+// Paged numbers one page of a state split across several messages or
+// records, so each stays under a byte budget and the transport's frame cap
+// (DefaultMaxFrame). Page counts from 0; More is set on every page but the
+// last. The zero value is a whole state in one page.
+type Paged struct {
+	Page uint32
+	More bool
 }
 
 // NewStateAck (NEW_STATE_ACK) confirms a member adopted ballot B's state.
@@ -474,11 +489,14 @@ type ClientDone struct {
 	Above   []uint64
 }
 
-// RecNewState records an adopted NEW_STATE (ballot, clock, messages).
+// RecNewState records an adopted NEW_STATE (ballot, clock, messages), in
+// pages like NEW_STATE itself (Paged): the state counts as adopted only
+// once its last page is durable.
 type RecNewState struct {
 	B     Ballot
 	Clock uint64
 	State []MsgState
+	Paged
 }
 
 // Kind implementations.
