@@ -107,6 +107,11 @@ type DelayFunc func(now int64, from, to wire.ProcID, m wire.Message) (d int64, o
 // Config.MaxMessages.
 var ErrBudget = errors.New("sim: message budget exceeded")
 
+// ErrFrame is wrapped by the error of a run in which a process sent a
+// message whose encoding exceeds Config.MaxFrame: the transport would refuse
+// to send it, so the run stops instead of delivering it.
+var ErrFrame = errors.New("sim: message exceeds the frame cap")
+
 // Config is one simulation.
 type Config struct {
 	Protocol string
@@ -138,6 +143,10 @@ type Config struct {
 	// run stops with an error wrapping ErrBudget (a livelock or a retry
 	// storm). 0 means no bound.
 	MaxMessages int
+	// MaxFrame is the transport's frame cap: a message whose encoding is
+	// longer stops the run with an error wrapping ErrFrame. 0 means
+	// wire.DefaultMaxFrame, the transport's default.
+	MaxFrame int
 	// Faults is the fault profile; the zero value injects none.
 	Faults Faults
 	// NoHistory skips recording the history (and checking it).
@@ -189,8 +198,11 @@ func (c *Config) validate(ps *ProtocolSpec) error {
 	if c.TickEvery == 0 {
 		c.TickEvery = c.Delta
 	}
-	if c.MaxTime < 0 || c.StallTime < 0 || c.MaxMessages < 0 || c.ServiceTime < 0 {
-		return fmt.Errorf("sim: negative MaxTime, StallTime, MaxMessages or ServiceTime")
+	if c.MaxTime < 0 || c.StallTime < 0 || c.MaxMessages < 0 || c.ServiceTime < 0 || c.MaxFrame < 0 {
+		return fmt.Errorf("sim: negative MaxTime, StallTime, MaxMessages, ServiceTime or MaxFrame")
+	}
+	if c.MaxFrame == 0 {
+		c.MaxFrame = wire.DefaultMaxFrame
 	}
 	w := &c.Workload
 	if w.Clients == 0 {
@@ -855,6 +867,10 @@ func (s *Sim) flush(id wire.ProcID, fg bool) error {
 	for _, e := range rd.Messages {
 		s.kindCnt[e.Msg.Kind()]++
 		s.stats.Messages++
+		size := wire.Size(e.Msg)
+		if size > s.cfg.MaxFrame {
+			return fmt.Errorf("%w: t=%d p%d->p%d: %s of %d bytes, cap %d", ErrFrame, s.now, e.From, e.To, e.Msg.Kind(), size, s.cfg.MaxFrame)
+		}
 		if int(e.To) >= n {
 			// A reply to a process outside the run (the sender of
 			// injected input): lost.
@@ -866,14 +882,13 @@ func (s *Sim) flush(id wire.ProcID, fg bool) error {
 			s.stats.LostPartition++
 			continue
 		}
+		s.stats.Bytes += int64(size)
 		if f != nil && f.cut[link] > 0 {
-			s.stats.Bytes += int64(wire.Size(e.Msg))
 			s.stats.LostPartition++
 			continue
 		}
 		ev := event{kind: evMsg, from: e.From, to: e.To, fg: fg}
 		ev.chunk, ev.off, ev.n = s.msgData.add(e.Msg)
-		s.stats.Bytes += int64(ev.n)
 		at := s.now + s.delay(e.From, e.To, e.Msg)
 		if f != nil {
 			at = f.spiked(link, at)
