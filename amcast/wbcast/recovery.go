@@ -12,8 +12,23 @@ import (
 type candidate struct {
 	b         wire.Ballot
 	start     uint64
-	acks      map[wire.ProcID]*wire.NewLeaderAck
-	stateAcks uint64 // member-index bitmask of NEW_STATE_ACKs (self included)
+	acks      map[wire.ProcID]*wire.NewLeaderAck // complete acks: every page arrived
+	partial   map[wire.ProcID]*ackInbound        // acks whose pages are arriving
+	stateAcks uint64                             // member-index bitmask of NEW_STATE_ACKs (self included)
+}
+
+// ackInbound is a member's NEW_LEADER_ACK arriving in pages: the first
+// page's fields, which every later page must repeat, and the state so far.
+type ackInbound struct {
+	hdr wire.NewLeaderAck
+	inbound
+}
+
+// stateInbound is the new leader's NEW_STATE arriving in pages at a member.
+type stateInbound struct {
+	b     wire.Ballot
+	clock uint64
+	inbound
 }
 
 // startBallot is H6: propose a ballot led by this process, higher than any
@@ -52,11 +67,18 @@ func (p *Process) onNewLeader(from wire.ProcID, nl *wire.NewLeader) error {
 	p.status = Recovering
 	p.joinedAt = p.ticks
 	p.cand = nil
+	p.stateIn = nil // a lower ballot's NEW_STATE can no longer be adopted
 	if from == p.id {
-		p.cand = &candidate{b: nl.B, start: p.ticks, acks: map[wire.ProcID]*wire.NewLeaderAck{}}
+		p.cand = &candidate{b: nl.B, start: p.ticks, acks: map[wire.ProcID]*wire.NewLeaderAck{},
+			partial: map[wire.ProcID]*ackInbound{}}
 	}
 	p.persist(&wire.RecBallot{Ballot: p.ballot, CBallot: p.cballot}) // the promise, before the ack
-	p.send(from, &wire.NewLeaderAck{B: nl.B, CBallot: p.cballot, Clock: p.clock, MaxDelivered: p.maxDelivered, State: p.snapshot()})
+	hdr := wire.NewLeaderAck{B: nl.B, CBallot: p.cballot, Clock: p.clock, MaxDelivered: p.maxDelivered}
+	for _, pg := range p.paginate(p.snapshot(), pageHeader(&hdr)) {
+		a := hdr
+		a.State, a.Paged = pg.state, pg.Paged
+		p.send(from, &a)
+	}
 	return nil
 }
 
@@ -79,7 +101,8 @@ func (p *Process) snapshot() []wire.MsgState {
 
 // onNewLeaderAck is H8 at the candidate: with a quorum of acks, merge the
 // states of the acks with the highest cballot (highest phase per message),
-// take the clock max over the quorum, adopt and send NEW_STATE.
+// take the clock max over the quorum, adopt and send NEW_STATE. A member's
+// ack counts once all its pages arrived (paging.go).
 func (p *Process) onNewLeaderAck(from wire.ProcID, a *wire.NewLeaderAck) error {
 	if g, ok := p.topo.GroupOf(from); !ok || g != p.g {
 		return p.rejects.Reject("wrong_sender", "NEW_LEADER_ACK from p%d outside group %d", from, p.g)
@@ -97,14 +120,12 @@ func (p *Process) onNewLeaderAck(from wire.ProcID, a *wire.NewLeaderAck) error {
 	if _, dup := c.acks[from]; dup {
 		return nil
 	}
-	if err := p.checkState("NEW_LEADER_ACK", a.State); err != nil {
+	full, err := p.collectAck(c, from, a)
+	if full == nil {
 		return err
 	}
-	if err := p.checkMerge(c, a); err != nil {
-		return err
-	}
-	c.acks[from] = a
-	p.peers[p.topo.MemberIndex(from)].maxDelivered = wire.MaxTS(p.peers[p.topo.MemberIndex(from)].maxDelivered, a.MaxDelivered)
+	c.acks[from] = full
+	p.peers[p.topo.MemberIndex(from)].maxDelivered = wire.MaxTS(p.peers[p.topo.MemberIndex(from)].maxDelivered, full.MaxDelivered)
 	if len(c.acks) < p.topo.Quorum(p.g) {
 		return nil
 	}
@@ -116,26 +137,121 @@ func (p *Process) onNewLeaderAck(from wire.ProcID, a *wire.NewLeaderAck) error {
 		}
 		clock = max(clock, x.Clock)
 	}
-	merged := map[wire.MsgID]*wire.MsgState{}
 	senders := make([]wire.ProcID, 0, len(c.acks))
 	for q := range c.acks {
 		senders = append(senders, q)
 	}
 	slices.Sort(senders) // deterministic merge order
+	var states [][]wire.MsgState
 	for _, q := range senders {
-		x := c.acks[q]
-		if x.CBallot != cmax && !p.mut(MutMergeAllCBallots) {
-			continue // P11: only the most recently synchronised members count
+		// P11: only the most recently synchronised members count.
+		if x := c.acks[q]; x.CBallot == cmax || p.mut(MutMergeAllCBallots) {
+			states = append(states, x.State)
 		}
-		for i := range x.State {
-			s := &x.State[i]
-			cur := merged[s.M.ID]
+	}
+	state := p.mergeStates(states, cmax)
+	c.acks, c.partial = nil, nil // the merged state replaces them (memory)
+	p.cballot = c.b
+	p.adopt(c.b, clock, state)
+	c.stateAcks = 1 << p.gi
+	hdr := wire.NewState{B: c.b, Clock: p.clock}
+	for _, pg := range p.paginate(state, pageHeader(&hdr)) {
+		ns := hdr
+		ns.State, ns.Paged = pg.state, pg.Paged
+		for _, q := range p.topo.Members(p.g) {
+			if q != p.id {
+				p.send(q, &ns)
+			}
+		}
+	}
+	if popcount(c.stateAcks) >= p.topo.Quorum(p.g) {
+		p.becomeLeader()
+	}
+	return nil
+}
+
+// collectAck adds a page of from's NEW_LEADER_ACK and returns the whole ack
+// once its last page arrived (nil before). A page that does not follow the
+// previous one (a gap) drops the partial ack: the candidate timeout retries.
+func (p *Process) collectAck(c *candidate, from wire.ProcID, a *wire.NewLeaderAck) (*wire.NewLeaderAck, error) {
+	in := c.partial[from]
+	switch {
+	case a.Page == 0:
+		in = &ackInbound{hdr: *a}
+		in.hdr.State, in.hdr.Paged = nil, wire.Paged{}
+	case in == nil || !in.follows(a.Paged):
+		delete(c.partial, from)
+		return nil, nil
+	case a.CBallot != in.hdr.CBallot || a.Clock != in.hdr.Clock || a.MaxDelivered != in.hdr.MaxDelivered:
+		return nil, p.rejects.Reject("page_mismatch", "NEW_LEADER_ACK %s page %d from p%d: cballot %s clock %d maxd %s, page 0 had %s %d %s",
+			a.B, a.Page, from, a.CBallot, a.Clock, a.MaxDelivered, in.hdr.CBallot, in.hdr.Clock, in.hdr.MaxDelivered)
+	}
+	size := wire.Size(a)
+	if from == p.id {
+		size = 0 // its own state is in memory already: not bounded
+	} else if err := p.checkPage(&in.inbound, a.Paged, a.State, size, "NEW_LEADER_ACK"); err != nil {
+		return nil, err
+	}
+	if err := p.checkState("NEW_LEADER_ACK", a.State); err != nil {
+		return nil, err
+	}
+	if a.More {
+		in.add(a.Paged, a.State, size)
+		c.partial[from] = in
+		return nil, nil
+	}
+	// The last page: the whole ack must agree with the acks held, checked
+	// before anything changes, so a refused page leaves the partial ack as
+	// it was (appending into spare capacity does not change it).
+	full := in.hdr
+	full.State = a.State
+	if len(in.state) > 0 {
+		full.State = append(in.state, a.State...)
+	}
+	if err := p.checkMerge(c, &full); err != nil {
+		return nil, err
+	}
+	delete(c.partial, from)
+	return &full, nil
+}
+
+// mergeStates is H8.5-H8.8: the union of the given states (each sorted by
+// id, checked on arrival), the highest phase of each message winning, the
+// per-group ACCEPTs folded in (mergeAcc). A sorted k-way merge: linear in
+// the entries, no map, which matters with 100,000 messages per member.
+func (p *Process) mergeStates(states [][]wire.MsgState, cmax wire.Ballot) []wire.MsgState {
+	total := 0
+	for _, st := range states {
+		total = max(total, len(st))
+	}
+	merged := make([]wire.MsgState, 0, total)
+	pos := make([]int, len(states))
+	for {
+		// The lowest id at the head of any list; its entries are folded in
+		// list (sender) order.
+		var low *wire.MsgID
+		for k, st := range states {
+			if pos[k] < len(st) && (low == nil || st[pos[k]].M.ID.Less(*low)) {
+				low = &st[pos[k]].M.ID
+			}
+		}
+		if low == nil {
+			return merged
+		}
+		id := *low
+		var cur *wire.MsgState
+		for k, st := range states {
+			if pos[k] >= len(st) || st[pos[k]].M.ID != id {
+				continue
+			}
+			s := &st[pos[k]]
+			pos[k]++
 			switch {
 			case cur == nil:
-				cp := *s
-				cp.Ballots = slices.Clone(s.Ballots)
-				cp.LTSs = slices.Clone(s.LTSs)
-				merged[s.M.ID] = &cp
+				merged = append(merged, *s)
+				cur = &merged[len(merged)-1]
+				cur.Ballots = slices.Clone(s.Ballots)
+				cur.LTSs = slices.Clone(s.LTSs)
 			case s.Phase > cur.Phase:
 				bs, ls := cur.Ballots, cur.LTSs
 				*cur = *s
@@ -154,24 +270,6 @@ func (p *Process) onNewLeaderAck(from wire.ProcID, a *wire.NewLeaderAck) error {
 			}
 		}
 	}
-	state := make([]wire.MsgState, 0, len(merged))
-	for _, s := range merged {
-		state = append(state, *s)
-	}
-	slices.SortFunc(state, func(a, b wire.MsgState) int { return a.M.ID.Compare(b.M.ID) })
-	p.cballot = c.b
-	p.adopt(c.b, clock, state)
-	c.stateAcks = 1 << p.gi
-	ns := &wire.NewState{B: c.b, Clock: p.clock, State: state}
-	for _, q := range p.topo.Members(p.g) {
-		if q != p.id {
-			p.send(q, ns)
-		}
-	}
-	if popcount(c.stateAcks) >= p.topo.Quorum(p.g) {
-		p.becomeLeader()
-	}
-	return nil
 }
 
 // mergeAcc folds s's per-group ACCEPTs into cur, keeping the higher ballot
@@ -241,13 +339,21 @@ func (p *Process) adopt(b wire.Ballot, clock uint64, state []wire.MsgState) {
 		}
 		r.ackB, r.ackFrom = nil, nil
 	}
-	p.persist(&wire.RecNewState{B: b, Clock: p.clock, State: state})
+	// In pages, like NEW_STATE: one record of 100,000 messages would pass
+	// the log's record limit. The store applies the state at its last page.
+	hdr := wire.RecNewState{B: b, Clock: p.clock}
+	for _, pg := range p.paginate(state, pageHeader(&hdr)) {
+		rec := hdr
+		rec.State, rec.Paged = pg.state, pg.Paged
+		p.persist(&rec)
+	}
 }
 
 // onNewState is H9 at a member: adopt the new leader's state and confirm.
 // A leader also re-sends NEW_STATE (its current state) to a member whose
 // heartbeat shows it missed the recovery; members that already adopted the
 // ballot ignore it, so a re-sent state never overwrites acks given under it.
+// The state is adopted only once all its pages arrived (paging.go).
 func (p *Process) onNewState(from wire.ProcID, ns *wire.NewState) error {
 	if g, ok := p.topo.GroupOf(from); !ok || g != p.g || ns.B.Leader() != from {
 		return p.rejects.Reject("wrong_sender", "NEW_STATE %s from p%d", ns.B, from)
@@ -258,17 +364,48 @@ func (p *Process) onNewState(from wire.ProcID, ns *wire.NewState) error {
 	if err := p.checkClock("NEW_STATE", ns.Clock); err != nil {
 		return err
 	}
-	if err := p.checkState("NEW_STATE", ns.State); err != nil {
+	state, done, err := p.collectState(ns)
+	if !done {
 		return err
 	}
 	p.stepDown()
 	p.ballot, p.cballot = ns.B, ns.B
 	p.status = Follower
 	p.cand = nil
-	p.adopt(ns.B, ns.Clock, ns.State)
+	p.adopt(ns.B, ns.Clock, state)
 	p.send(from, &wire.NewStateAck{B: ns.B, MaxDelivered: p.maxDelivered})
 	p.replayDeferred()
 	return nil
+}
+
+// collectState adds a page of a NEW_STATE and returns the whole state
+// (done) once its last page arrived. A gap drops the partial state: the new
+// leader re-sends its state to a member whose heartbeat shows it missed the
+// recovery.
+func (p *Process) collectState(ns *wire.NewState) (state []wire.MsgState, done bool, err error) {
+	in := p.stateIn
+	switch {
+	case ns.Page == 0:
+		in = &stateInbound{b: ns.B, clock: ns.Clock}
+	case in == nil || !in.follows(ns.Paged) || in.b != ns.B:
+		p.stateIn = nil
+		return nil, false, nil
+	case ns.Clock != in.clock:
+		return nil, false, p.rejects.Reject("page_mismatch", "NEW_STATE %s page %d: clock %d, page 0 had %d", ns.B, ns.Page, ns.Clock, in.clock)
+	}
+	size := wire.Size(ns)
+	if err := p.checkPage(&in.inbound, ns.Paged, ns.State, size, "NEW_STATE"); err != nil {
+		return nil, false, err
+	}
+	if err := p.checkState("NEW_STATE", ns.State); err != nil {
+		return nil, false, err
+	}
+	if !in.add(ns.Paged, ns.State, size) {
+		p.stateIn = in
+		return nil, false, nil
+	}
+	p.stateIn = nil
+	return in.state, true, nil
 }
 
 // onNewStateAck is H10 at the candidate: with a quorum, lead.

@@ -19,6 +19,7 @@ type Store struct {
 	maxDelivered    wire.Timestamp
 	done            doneSet
 	records         int
+	pending         *wire.RecNewState // a paged state whose last page is not applied yet
 }
 
 type storedMsg struct {
@@ -40,8 +41,17 @@ func (st *Store) Messages() int { return len(st.msgs) }
 func (st *Store) Records() int { return st.records }
 
 // Apply implements amcast.Store.
+//
+// A state adopted in pages (REC_NEW_STATE with wire.Paged) is applied as a
+// whole at its last page. Pages of a set cut short by a crash in the middle
+// of writing them (a torn Ready: the process sent no NEW_STATE_ACK for it)
+// are dropped, as if that NEW_STATE had never arrived.
 func (st *Store) Apply(rec wire.Message) error {
 	st.records++
+	if ns, ok := rec.(*wire.RecNewState); ok {
+		return st.applyNewStatePage(ns)
+	}
+	st.pending = nil
 	switch r := rec.(type) {
 	case *wire.RecBallot:
 		st.Ballot, st.CBallot = r.Ballot, r.CBallot
@@ -66,25 +76,6 @@ func (st *Store) Apply(rec wire.Message) error {
 		m.s.Phase, m.s.LTS, m.s.GTS = wire.PhaseCommitted, r.LTS, r.GTS
 		m.delivered = true
 		st.maxDelivered = wire.MaxTS(st.maxDelivered, r.GTS)
-	case *wire.RecNewState:
-		st.Ballot, st.CBallot = r.B, r.B
-		st.Clock = max(st.Clock, r.Clock)
-		in := make(map[wire.MsgID]bool, len(r.State))
-		for _, s := range r.State {
-			if st.done.has(s.M.ID) {
-				continue
-			}
-			in[s.M.ID] = true
-			if m := st.msgs[s.M.ID]; m != nil && m.delivered {
-				continue
-			}
-			st.msgs[s.M.ID] = &storedMsg{s: dropOwnAccepts(s, r.B)}
-		}
-		for id, m := range st.msgs {
-			if !in[id] && !m.delivered {
-				delete(st.msgs, id) // back to START: nothing durable about it
-			}
-		}
 	case *wire.RecCollected:
 		for _, id := range r.IDs {
 			delete(st.msgs, id)
@@ -110,6 +101,47 @@ func (st *Store) Apply(rec wire.Message) error {
 		}
 	default:
 		return fmt.Errorf("wbcast: store cannot apply %s", rec.Kind())
+	}
+	return nil
+}
+
+// applyNewStatePage collects a page of an adopted state and applies the
+// state once its last page arrived.
+func (st *Store) applyNewStatePage(r *wire.RecNewState) error {
+	switch {
+	case r.Page == 0:
+		st.pending = nil
+	case st.pending == nil || st.pending.B != r.B || st.pending.Clock != r.Clock || st.pending.Page+1 != r.Page:
+		return fmt.Errorf("wbcast: store: REC_NEW_STATE %s page %d does not follow the pages before it", r.B, r.Page)
+	}
+	if r.More || st.pending != nil {
+		if st.pending == nil {
+			st.pending = &wire.RecNewState{B: r.B, Clock: r.Clock}
+		}
+		st.pending.State = append(st.pending.State, r.State...)
+		st.pending.Page = r.Page
+		if r.More {
+			return nil
+		}
+		r, st.pending = st.pending, nil
+	}
+	st.Ballot, st.CBallot = r.B, r.B
+	st.Clock = max(st.Clock, r.Clock)
+	in := make(map[wire.MsgID]bool, len(r.State))
+	for _, s := range r.State {
+		if st.done.has(s.M.ID) {
+			continue
+		}
+		in[s.M.ID] = true
+		if m := st.msgs[s.M.ID]; m != nil && m.delivered {
+			continue
+		}
+		st.msgs[s.M.ID] = &storedMsg{s: dropOwnAccepts(s, r.B)}
+	}
+	for id, m := range st.msgs {
+		if !in[id] && !m.delivered {
+			delete(st.msgs, id) // back to START: nothing durable about it
+		}
 	}
 	return nil
 }

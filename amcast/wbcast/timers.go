@@ -69,7 +69,12 @@ func (p *Process) onHeartbeat(from wire.ProcID, hb *wire.Heartbeat) error {
 		// It missed this ballot's NEW_STATE: send the current state.
 		if !pr.stateSent || p.ticks >= pr.stateAt+uint64(p.cfg.ElectionTicks)/2 {
 			pr.stateSent, pr.stateAt = true, p.ticks
-			p.send(from, &wire.NewState{B: p.cballot, Clock: p.clock, State: p.snapshot()})
+			hdr := wire.NewState{B: p.cballot, Clock: p.clock}
+			for _, pg := range p.paginate(p.snapshot(), pageHeader(&hdr)) {
+				ns := hdr
+				ns.State, ns.Paged = pg.state, pg.Paged
+				p.send(from, &ns)
+			}
 		}
 	case hb.CBallot == p.cballot && hb.MaxDelivered.Less(p.maxDelivered) && stalled:
 		// Behind and no progress since its last heartbeat: DELIVERs were
@@ -82,7 +87,9 @@ func (p *Process) onHeartbeat(from wire.ProcID, hb *wire.Heartbeat) error {
 }
 
 // catchUp re-sends, with payloads, the DELIVERs that follow member i's
-// last reported delivery, chained from it.
+// last reported delivery, chained from it: at most CatchUpBatch of them and
+// MaxMsgBytes in all per round (at least one), so a member far behind is
+// caught up over rounds instead of by a burst the size of the backlog.
 func (p *Process) catchUp(i int) {
 	pr := &p.peers[i]
 	q := p.topo.Members(p.g)[i]
@@ -92,7 +99,7 @@ func (p *Process) catchUp(i int) {
 	pr.caughtUp, pr.catchAt = true, p.ticks
 	k := sort.Search(len(p.dlog), func(j int) bool { return pr.maxDelivered.Less(p.dlog[j].gts) })
 	prev := pr.maxDelivered
-	for n := 0; k < len(p.dlog) && n < p.cfg.CatchUpBatch; k, n = k+1, n+1 {
+	for n, bytes := 0, 0; k < len(p.dlog) && n < p.cfg.CatchUpBatch; k, n = k+1, n+1 {
 		e := p.dlog[k]
 		r := p.recs[e.id]
 		if r == nil {
@@ -101,7 +108,13 @@ func (p *Process) catchUp(i int) {
 			break
 		}
 		m := r.m
-		p.send(q, &wire.Deliver{ID: e.id, B: p.cballot, LTS: r.lts, GTS: r.gts, Prev: prev, Linf: p.linf[p.g], M: &m})
+		d := &wire.Deliver{ID: e.id, B: p.cballot, LTS: r.lts, GTS: r.gts, Prev: prev, Linf: p.linf[p.g], M: &m}
+		size := wire.Size(d)
+		if n > 0 && bytes+size > p.cfg.MaxMsgBytes {
+			break
+		}
+		bytes += size
+		p.send(q, d)
 		prev = e.gts
 	}
 	p.cov.CatchUps++

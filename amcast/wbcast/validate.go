@@ -32,6 +32,8 @@ import (
 //	bad_state                  a recovery state entry no correct process sends
 //	committed_below_delivered  a state committing, below this process's last delivery, a message it never delivered (INV-8)
 //	merge_conflict             two NEW_LEADER_ACKs of one cballot that disagree (INV-4, INV-5)
+//	page_mismatch              a page of a paged state whose other fields differ from its first page's (paging.go)
+//	state_too_large            a paged state past MaxStatePages pages or MaxMsgBytes x MaxStatePages bytes (paging.go)
 
 // maxClock bounds the time of every timestamp and clock a peer may report.
 // A Lamport clock grows by one per proposal, so no correct process comes

@@ -32,6 +32,7 @@ package wbcast
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/weft-dev/weft/amcast"
 	"github.com/weft-dev/weft/amcast/internal/tsheap"
@@ -83,6 +84,18 @@ type Config struct {
 	// MaxDeferred: cross-group messages held while recovering (default
 	// 4096); older ones are dropped (retries re-send them).
 	MaxDeferred int
+	// MaxMsgBytes is the byte budget of one protocol message: a
+	// NEW_LEADER_ACK or NEW_STATE whose state is larger is split into pages
+	// of at most this size (a page holds at least one message), and the
+	// DELIVERs of one catch-up round add up to at most this (default 1 MiB;
+	// at most wire.DefaultMaxFrame/2, so a page with the largest payload
+	// still fits the transport's frame cap).
+	MaxMsgBytes int
+	// MaxStatePages bounds a state arriving in pages: a member's
+	// NEW_LEADER_ACK or the leader's NEW_STATE of more pages, or of more
+	// than MaxMsgBytes x MaxStatePages bytes, is rejected (default 256:
+	// 256 MiB with the default budget, about 250,000 messages of 1 KiB).
+	MaxStatePages int
 	// Detector judges the liveness of group members. Default: a timeout
 	// detector with ElectionTicks. Real nodes plug in phi-accrual.
 	Detector Detector
@@ -97,14 +110,28 @@ func (c *Config) withDefaults() error {
 		amcast.IntDefault{V: &c.ElectionTicks, Default: 10, Name: "ElectionTicks"},
 		amcast.IntDefault{V: &c.RetryTicks, Default: 12, Name: "RetryTicks"},
 		amcast.IntDefault{V: &c.CatchUpBatch, Default: 256, Name: "CatchUpBatch"},
-		amcast.IntDefault{V: &c.MaxDeferred, Default: 4096, Name: "MaxDeferred"}); err != nil {
+		amcast.IntDefault{V: &c.MaxDeferred, Default: 4096, Name: "MaxDeferred"},
+		amcast.IntDefault{V: &c.MaxMsgBytes, Default: DefaultMaxMsgBytes, Name: "MaxMsgBytes"},
+		amcast.IntDefault{V: &c.MaxStatePages, Default: 256, Name: "MaxStatePages"}); err != nil {
 		return err
+	}
+	if c.MaxMsgBytes < MinMaxMsgBytes || c.MaxMsgBytes > wire.DefaultMaxFrame/2 {
+		return fmt.Errorf("wbcast: Config.MaxMsgBytes %d outside [%d, %d] (half the frame cap)", c.MaxMsgBytes, MinMaxMsgBytes, wire.DefaultMaxFrame/2)
+	}
+	if c.MaxStatePages > math.MaxInt/c.MaxMsgBytes {
+		return fmt.Errorf("wbcast: Config.MaxStatePages %d too large", c.MaxStatePages)
 	}
 	if c.Detector == nil {
 		c.Detector = NewTimeoutDetector(uint64(c.ElectionTicks))
 	}
 	return nil
 }
+
+// Byte budget of a protocol message (Config.MaxMsgBytes).
+const (
+	DefaultMaxMsgBytes = 1 << 20
+	MinMaxMsgBytes     = 1 << 10
+)
 
 type accEntry struct {
 	b   wire.Ballot
@@ -179,8 +206,9 @@ type Process struct {
 
 	peers     []peer
 	cand      *candidate
-	joinedAt  uint64 // tick when the current ballot was joined
-	lastStart uint64 // tick when this process last started a ballot
+	stateIn   *stateInbound // a NEW_STATE whose pages are arriving
+	joinedAt  uint64        // tick when the current ballot was joined
+	lastStart uint64        // tick when this process last started a ballot
 	started   bool
 	deferred  []wire.Envelope
 	cov       amcast.Coverage
