@@ -10,9 +10,10 @@ import "github.com/weft-dev/weft/wire"
 // group without a leader. Each such state is split into pages of at most
 // Config.MaxMsgBytes (wire.Paged); the receiver acts on a state only once
 // every page arrived, in order (links are FIFO). A gap (a page lost, e.g.
-// on a link reset) drops what was collected: the sender's retry (the
-// candidate timeout, the leader's NEW_STATE re-send) starts again from page
-// 0. The byte total one sender may ship is bounded (MaxMsgBytes x
+// on a link reset) drops what was collected, and the sender starts again
+// from page 0: a candidate asks the member for its ack again (a repeated
+// NEW_LEADER), a leader re-sends its state to a member whose heartbeat
+// shows it missed the recovery, and the candidate timeout covers the rest. The byte total one sender may ship is bounded (MaxMsgBytes x
 // MaxStatePages); past it the input is rejected, so a faulty or hostile
 // peer cannot exhaust the receiver's memory.
 

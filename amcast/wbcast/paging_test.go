@@ -169,6 +169,32 @@ func TestPagedAck(t *testing.T) {
 	if p1.cballot == b || len(p1.cand.partial) != 0 {
 		t.Fatalf("an ack with a missing page counted (cballot %s, %d partial)", p1.cballot, len(p1.cand.partial))
 	}
+	if nl := sent(p1, wire.KindNewLeader); len(nl) != 1 || nl[0].To != 2 || nl[0].Msg.(*wire.NewLeader).B != b {
+		t.Fatalf("after the gap the candidate sent %v, want NEW_LEADER %s to p2 (ask again)", nl, b)
+	}
+
+	// Asked again, a member that promised b and is still RECOVERING sends
+	// the same ack again; once it adopted b's state, it does not.
+	p2 := pagingProc(t, 2, 64)
+	for i, want := range []int{1, 1} {
+		if err := step(t, p2, 1, &wire.NewLeader{B: b}); err != nil {
+			t.Fatal(err)
+		}
+		if n := len(sent(p2, wire.KindNewLeaderAck)); n != want {
+			t.Fatalf("NEW_LEADER %s #%d: %d acks, want %d", b, i+1, n, want)
+		}
+		p2.Advance()
+	}
+	if err := step(t, p2, 1, &wire.NewState{B: b, Clock: 1}); err != nil {
+		t.Fatal(err)
+	}
+	p2.Advance()
+	if err := step(t, p2, 1, &wire.NewLeader{B: b}); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(sent(p2, wire.KindNewLeaderAck)); n != 0 {
+		t.Fatalf("a member that adopted %s acked its NEW_LEADER again", b)
+	}
 
 	// Past the page limit: rejected.
 	p1, b = candidate1(t, 3)

@@ -59,6 +59,13 @@ func (p *Process) onNewLeader(from wire.ProcID, nl *wire.NewLeader) error {
 	if g, ok := p.topo.GroupOf(from); !ok || g != p.g || nl.B.Leader() != from {
 		return p.rejects.Reject("wrong_sender", "NEW_LEADER %s from p%d", nl.B, from)
 	}
+	if nl.B == p.ballot && p.status == Recovering && p.cballot.Less(nl.B) && from != p.id {
+		// The candidate lost a page of this member's ack (a gap, paging.go)
+		// and asks again. The promise stands, and a RECOVERING member's
+		// state does not change (P10): the ack is the same.
+		p.sendAck(from, nl.B)
+		return nil
+	}
 	if !p.ballot.Less(nl.B) {
 		return nil // stale or duplicate
 	}
@@ -73,13 +80,19 @@ func (p *Process) onNewLeader(from wire.ProcID, nl *wire.NewLeader) error {
 			partial: map[wire.ProcID]*ackInbound{}}
 	}
 	p.persist(&wire.RecBallot{Ballot: p.ballot, CBallot: p.cballot}) // the promise, before the ack
-	hdr := wire.NewLeaderAck{B: nl.B, CBallot: p.cballot, Clock: p.clock, MaxDelivered: p.maxDelivered}
+	p.sendAck(from, nl.B)
+	return nil
+}
+
+// sendAck is H7.4: this process's promise for ballot b with its state, in
+// pages under the byte budget (paging.go).
+func (p *Process) sendAck(to wire.ProcID, b wire.Ballot) {
+	hdr := wire.NewLeaderAck{B: b, CBallot: p.cballot, Clock: p.clock, MaxDelivered: p.maxDelivered}
 	for _, pg := range p.paginate(p.snapshot(), pageHeader(&hdr)) {
 		a := hdr
 		a.State, a.Paged = pg.state, pg.Paged
-		p.send(from, &a)
+		p.send(to, &a)
 	}
-	return nil
 }
 
 // snapshot lists this process's ACCEPTED and COMMITTED messages, leaving
@@ -180,7 +193,13 @@ func (p *Process) collectAck(c *candidate, from wire.ProcID, a *wire.NewLeaderAc
 		in = &ackInbound{hdr: *a}
 		in.hdr.State, in.hdr.Paged = nil, wire.Paged{}
 	case in == nil || !in.follows(a.Paged):
-		delete(c.partial, from)
+		if in != nil {
+			// A page was lost (e.g. on a link reset): drop the partial ack
+			// and ask the member again (onNewLeader re-sends it). The rest
+			// of the broken set is ignored (in is nil then).
+			delete(c.partial, from)
+			p.send(from, &wire.NewLeader{B: c.b})
+		}
 		return nil, nil
 	case a.CBallot != in.hdr.CBallot || a.Clock != in.hdr.Clock || a.MaxDelivered != in.hdr.MaxDelivered:
 		return nil, p.rejects.Reject("page_mismatch", "NEW_LEADER_ACK %s page %d from p%d: cballot %s clock %d maxd %s, page 0 had %s %d %s",
