@@ -92,6 +92,15 @@ func fuzzCorpus() map[string]struct {
 			fm{Sender: 1, Msg: &wire.NewState{B: nb, Clock: 3, State: st}},
 			fm{Sender: 1, Msg: &wire.NewStateAck{B: nb}},
 			fm{Sender: 2, Msg: &wire.Heartbeat{B: wire.Ballot{N: 9, P: 2}, CBallot: b0, Leader: true, MaxDelivered: ts(4, 0)}})},
+		// Paged states (paging.go): a gap, a page that contradicts its first
+		// page, pages of a NEW_STATE out of order.
+		"replica_paged_recovery": {72, in(fm{Sender: 1, Msg: &wire.NewLeader{B: nb}},
+			fm{Sender: 2, Msg: &wire.NewLeaderAck{B: nb, CBallot: b0, Clock: 3, State: st, Paged: wire.Paged{More: true}}},
+			fm{Sender: 2, Msg: &wire.NewLeaderAck{B: nb, CBallot: b0, Clock: 4, Paged: wire.Paged{Page: 1}}},
+			fm{Sender: 2, Msg: &wire.NewLeaderAck{B: nb, CBallot: b0, Clock: 3, Paged: wire.Paged{Page: 2}}},
+			fm{Sender: 1, Msg: &wire.NewState{B: nb, Clock: 3, State: st, Paged: wire.Paged{More: true}}},
+			fm{Sender: 1, Msg: &wire.NewState{B: nb, Clock: 3, Paged: wire.Paged{Page: 7, More: true}}},
+			fm{Sender: 1, Msg: &wire.NewState{B: nb, Clock: 3, Paged: wire.Paged{Page: 1}}})},
 		"replica_catchup": {94, in(fm{Sender: 0, Msg: &wire.Deliver{ID: id, B: b0, LTS: ts(1, 0), GTS: ts(50, 1), M: &m}},
 			fm{Sender: 3, Msg: &wire.Deliver{ID: id, B: b1, LTS: ts(1, 1), GTS: ts(2, 1), Prev: ts(1, 0)}})},
 		"client_reuses_ids": {125, in(fm{Sender: client, Msg: &wire.Multicast{M: m}},
