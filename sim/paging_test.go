@@ -4,30 +4,9 @@ import (
 	"runtime/debug"
 	"testing"
 
-	"github.com/weft-dev/weft/amcast"
 	"github.com/weft-dev/weft/amcast/wbcast"
 	"github.com/weft-dev/weft/wire"
 )
-
-// wbcastSpec runs WbCast with cfg's tunables (Topology and ID are set per
-// replica).
-func wbcastSpec(cfg wbcast.Config) *ProtocolSpec {
-	conf := func(topo *amcast.Topology, id wire.ProcID) wbcast.Config {
-		c := cfg
-		c.Topology, c.ID = topo, id
-		return c
-	}
-	return &ProtocolSpec{
-		Name: "wbcast",
-		New: func(topo *amcast.Topology, id wire.ProcID) (amcast.Machine, error) {
-			return machine(wbcast.New(conf(topo, id)))
-		},
-		NewStore: func() amcast.Store { return wbcast.NewStore() },
-		Restore: func(topo *amcast.Topology, id wire.ProcID, st amcast.Store) (amcast.Machine, error) {
-			return machine(wbcast.Restore(conf(topo, id), st.(*wbcast.Store)))
-		},
-	}
-}
 
 // largeStateConfig: one group of three. p2 is partitioned from the other
 // two from the start, so nothing is garbage-collected (a message is
@@ -56,9 +35,12 @@ func largeStateConfig(n, payload int, spec *ProtocolSpec) Config {
 // runLargeState runs largeStateConfig and checks what the scenario claims:
 // every message retained, a new leader after the crash, recovery and
 // catch-up in pages, p2 caught up (convergence), the checkers clean.
-func runLargeState(t *testing.T, n, payload int, wcfg wbcast.Config) {
+func runLargeState(t *testing.T, n, payload int, wcfg wbcast.Config, checkRestore bool) {
 	t.Helper()
-	cfg := largeStateConfig(n, payload, wbcastSpec(wcfg))
+	cfg := largeStateConfig(n, payload, wbcastSpec(func(c *wbcast.Config) {
+		c.MaxMsgBytes, c.MaxStatePages, c.CatchUpBatch = wcfg.MaxMsgBytes, wcfg.MaxStatePages, wcfg.CatchUpBatch
+	}))
+	cfg.CheckRestore = checkRestore
 	res, err := Run(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -117,11 +99,32 @@ func TestRecoveryLargeState(t *testing.T) {
 	// The replicas hold about 600 MB (payloads in three processes and their
 	// stores); cap the heap's growth above that so the test stays near 1 GB.
 	defer debug.SetMemoryLimit(debug.SetMemoryLimit(900 << 20))
-	runLargeState(t, 100_000, 1024, wbcast.Config{CatchUpBatch: 1 << 14})
+	runLargeState(t, 100_000, 1024, wbcast.Config{CatchUpBatch: 1 << 14}, false)
 }
 
 // TestRecoverySmallPages runs the scenario with pages of 1 KiB (a few
-// messages each), so every state takes hundreds of pages.
+// messages each), so every state takes hundreds of pages, and checks after
+// every Ready that a replica restored from its records (REC_NEW_STATE in
+// pages) equals the live one.
 func TestRecoverySmallPages(t *testing.T) {
-	runLargeState(t, 3000, 100, wbcast.Config{MaxMsgBytes: wbcast.MinMaxMsgBytes, MaxStatePages: 4096})
+	runLargeState(t, 600, 100, wbcast.Config{MaxMsgBytes: wbcast.MinMaxMsgBytes, MaxStatePages: 4096}, true)
+}
+
+// TestSwarmSmallPages runs swarm seeds of WbCast with a 1 KiB budget: its
+// states (hundreds of small messages) go in many pages through crashes,
+// torn crashes (REC_NEW_STATE sets cut short), partitions and link resets
+// (gaps), and the checkers must pass.
+func TestSwarmSmallPages(t *testing.T) {
+	spec := wbcastSpec(func(c *wbcast.Config) { c.MaxMsgBytes, c.MaxStatePages = wbcast.MinMaxMsgBytes, 1<<12 })
+	pages := 0
+	for seed := uint64(1); seed <= 20; seed++ {
+		cfg := SwarmConfig("wbcast", seed)
+		cfg.Spec = spec
+		r := RunSwarmConfig(cfg)
+		if msg := r.Failure(); msg != "" {
+			t.Fatalf("seed %d with 1 KiB pages: %s", seed, msg)
+		}
+		pages += r.Stats.ByKind["NEW_LEADER_ACK"] + r.Stats.ByKind["NEW_STATE"]
+	}
+	t.Logf("%d NEW_LEADER_ACK and NEW_STATE pages", pages)
 }
