@@ -52,6 +52,32 @@ func (p *Process) paginate(st []wire.MsgState, header int) []page {
 	return pages
 }
 
+// statePages is the leader's NEW_STATE of state, in pages.
+func (p *Process) statePages(state []wire.MsgState) []*wire.NewState {
+	hdr := wire.NewState{B: p.cballot, Clock: p.clock}
+	var out []*wire.NewState
+	for _, pg := range p.paginate(state, pageHeader(&hdr)) {
+		ns := hdr
+		ns.State, ns.Paged = pg.state, pg.Paged
+		out = append(out, &ns)
+	}
+	return out
+}
+
+// sendState sends a NEW_STATE in pages to member i, and notes when its last
+// page may have arrived if a page takes two ticks (1 MiB per 20 ms with the
+// node's default tick): onHeartbeat re-sends no state to the member before
+// then, so a member far behind is not sent copy after copy of a large state
+// while the first one is still on its way. A state of one page is not held
+// back at all.
+func (p *Process) sendState(i int, pages []*wire.NewState) {
+	q := p.topo.Members(p.g)[i]
+	for _, ns := range pages {
+		p.send(q, ns)
+	}
+	p.peers[i].stateBusy = p.ticks + 2*uint64(len(pages)-1)
+}
+
 // inbound is a state arriving in pages from one sender.
 type inbound struct {
 	next  uint32 // the page expected next

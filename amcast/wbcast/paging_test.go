@@ -158,6 +158,34 @@ func TestPagedAck(t *testing.T) {
 		t.Fatalf("%d REC_NEW_STATE records for a state of %d pages", recs, len(pages))
 	}
 
+	// Leading (p2 adopted), p1 re-sends its state to p0, whose heartbeat
+	// shows it missed the recovery, only once the first copy's pages may
+	// have arrived (a page per two ticks, sendState).
+	nsPages := len(ns) / 2
+	p1.Advance()
+	if err := step(t, p1, 2, &wire.NewStateAck{B: b}); err != nil || !p1.IsLeader() {
+		t.Fatalf("p1 not leading after a NEW_STATE_ACK: %v", err)
+	}
+	p1.Advance()
+	busy := 2 * (nsPages - 1)
+	for tick := 0; tick <= busy; tick++ {
+		p1.cfg.Detector.Heard(0, p1.ticks)
+		p1.cfg.Detector.Heard(2, p1.ticks)
+		if err := step(t, p1, 0, &wire.Heartbeat{B: b, CBallot: wire.Ballot{}}); err != nil {
+			t.Fatal(err)
+		}
+		n := len(sent(p1, wire.KindNewState))
+		if tick < busy && n != 0 {
+			t.Fatalf("state of %d pages re-sent %d ticks after the first copy", nsPages, tick)
+		}
+		if tick == busy && n != nsPages {
+			t.Fatalf("%d NEW_STATE pages re-sent %d ticks after the first copy, want %d", n, tick, nsPages)
+		}
+		p1.Advance()
+		p1.Tick()
+		p1.Advance()
+	}
+
 	// A gap drops the partial ack: its later pages count for nothing.
 	p1, b = candidate1(t, 64)
 	pages = ackPages(pagingProc(t, 2, 0), b, accepted(40))

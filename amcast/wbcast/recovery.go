@@ -167,14 +167,10 @@ func (p *Process) onNewLeaderAck(from wire.ProcID, a *wire.NewLeaderAck) error {
 	p.cballot = c.b
 	p.adopt(c.b, clock, state)
 	c.stateAcks = 1 << p.gi
-	hdr := wire.NewState{B: c.b, Clock: p.clock}
-	for _, pg := range p.paginate(state, pageHeader(&hdr)) {
-		ns := hdr
-		ns.State, ns.Paged = pg.state, pg.Paged
-		for _, q := range p.topo.Members(p.g) {
-			if q != p.id {
-				p.send(q, &ns)
-			}
+	pages := p.statePages(state)
+	for i := range p.topo.Members(p.g) {
+		if i != p.gi {
+			p.sendState(i, pages)
 		}
 	}
 	if popcount(c.stateAcks) >= p.topo.Quorum(p.g) {

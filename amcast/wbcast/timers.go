@@ -66,15 +66,11 @@ func (p *Process) onHeartbeat(from wire.ProcID, hb *wire.Heartbeat) error {
 	}
 	switch {
 	case hb.CBallot.Less(p.cballot) && !p.ballot.Less(hb.B):
-		// It missed this ballot's NEW_STATE: send the current state.
-		if !pr.stateSent || p.ticks >= pr.stateAt+uint64(p.cfg.ElectionTicks)/2 {
+		// It missed this ballot's NEW_STATE: send the current state (unless
+		// a large one is still on its way, sendState).
+		if (!pr.stateSent || p.ticks >= pr.stateAt+uint64(p.cfg.ElectionTicks)/2) && p.ticks >= pr.stateBusy {
 			pr.stateSent, pr.stateAt = true, p.ticks
-			hdr := wire.NewState{B: p.cballot, Clock: p.clock}
-			for _, pg := range p.paginate(p.snapshot(), pageHeader(&hdr)) {
-				ns := hdr
-				ns.State, ns.Paged = pg.state, pg.Paged
-				p.send(from, &ns)
-			}
+			p.sendState(i, p.statePages(p.snapshot()))
 		}
 	case hb.CBallot == p.cballot && hb.MaxDelivered.Less(p.maxDelivered) && stalled:
 		// Behind and no progress since its last heartbeat: DELIVERs were

@@ -169,6 +169,7 @@ type peer struct {
 	heardHB      bool        // a heartbeat arrived at all
 	catchAt      uint64      // last catch-up sent (leader)
 	stateAt      uint64      // last NEW_STATE re-sent (leader)
+	stateBusy    uint64      // no NEW_STATE re-sent before this tick (leader; paging.go)
 	caughtUp     bool        // catchAt is meaningful
 	stateSent    bool
 }
