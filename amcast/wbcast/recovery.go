@@ -181,7 +181,8 @@ func (p *Process) onNewLeaderAck(from wire.ProcID, a *wire.NewLeaderAck) error {
 
 // collectAck adds a page of from's NEW_LEADER_ACK and returns the whole ack
 // once its last page arrived (nil before). A page that does not follow the
-// previous one (a gap) drops the partial ack: the candidate timeout retries.
+// previous one (a gap) drops the partial ack and asks the member for it
+// again.
 func (p *Process) collectAck(c *candidate, from wire.ProcID, a *wire.NewLeaderAck) (*wire.NewLeaderAck, error) {
 	in := c.partial[from]
 	switch {
