@@ -25,7 +25,7 @@ import (
 //	MsgID     Client Session Seq
 //	Timestamp T G
 //	Ballot    N P
-//	AppMsg    ID len(Dest) Dest... len(Payload) Payload
+//	AppMsg    ID Floor len(Dest) Dest... len(Payload) Payload
 //	MsgState  M Phase LTS GTS len(Ballots) Ballots...
 //	Paged     Page More
 //
@@ -36,7 +36,7 @@ import (
 
 // Version is the wire format version, byte 0 of every encoding.
 //
-// Version 2: MsgID gained Session (client sessions).
+// Version 2: MsgID gained Session and AppMsg gained Floor (client sessions).
 const Version = 2
 
 // Size caps enforced by Decode before it allocates anything.
@@ -61,7 +61,7 @@ const DefaultMaxFrame = 4 << 20
 const (
 	minGroupSize    = 1  // one uvarint
 	minBallotSize   = 2  // N P
-	minMsgStateSize = 12 // AppMsg(5) Phase(1) LTS(2) GTS(2) len(Ballots)(1) len(LTSs)(1)
+	minMsgStateSize = 13 // AppMsg(6) Phase(1) LTS(2) GTS(2) len(Ballots)(1) len(LTSs)(1)
 	minTSSize       = 2  // T G
 	minMsgIDSize    = 3  // Client Session Seq
 )
@@ -164,6 +164,12 @@ func Append(buf []byte, m Message) []byte {
 		for _, id := range m.IDs {
 			buf = appendMsgID(buf, id)
 		}
+	case *RecExpired:
+		buf = binary.AppendUvarint(buf, uint64(len(m.Sessions)))
+		for _, k := range m.Sessions {
+			buf = binary.AppendUvarint(buf, uint64(k.Client))
+			buf = binary.AppendUvarint(buf, k.Session)
+		}
 	case *RecSnapshot:
 		buf = appendBallot(buf, m.Ballot)
 		buf = appendBallot(buf, m.CBallot)
@@ -178,6 +184,7 @@ func Append(buf []byte, m Message) []byte {
 		for _, c := range m.Done {
 			buf = binary.AppendUvarint(buf, uint64(c.Client))
 			buf = binary.AppendUvarint(buf, c.Session)
+			buf = binary.AppendUvarint(buf, c.Floor)
 			buf = binary.AppendUvarint(buf, c.W)
 			buf = binary.AppendUvarint(buf, uint64(len(c.Above)))
 			for _, a := range c.Above {
@@ -218,6 +225,7 @@ func appendBool(buf []byte, v bool) []byte {
 
 func appendAppMsg(buf []byte, m *AppMsg) []byte {
 	buf = appendMsgID(buf, m.ID)
+	buf = binary.AppendUvarint(buf, m.Floor)
 	buf = binary.AppendUvarint(buf, uint64(len(m.Dest)))
 	for _, g := range m.Dest {
 		buf = binary.AppendUvarint(buf, uint64(g))
@@ -330,6 +338,14 @@ func Size(m Message) int {
 		if m != nil {
 			return n + sizeBallot(m.B) + uvarintLen(m.Clock) + sizeStates(m.State) + sizePaged(m.Paged)
 		}
+	case *RecExpired:
+		if m != nil {
+			n += uvarintLen(uint64(len(m.Sessions)))
+			for _, k := range m.Sessions {
+				n += uvarintLen(uint64(k.Client)) + uvarintLen(k.Session)
+			}
+			return n
+		}
 	case *RecCollected:
 		if m != nil {
 			n += uvarintLen(uint64(len(m.IDs)))
@@ -343,7 +359,7 @@ func Size(m Message) int {
 			n += sizeBallot(m.Ballot) + sizeBallot(m.CBallot) + uvarintLen(m.Clock) + sizeTS(m.MaxDelivered) +
 				sizeStates(m.Msgs) + uvarintLen(uint64(len(m.Delivered))) + len(m.Delivered) + uvarintLen(uint64(len(m.Done)))
 			for _, c := range m.Done {
-				n += uvarintLen(uint64(c.Client)) + uvarintLen(c.Session) + uvarintLen(c.W) + uvarintLen(uint64(len(c.Above)))
+				n += uvarintLen(uint64(c.Client)) + uvarintLen(c.Session) + uvarintLen(c.Floor) + uvarintLen(c.W) + uvarintLen(uint64(len(c.Above)))
 				for _, a := range c.Above {
 					n += uvarintLen(a)
 				}
@@ -374,7 +390,7 @@ func sizeMsgID(id MsgID) int {
 func sizeTS(ts Timestamp) int { return uvarintLen(ts.T) + uvarintLen(uint64(ts.G)) }
 func sizeBallot(b Ballot) int { return uvarintLen(uint64(b.N)) + uvarintLen(uint64(b.P)) }
 func sizeAppMsg(m *AppMsg) int {
-	n := sizeMsgID(m.ID) + uvarintLen(uint64(len(m.Dest)))
+	n := sizeMsgID(m.ID) + uvarintLen(m.Floor) + uvarintLen(uint64(len(m.Dest)))
 	for _, g := range m.Dest {
 		n += uvarintLen(uint64(g))
 	}
@@ -558,12 +574,13 @@ func Decode(b []byte) (Message, error) {
 				x.Delivered[i] = d.bool("delivered")
 			}
 		}
-		if n := d.count("done", MaxStateEntries, 4); n > 0 {
+		if n := d.count("done", MaxStateEntries, 5); n > 0 {
 			x.Done = make([]ClientDone, n)
 			for i := range x.Done {
 				c := &x.Done[i]
 				c.Client = ProcID(d.u32("done.client"))
 				c.Session = d.uvarint("done.session")
+				c.Floor = d.uvarint("done.floor")
 				c.W = d.uvarint("done.w")
 				if k := d.count("done.above", MaxStateEntries, 1); k > 0 {
 					c.Above = make([]uint64, k)
@@ -580,6 +597,15 @@ func Decode(b []byte) (Message, error) {
 			x.IDs = make([]MsgID, n)
 			for i := range x.IDs {
 				x.IDs[i] = d.msgID("ids")
+			}
+		}
+		m = x
+	case KindRecExpired:
+		x := new(RecExpired)
+		if n := d.count("sessions", MaxStateEntries, 2); n > 0 {
+			x.Sessions = make([]SessionKey, n)
+			for i := range x.Sessions {
+				x.Sessions[i] = SessionKey{Client: ProcID(d.u32("sessions.client")), Session: d.uvarint("sessions.session")}
 			}
 		}
 		m = x
@@ -743,6 +769,7 @@ const inlineDest = 4
 // capacity clipped, so appending to Dest never writes into inline).
 func (d *decoder) appMsg(m *AppMsg, inline []GroupID) {
 	m.ID = d.msgID("id")
+	m.Floor = d.uvarint("floor")
 	if n := d.count("dest", MaxGroups, minGroupSize); n > 0 {
 		var dest []GroupID
 		if n <= len(inline) {

@@ -125,6 +125,15 @@ func describe(sb *strings.Builder, m Message) {
 		sb.WriteString(strconv.Itoa(len(m.Msgs)))
 		sb.WriteString(" sessions=")
 		sb.WriteString(strconv.Itoa(len(m.Done)))
+	case *RecExpired:
+		sb.WriteString(" sessions=[")
+		for i, k := range m.Sessions {
+			if i > 0 {
+				sb.WriteByte(' ')
+			}
+			sb.WriteString(k.String())
+		}
+		sb.WriteByte(']')
 	case *RecCollected:
 		sb.WriteString(" ids=[")
 		for i, id := range m.IDs {
@@ -180,6 +189,8 @@ func isNilPtr(m Message) bool {
 	case *RecNewState:
 		return m == nil
 	case *RecCollected:
+		return m == nil
+	case *RecExpired:
 		return m == nil
 	case *RecSnapshot:
 		return m == nil

@@ -159,7 +159,7 @@ func (*RecSlotDecided) Kind() Kind  { return KindRecSlotDecided }
 //	LogEntry  Slot Ballot Decided(bool) Command
 
 const (
-	minCommandSize  = 8  // Op(1) AppMsg(5) TS(2)
+	minCommandSize  = 9  // Op(1) AppMsg(6) TS(2)
 	minLogEntrySize = 11 // Slot(1) Ballot(2) bool(1) Command(7)
 )
 

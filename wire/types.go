@@ -47,6 +47,8 @@ type SessionKey struct {
 	Session uint64
 }
 
+func (k SessionKey) String() string { return fmt.Sprintf("%d@%x", k.Client, k.Session) }
+
 // Key returns the session id belongs to.
 func (id MsgID) Key() SessionKey { return SessionKey{Client: id.Client, Session: id.Session} }
 
@@ -148,8 +150,16 @@ func (b Ballot) String() string { return fmt.Sprintf("%d.p%d", b.N, b.P) }
 
 // AppMsg is an application message: an id, its destination groups (sorted,
 // without duplicates) and an opaque payload.
+//
+// Floor is the client's acknowledgement, fixed when the message is first
+// sent: every message of the same session with Seq <= Floor has been
+// answered, and the client will never send any of them again. Replicas use
+// it to forget the ids of those messages (duplicate suppression stays
+// bounded) and to recognise late copies of them. It is a claim of the
+// client: a wrong one can only hurt that client's own messages.
 type AppMsg struct {
 	ID      MsgID
+	Floor   uint64
 	Dest    []GroupID
 	Payload []byte
 }
@@ -222,6 +232,7 @@ const (
 	KindRecSnapshot
 	KindRecSlotAccepted
 	KindRecSlotDecided
+	KindRecExpired
 	kindEndRecords
 )
 
@@ -257,6 +268,7 @@ var kindNames = map[Kind]string{
 	KindView:            "VIEW",
 	KindRecSlotAccepted: "REC_SLOT_ACCEPTED",
 	KindRecSlotDecided:  "REC_SLOT_DECIDED",
+	KindRecExpired:      "REC_EXPIRED",
 }
 
 func (k Kind) String() string {
@@ -480,13 +492,21 @@ type RecSnapshot struct {
 	Done            []ClientDone
 }
 
-// ClientDone is one client session's collected message sequence numbers:
-// every Seq in [1, W], and those in Above.
+// ClientDone is one client session's duplicate-suppression state: the
+// collected sequence numbers (every Seq in [1, W], and those in Above) and
+// the highest Floor the client declared (AppMsg.Floor).
 type ClientDone struct {
 	Client  ProcID
 	Session uint64
+	Floor   uint64
 	W       uint64
 	Above   []uint64
+}
+
+// RecExpired records that client sessions expired: their duplicate
+// suppression state is dropped.
+type RecExpired struct {
+	Sessions []SessionKey
 }
 
 // RecNewState records an adopted NEW_STATE (ballot, clock, messages), in
@@ -516,4 +536,7 @@ func (*RecAccepted) Kind() Kind  { return KindRecAccepted }
 func (*RecDelivered) Kind() Kind { return KindRecDelivered }
 func (*RecNewState) Kind() Kind  { return KindRecNewState }
 func (*RecCollected) Kind() Kind { return KindRecCollected }
+
+// Kind implements Message.
+func (*RecExpired) Kind() Kind { return KindRecExpired }
 func (*RecSnapshot) Kind() Kind  { return KindRecSnapshot }
