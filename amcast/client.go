@@ -23,6 +23,7 @@ type Client struct {
 	RetryTicks int
 	id         wire.ProcID
 	session    uint64
+	maxSeq     uint64 // highest sequence number multicast
 	topo       *Topology
 	leaders    []wire.ProcID
 	out        map[wire.MsgID]*outstanding
@@ -139,6 +140,11 @@ func (c *Client) Multicast(m wire.AppMsg) error {
 	if _, dup := c.out[m.ID]; dup {
 		return fmt.Errorf("amcast: message %s is already outstanding", m.ID)
 	}
+	if m.ID.Seq <= c.maxSeq {
+		return fmt.Errorf("amcast: message %s: sequence numbers of a session must increase (last was %d)", m.ID, c.maxSeq)
+	}
+	c.maxSeq = m.ID.Seq
+	m.Floor = c.floor(m.ID.Seq)
 	rt := uint64(max(c.RetryTicks, 1))
 	c.out[m.ID] = &outstanding{m: m, due: c.ticks + rt, backoff: rt}
 	mc := &wire.Multicast{M: m}
@@ -146,6 +152,19 @@ func (c *Client) Multicast(m wire.AppMsg) error {
 		c.outbox.Send(c.id, c.leaders[g], mc)
 	}
 	return nil
+}
+
+// floor is the AppMsg.Floor of a new message seq: every sequence number
+// below the lowest unanswered one is answered (or was never used, and never
+// will be: sequence numbers only increase), so the client can promise never
+// to send any of them again. Replicas then forget those messages' ids
+// (bounded duplicate suppression, wbcast/sessions.go).
+func (c *Client) floor(seq uint64) uint64 {
+	f := seq - 1
+	for id := range c.out {
+		f = min(f, id.Seq-1)
+	}
+	return f
 }
 
 // Step implements Machine: it handles DELIVERED replies.

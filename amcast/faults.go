@@ -22,6 +22,7 @@ type Coverage struct {
 	Remulticasts           int // liveness re-multicasts (H12)
 	CatchUps               int // DELIVERs re-sent to lagging followers
 	Collected              int // messages garbage-collected
+	SessionsExpired        int // idle client sessions forgotten
 }
 
 // Add accumulates o into c.
@@ -33,6 +34,7 @@ func (c *Coverage) Add(o Coverage) {
 	c.Remulticasts += o.Remulticasts
 	c.CatchUps += o.CatchUps
 	c.Collected += o.Collected
+	c.SessionsExpired += o.SessionsExpired
 }
 
 // Observable is implemented by fault-tolerant machines so drivers can

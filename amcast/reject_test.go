@@ -45,7 +45,7 @@ func TestCheckMulticastSender(t *testing.T) {
 	}{
 		{100, ""},                  // the client itself
 		{4, ""},                    // a member of a destination group (H12)
-		{101, "forged_client"},     // another client
+		{101, "client_mismatch"},     // another client
 		{1, "foreign_remulticast"}, // a replica of a group the message does not address
 	} {
 		err := CheckMulticastSender(topo, &r, tc.from, m)
@@ -57,7 +57,7 @@ func TestCheckMulticastSender(t *testing.T) {
 			t.Errorf("from %d: got %v, want reason %s", tc.from, err, tc.reason)
 		}
 	}
-	if got := r.Counts(); got["forged_client"] != 1 || got["foreign_remulticast"] != 1 || r.Total() != 2 {
+	if got := r.Counts(); got["client_mismatch"] != 1 || got["foreign_remulticast"] != 1 || r.Total() != 2 {
 		t.Errorf("counts %v", got)
 	}
 }

@@ -14,7 +14,7 @@ import "github.com/weft-dev/weft/wire"
 //     only a message addressed to its own group: it holds the message
 //     because a leader of a destination group proposed it.
 //
-// Refusals are counted in r under "forged_client" and
+// Refusals are counted in r under "client_mismatch" and
 // "foreign_remulticast".
 func CheckMulticastSender(topo *Topology, r *Rejects, from wire.ProcID, m *wire.AppMsg) error {
 	if g, ok := topo.GroupOf(from); ok {
@@ -24,7 +24,7 @@ func CheckMulticastSender(topo *Topology, r *Rejects, from wire.ProcID, m *wire.
 		return nil
 	}
 	if m.ID.Client != from {
-		return r.Reject("forged_client", "process %d multicast %s, a message of client %d", from, m.ID, m.ID.Client)
+		return r.Reject("client_mismatch", "process %d multicast %s, a message of client %d", from, m.ID, m.ID.Client)
 	}
 	return nil
 }

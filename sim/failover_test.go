@@ -13,11 +13,14 @@ func TestFailover(t *testing.T) {
 		st.Elected.P50, st.Elected.P99, st.FirstDelivery.P50, st.FirstDelivery.P99, st.DetectorTimeout)
 }
 
-// TestLeaderChurnGC: with leaders crashing and restarting, memory stays
-// bounded: the peak number of retained messages at any replica is a small
-// fraction of the messages multicast.
+// TestLeaderChurnGC: with leaders crashing and restarting and clients
+// starting new sessions, memory stays bounded: the peak number of entries
+// any replica retains (messages, sessions, remembered ids) is a small
+// fraction of the messages multicast, and sessions expire.
 func TestLeaderChurnGC(t *testing.T) {
-	res, err := Run(LeaderChurnConfig(20000, 1, 300))
+	cfg := LeaderChurnConfig(20000, 1, 300)
+	cfg.Workload.SessionEvery = 10 // 2,000 client sessions; ids and sessions are forgotten too
+	res, err := Run(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,5 +33,9 @@ func TestLeaderChurnGC(t *testing.T) {
 	if res.PeakRetained > 2000 {
 		t.Fatalf("peak retained %d of 20000 messages: garbage collection is not keeping up", res.PeakRetained)
 	}
-	t.Logf("peak retained %d, leader changes %d, collected %d", res.PeakRetained, res.LeaderChanges, res.Coverage.Collected)
+	if res.Coverage.SessionsExpired == 0 {
+		t.Fatalf("no session expired (%d sessions)", res.Stats.Sessions)
+	}
+	t.Logf("peak retained %d, leader changes %d, collected %d, sessions %d, expired %d",
+		res.PeakRetained, res.LeaderChanges, res.Coverage.Collected, res.Stats.Sessions, res.Coverage.SessionsExpired)
 }

@@ -98,6 +98,11 @@ type Workload struct {
 	DestMax     int
 	PayloadSize int
 	Script      []Scripted
+	// SessionEvery, if positive, makes each client start a new session
+	// (wire.MsgID.Session: a client restarted with the same id) after
+	// every SessionEvery of its messages, at the first moment it has none
+	// outstanding. 0 keeps one session per client for the whole run.
+	SessionEvery int
 }
 
 // DelayFunc overrides the delay of one message; ok=false keeps the model's.
@@ -334,6 +339,7 @@ type msgInfo struct {
 type Stats struct {
 	Multicasts  int
 	MultiGroup  int // multicasts to 2 or more groups
+	Sessions    int // client sessions started after the first (Workload.SessionEvery)
 	Deliveries  int
 	Messages    int            // protocol messages sent between processes
 	Bytes       int64          // their encoded size
@@ -732,8 +738,14 @@ func (s *Sim) issue(i int) error {
 		dest = s.randomDest()
 	}
 	c := s.clients[ci]
+	if w.SessionEvery > 0 && s.nextSeq[ci] >= uint64(w.SessionEvery) && c.Outstanding() == 0 {
+		var err error
+		if c, err = s.newSession(ci); err != nil {
+			return err
+		}
+	}
 	s.nextSeq[ci]++
-	m := wire.AppMsg{ID: wire.MsgID{Client: c.ID(), Seq: s.nextSeq[ci]}, Dest: dest}
+	m := wire.AppMsg{ID: wire.MsgID{Client: c.ID(), Session: c.Session(), Seq: s.nextSeq[ci]}, Dest: dest}
 	if w.PayloadSize > 0 {
 		m.Payload = make([]byte, w.PayloadSize)
 		for j := range m.Payload {
@@ -769,6 +781,28 @@ func (s *Sim) issue(i int) error {
 		s.push(event{at: s.now + s.expDelay(w.Interval), kind: evIssue, arg: int32(ci), fg: true})
 	}
 	return nil
+}
+
+// newSession replaces client ci by a new incarnation with the same id and
+// the next session number (the simulator's sessions count 0, 1, 2, ...
+// per client; real clients draw them at random).
+func (s *Sim) newSession(ci int) (*amcast.Client, error) {
+	old := s.clients[ci]
+	c, err := amcast.NewSessionClient(s.topo, old.ID(), old.Session()+1)
+	if err != nil {
+		return nil, err
+	}
+	c.RetryTicks = old.RetryTicks
+	for g := range s.cfg.Groups {
+		if err := c.SetLeader(wire.GroupID(g), old.Leader(wire.GroupID(g))); err != nil {
+			return nil, err
+		}
+	}
+	s.clients[ci] = c
+	s.procs[c.ID()] = c
+	s.nextSeq[ci] = 0
+	s.stats.Sessions++
+	return c, nil
 }
 
 // track registers a new multicast for the convergence count. A malformed

@@ -12,7 +12,8 @@ import (
 // SwarmConfig draws one swarm-testing configuration (TigerBeetle VOPR
 // style) from seed: the shape (2-4 groups of 3 or 5 replicas, so f = 1 or
 // 2, and 1-4 clients), an open-loop workload of 100-400 multicasts, most of
-// them to 2 or more groups, a delay model, and a fault profile whose every
+// them to 2 or more groups, clients that start a new session every 1-20
+// messages in three seeds of four, a delay model, and a fault profile whose every
 // kind (crashes, torn crashes, partitions, link resets, delay spikes) may
 // be absent. The fault phase lasts about as long as the workload; crashes
 // keep at most f replicas of a group down and target leaders often; at GST
@@ -52,6 +53,12 @@ func SwarmConfig(protocol string, seed uint64) Config {
 		Protocol: protocol, Groups: groups, Replicas: replicas, Seed: seed, Delta: delta, Delay: delay,
 		Workload: Workload{Messages: messages, Clients: clients, Mode: OpenLoop, Interval: interval,
 			DestMin: destMin, DestMax: groups, PayloadSize: 8},
+	}
+	// Clients start new sessions (a client restarted with the same id) in
+	// most seeds. Drawn from a stream of its own, so every other part of a
+	// seed's configuration is what it was before sessions existed.
+	if rs := rand.New(rand.NewPCG(seed, 0x5345_5353_494f_4e53)); rs.IntN(4) > 0 { // "SESSIONS"
+		cfg.Workload.SessionEvery = 1 + rs.IntN(20)
 	}
 	f := Faults{GST: gst, LeaderBias: 0.3 + 0.6*r.Float64(), SpikeMin: 5, SpikeMax: 20}
 	// rate draws whether a kind is present (with probability p) and, if so,

@@ -170,6 +170,10 @@ func Append(buf []byte, m Message) []byte {
 			buf = binary.AppendUvarint(buf, uint64(k.Client))
 			buf = binary.AppendUvarint(buf, k.Session)
 		}
+		buf = binary.AppendUvarint(buf, uint64(len(m.IDs)))
+		for _, id := range m.IDs {
+			buf = appendMsgID(buf, id)
+		}
 	case *RecSnapshot:
 		buf = appendBallot(buf, m.Ballot)
 		buf = appendBallot(buf, m.CBallot)
@@ -343,6 +347,10 @@ func Size(m Message) int {
 			n += uvarintLen(uint64(len(m.Sessions)))
 			for _, k := range m.Sessions {
 				n += uvarintLen(uint64(k.Client)) + uvarintLen(k.Session)
+			}
+			n += uvarintLen(uint64(len(m.IDs)))
+			for _, id := range m.IDs {
+				n += sizeMsgID(id)
 			}
 			return n
 		}
@@ -606,6 +614,12 @@ func Decode(b []byte) (Message, error) {
 			x.Sessions = make([]SessionKey, n)
 			for i := range x.Sessions {
 				x.Sessions[i] = SessionKey{Client: ProcID(d.u32("sessions.client")), Session: d.uvarint("sessions.session")}
+			}
+		}
+		if n := d.count("ids", MaxStateEntries, minMsgIDSize); n > 0 {
+			x.IDs = make([]MsgID, n)
+			for i := range x.IDs {
+				x.IDs[i] = d.msgID("ids")
 			}
 		}
 		m = x

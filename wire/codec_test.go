@@ -88,8 +88,8 @@ func samples() []struct {
 			`REC_DELIVERED 7.1 lts=3.g2 gts=3.g2`},
 		{&RecCollected{IDs: []MsgID{{Client: 7, Seq: 1}, {Client: 8, Session: 1 << 63, Seq: 3}}},
 			`REC_COLLECTED ids=[7.1 8.3@8000000000000000]`},
-		{&RecExpired{Sessions: []SessionKey{{Client: 7, Session: 1}, {Client: 8, Session: 0xab}}},
-			`REC_EXPIRED sessions=[7@1 8@ab]`},
+		{&RecExpired{Sessions: []SessionKey{{Client: 7, Session: 1}, {Client: 8, Session: 0xab}}, IDs: []MsgID{{Client: 9, Seq: 2}}},
+			`REC_EXPIRED sessions=[7@1 8@ab] ids=[9.2]`},
 		{&RecSnapshot{Ballot: Ballot{2, 5}, CBallot: Ballot{2, 5}, Clock: 9, MaxDelivered: Timestamp{6, 3},
 			Msgs: []MsgState{sampleState(1, PhaseCommitted)}, Delivered: []bool{true},
 			Done: []ClientDone{{Client: 9, W: 4, Above: []uint64{6, 9}}, {Client: 9, Session: 3, Floor: 7, W: 1}}},
@@ -457,7 +457,11 @@ func randMessage(r *rand.Rand, k Kind) Message {
 		for range r.IntN(4) {
 			ks = append(ks, SessionKey{Client: ProcID(randNum(r, 32)), Session: randNum(r, 64)})
 		}
-		return &RecExpired{Sessions: ks}
+		var ids []MsgID
+		for range r.IntN(4) {
+			ids = append(ids, randID(r))
+		}
+		return &RecExpired{Sessions: ks, IDs: ids}
 	case KindGossip:
 		return &Gossip{Data: randBytes(r)}
 	case KindViewRequest:

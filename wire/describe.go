@@ -133,6 +133,13 @@ func describe(sb *strings.Builder, m Message) {
 			}
 			sb.WriteString(k.String())
 		}
+		sb.WriteString("] ids=[")
+		for i, id := range m.IDs {
+			if i > 0 {
+				sb.WriteByte(' ')
+			}
+			sb.WriteString(id.String())
+		}
 		sb.WriteByte(']')
 	case *RecCollected:
 		sb.WriteString(" ids=[")

@@ -503,10 +503,12 @@ type ClientDone struct {
 	Above   []uint64
 }
 
-// RecExpired records that client sessions expired: their duplicate
-// suppression state is dropped.
+// RecExpired records what client sessions' duplicate suppression forgot:
+// whole sessions that expired, and single collected ids below their
+// client's floor.
 type RecExpired struct {
 	Sessions []SessionKey
+	IDs      []MsgID
 }
 
 // RecNewState records an adopted NEW_STATE (ballot, clock, messages), in

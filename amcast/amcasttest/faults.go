@@ -351,6 +351,7 @@ func coverageString(c amcast.Coverage) string {
 	}{
 		{"ballots", c.BallotsStarted}, {"leads", c.LeaderChanges}, {"withacc", c.RecoveriesWithAccepted},
 		{"retried", c.Retried}, {"remulticasts", c.Remulticasts}, {"catchups", c.CatchUps}, {"collected", c.Collected},
+		{"expired", c.SessionsExpired},
 	} {
 		if f.v != 0 {
 			parts = append(parts, fmt.Sprintf("%s=%d", f.name, f.v))

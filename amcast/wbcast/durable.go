@@ -17,7 +17,11 @@ import (
 // what it never persisted is gone, and Restore must rebuild nothing the
 // live process does not hold. "Equal" is therefore:
 //
-//   - ballot, cballot, maxDelivered and the done set: identical.
+//   - ballot, cballot and maxDelivered: identical.
+//   - client sessions (sessions.go): the same collected ids (mark and set
+//     above it) for every session either holds ids of; a restored floor at
+//     most the live one (live also learns floors from messages it has not
+//     persisted); no session restored that live does not hold.
 //   - status: restored is FOLLOWER if ballot = cballot, else RECOVERING;
 //     live is RECOVERING whenever ballot != cballot. Whether live leads or
 //     is a candidate that adopted its own state is volatile (a restarted
@@ -69,8 +73,8 @@ func CompareRestored(live, restored *Process) error {
 	if live.maxDelivered != restored.maxDelivered {
 		return pf("maxDelivered %s, live %s", restored.maxDelivered, live.maxDelivered)
 	}
-	if !live.done.equal(restored.done) {
-		return pf("done set of %d entries, live %d", restored.done.size(), live.done.size())
+	if d := restored.sess.durableDiff(&live.sess); d != "" {
+		return pf("client sessions: %s", d)
 	}
 	// Map order: a run reports its first difference; which one is found
 	// first among several does not matter.
@@ -126,23 +130,4 @@ func compareRecord(l, r *record, g wire.GroupID) string {
 		}
 	}
 	return ""
-}
-
-// equal reports whether d and o hold the same ids.
-func (d doneSet) equal(o doneSet) bool {
-	if len(d) != len(o) {
-		return false
-	}
-	for k, c := range d {
-		x := o[k]
-		if x == nil || x.w != c.w || len(x.above) != len(c.above) {
-			return false
-		}
-		for s := range c.above {
-			if _, ok := x.above[s]; !ok {
-				return false
-			}
-		}
-	}
-	return true
 }

@@ -311,7 +311,7 @@ func (p *Process) adopt(b wire.Ballot, clock uint64, state []wire.MsgState) {
 	in := make(map[wire.MsgID]bool, len(state))
 	for i := range state {
 		s := &state[i]
-		if p.done.has(s.M.ID) {
+		if p.deliveredHere(s) {
 			continue // delivered here and collected
 		}
 		in[s.M.ID] = true

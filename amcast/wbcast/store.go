@@ -11,13 +11,14 @@ import (
 // Store is a WbCast process's durable image (amcast.Store): the result of
 // applying its records in order. It holds the promise (ballot, cballot),
 // the clock of the last adopted state, every message accepted or delivered
-// and not yet collected, and the ids of collected messages.
+// and not yet collected, and the client sessions' duplicate-suppression
+// state (sessions.go).
 type Store struct {
 	Ballot, CBallot wire.Ballot
 	Clock           uint64
 	msgs            map[wire.MsgID]*storedMsg
 	maxDelivered    wire.Timestamp
-	done            doneSet
+	sess            sessionTable
 	records         int
 	pending         *wire.RecNewState // a paged state whose last page is not applied yet
 }
@@ -31,7 +32,7 @@ var _ amcast.Store = (*Store)(nil)
 
 // NewStore returns an empty store (a process that never persisted anything).
 func NewStore() *Store {
-	return &Store{msgs: map[wire.MsgID]*storedMsg{}, done: doneSet{}}
+	return &Store{msgs: map[wire.MsgID]*storedMsg{}, sess: newSessionTable()}
 }
 
 // Messages returns the number of messages the store holds.
@@ -56,18 +57,20 @@ func (st *Store) Apply(rec wire.Message) error {
 	case *wire.RecBallot:
 		st.Ballot, st.CBallot = r.Ballot, r.CBallot
 	case *wire.RecAccepted:
-		if st.done.has(r.S.M.ID) {
+		if st.sess.collected(r.S.M.ID) {
 			return nil
 		}
+		st.sess.touch(&r.S.M, 0)
 		if m := st.msgs[r.S.M.ID]; m != nil && m.delivered {
 			return nil
 		}
 		st.msgs[r.S.M.ID] = &storedMsg{s: r.S}
 	case *wire.RecDelivered:
 		st.maxDelivered = wire.MaxTS(st.maxDelivered, r.GTS)
-		if st.done.has(r.M.ID) {
+		if st.sess.collected(r.M.ID) {
 			return nil // collected already: a delivery cannot come back
 		}
+		st.sess.touch(&r.M, 0)
 		m := st.msgs[r.M.ID]
 		if m == nil {
 			m = &storedMsg{s: wire.MsgState{M: r.M}}
@@ -79,7 +82,14 @@ func (st *Store) Apply(rec wire.Message) error {
 	case *wire.RecCollected:
 		for _, id := range r.IDs {
 			delete(st.msgs, id)
-			st.done.add(id)
+			st.sess.add(id, 0)
+		}
+	case *wire.RecExpired:
+		for _, k := range r.Sessions {
+			st.sess.drop(k)
+		}
+		for _, id := range r.IDs {
+			st.sess.forgetID(id)
 		}
 	case *wire.RecSnapshot:
 		if len(r.Delivered) != len(r.Msgs) {
@@ -92,13 +102,7 @@ func (st *Store) Apply(rec wire.Message) error {
 		for i, s := range r.Msgs {
 			st.msgs[s.M.ID] = &storedMsg{s: s, delivered: r.Delivered[i]}
 		}
-		for _, c := range r.Done {
-			cd := &clientDone{w: c.W, above: make(map[uint64]struct{}, len(c.Above))}
-			for _, a := range c.Above {
-				cd.above[a] = struct{}{}
-			}
-			st.done[wire.SessionKey{Client: c.Client, Session: c.Session}] = cd
-		}
+		st.sess.load(r.Done)
 	default:
 		return fmt.Errorf("wbcast: store cannot apply %s", rec.Kind())
 	}
@@ -129,9 +133,10 @@ func (st *Store) applyNewStatePage(r *wire.RecNewState) error {
 	st.Clock = max(st.Clock, r.Clock)
 	in := make(map[wire.MsgID]bool, len(r.State))
 	for _, s := range r.State {
-		if st.done.has(s.M.ID) {
-			continue
+		if st.msgs[s.M.ID] == nil && (st.sess.collected(s.M.ID) || (s.Phase == wire.PhaseCommitted && s.GTS.LessEq(st.maxDelivered))) {
+			continue // delivered and collected (Process.deliveredHere)
 		}
+		st.sess.touch(&s.M, 0)
 		in[s.M.ID] = true
 		if m := st.msgs[s.M.ID]; m != nil && m.delivered {
 			continue
@@ -175,22 +180,7 @@ func (st *Store) Snapshot() *wire.RecSnapshot {
 		snap.Msgs = append(snap.Msgs, m.s)
 		snap.Delivered = append(snap.Delivered, m.delivered)
 	}
-	keys := make([]wire.SessionKey, 0, len(st.done))
-	for k := range st.done {
-		keys = append(keys, k)
-	}
-	slices.SortFunc(keys, func(a, b wire.SessionKey) int {
-		return wire.MsgID{Client: a.Client, Session: a.Session}.Compare(wire.MsgID{Client: b.Client, Session: b.Session})
-	})
-	for _, k := range keys {
-		d := st.done[k]
-		cd := wire.ClientDone{Client: k.Client, Session: k.Session, W: d.w}
-		for a := range d.above {
-			cd.Above = append(cd.Above, a)
-		}
-		slices.Sort(cd.Above)
-		snap.Done = append(snap.Done, cd)
-	}
+	snap.Done = st.sess.records()
 	return snap
 }
 
@@ -215,7 +205,7 @@ func Restore(cfg Config, st *Store) (*Process, error) {
 	}
 	p.clock = st.Clock
 	p.maxDelivered = st.maxDelivered
-	p.done = st.done.clone()
+	p.sess = st.sess.clone()
 	for id, m := range st.msgs {
 		r := &record{}
 		s := m.s
@@ -242,6 +232,7 @@ func Restore(cfg Config, st *Store) (*Process, error) {
 		r.issued = m.delivered
 		p.clock = max(p.clock, s.GTS.T)
 		p.recs[id] = r
+		p.sess.get(id.Key()).live++
 		if m.delivered {
 			p.dlog = append(p.dlog, logEntry{gts: s.GTS, id: id})
 		}

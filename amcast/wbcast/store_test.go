@@ -52,7 +52,7 @@ func TestSnapshotRoundTrip(t *testing.T) {
 	if a.maxDelivered != b.maxDelivered || len(a.recs) != len(b.recs) || a.ballot != b.ballot || a.cballot != b.cballot || a.clock != b.clock {
 		t.Fatalf("restored processes differ")
 	}
-	if !a.done.has(wire.MsgID{Client: 9, Seq: 3}) || a.done.has(wire.MsgID{Client: 9, Seq: 4}) {
+	if !a.sess.collected(wire.MsgID{Client: 9, Seq: 3}) || a.sess.collected(wire.MsgID{Client: 9, Seq: 4}) {
 		t.Fatal("done set lost in the snapshot")
 	}
 }

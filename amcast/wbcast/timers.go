@@ -21,6 +21,9 @@ func (p *Process) Tick() {
 	if p.ticks%4 == 0 {
 		p.collect()
 	}
+	if p.ticks%uint64(max(p.cfg.SessionTicks/8, 1)) == 0 {
+		p.forget()
+	}
 	p.drainLocal()
 }
 

@@ -179,8 +179,8 @@ func (p *Process) checkState(what string, st []wire.MsgState) error {
 				return p.rejects.Reject("bad_state", "%s %s: ACCEPT of group %d with ballot %s and lts %s", what, id, s.M.Dest[j], s.Ballots[j], s.LTSs[j])
 			}
 		}
-		if s.Phase == wire.PhaseCommitted && s.GTS.LessEq(p.maxDelivered) && !p.done.has(id) {
-			if r := p.recs[id]; r == nil || !r.issued {
+		if s.Phase == wire.PhaseCommitted && s.GTS.LessEq(p.maxDelivered) {
+			if r := p.recs[id]; (r != nil && !r.issued) || (r == nil && !p.sess.mayHaveForgotten(id)) {
 				// adopt would install it below the delivery point: it can
 				// never be delivered here (INV-8).
 				return p.rejects.Reject("committed_below_delivered", "%s commits %s at %s, below the last delivery %s, and it was not delivered here", what, id, s.GTS, p.maxDelivered)

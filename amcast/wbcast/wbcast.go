@@ -96,6 +96,10 @@ type Config struct {
 	// than MaxMsgBytes x MaxStatePages bytes, is rejected (default 256:
 	// 256 MiB with the default budget, about 250,000 messages of 1 KiB).
 	MaxStatePages int
+	// SessionTicks: a client session with no message held here and no
+	// activity for this many ticks is forgotten (default 1000; see
+	// docs/sessions.md for the timing assumption it rests on).
+	SessionTicks int
 	// Detector judges the liveness of group members. Default: a timeout
 	// detector with ElectionTicks. Real nodes plug in phi-accrual.
 	Detector Detector
@@ -112,7 +116,8 @@ func (c *Config) withDefaults() error {
 		amcast.IntDefault{V: &c.CatchUpBatch, Default: 256, Name: "CatchUpBatch"},
 		amcast.IntDefault{V: &c.MaxDeferred, Default: 4096, Name: "MaxDeferred"},
 		amcast.IntDefault{V: &c.MaxMsgBytes, Default: DefaultMaxMsgBytes, Name: "MaxMsgBytes"},
-		amcast.IntDefault{V: &c.MaxStatePages, Default: 256, Name: "MaxStatePages"}); err != nil {
+		amcast.IntDefault{V: &c.MaxStatePages, Default: 256, Name: "MaxStatePages"},
+		amcast.IntDefault{V: &c.SessionTicks, Default: 1000, Name: "SessionTicks"}); err != nil {
 		return err
 	}
 	if c.MaxMsgBytes < MinMaxMsgBytes || c.MaxMsgBytes > wire.DefaultMaxFrame/2 {
@@ -202,7 +207,7 @@ type Process struct {
 	dlog         []logEntry // deliveries in gts order, trimmed by GC
 	pending      tsheap.Heap
 	committed    tsheap.Heap
-	done         doneSet // ids delivered and garbage-collected
+	sess         sessionTable // per client session: collected ids, floor (sessions.go)
 	linf         []wire.Timestamp
 
 	peers     []peer
@@ -246,7 +251,7 @@ func newProcess(cfg Config) *Process {
 		recs:  map[wire.MsgID]*record{},
 		linf:  make([]wire.Timestamp, cfg.Topology.NumGroups()),
 		peers: make([]peer, len(cfg.Topology.Members(g))),
-		done:  doneSet{},
+		sess:  newSessionTable(),
 	}
 }
 
@@ -268,8 +273,10 @@ func (p *Process) Status() Status { return p.status }
 // IsLeader implements amcast.Observable.
 func (p *Process) IsLeader() bool { return p.status == Leader }
 
-// Retained implements amcast.Observable: messages held in memory.
-func (p *Process) Retained() int { return len(p.recs) }
+// Retained implements amcast.Observable: the entries held in memory,
+// messages and client-session state (one per session plus the collected
+// sequence numbers it remembers).
+func (p *Process) Retained() int { return len(p.recs) + p.sess.size() }
 
 // Coverage implements amcast.Observable.
 func (p *Process) Coverage() amcast.Coverage { return p.cov }
@@ -370,6 +377,9 @@ func (p *Process) rec(id wire.MsgID) *record {
 	if r == nil {
 		r = &record{since: p.ticks}
 		p.recs[id] = r
+		s := p.sess.get(id.Key())
+		s.live++
+		s.last = p.ticks
 	}
 	return r
 }
@@ -382,6 +392,7 @@ func (p *Process) learn(r *record, m *wire.AppMsg) {
 	}
 	r.m, r.known = *m, true
 	r.acc = make([]accEntry, len(m.Dest))
+	p.sess.touch(m, p.ticks)
 }
 
 // reply answers the client if this group is the message's designated
@@ -398,6 +409,9 @@ func (p *Process) onMulticast(env wire.Envelope, mc *wire.Multicast) error {
 	if err := p.checkKnown(&mc.M); err != nil {
 		return err
 	}
+	if err := amcast.CheckMulticastSender(p.topo, &p.rejects, env.From, &mc.M); err != nil {
+		return err
+	}
 	switch p.status {
 	case Recovering:
 		if p.cand != nil {
@@ -407,10 +421,11 @@ func (p *Process) onMulticast(env wire.Envelope, mc *wire.Multicast) error {
 	case Follower:
 		return nil // the client retries to every member; the leader acts
 	}
-	if p.done.has(mc.M.ID) {
+	if p.sess.collected(mc.M.ID) {
 		p.reply(&mc.M, wire.Timestamp{}) // delivered everywhere and collected (P15)
 		return nil
 	}
+	p.sess.touch(&mc.M, p.ticks)
 	r := p.rec(mc.M.ID)
 	p.learn(r, &mc.M)
 	if r.issued {
@@ -487,7 +502,7 @@ func (p *Process) onAccept(env wire.Envelope, a *wire.Accept) error {
 		}
 		return nil
 	}
-	if p.done.has(a.M.ID) {
+	if p.sess.collected(a.M.ID) {
 		return nil // delivered everywhere and collected: a stale ACCEPT
 	}
 	r := p.rec(a.M.ID)

@@ -49,23 +49,28 @@ timeouts. Every run's history is checked.`,
 
 func simGCCmd() *cobra.Command {
 	var (
-		messages   int
-		crashEvery int64
-		seed       uint64
+		messages     int
+		crashEvery   int64
+		seed         uint64
+		sessionEvery int
 	)
 	c := &cobra.Command{
 		Use:   "gc",
 		Short: "Show WbCast's garbage collection keeps memory bounded under leader churn",
 		Long: `Multicasts --messages messages (3 groups x 3 replicas, destinations of 1-3
 groups, 8 closed-loop clients) while a group leader crashes about every
---crash-every δ and restarts ~30δ later. Prints the peak number of
-messages any replica held in memory, leader changes and the messages
-collected. Runs over 200,000 messages skip recording the history (and so
+--crash-every δ and restarts ~30δ later, and each client starts a new
+session (a client restarted with the same id) every --session-every of its
+messages. Prints the peak number of entries any replica held in memory
+(messages, client sessions and the collected ids they remember), leader
+changes, the messages collected and the sessions expired. Runs over 200,000 messages skip recording the history (and so
 the order checkers) to bound the simulator's own memory; termination is
 still checked by the simulator.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			start := time.Now()
-			res, err := sim.Run(sim.LeaderChurnConfig(messages, seed, crashEvery))
+			cfg := sim.LeaderChurnConfig(messages, seed, crashEvery)
+			cfg.Workload.SessionEvery = sessionEvery
+			res, err := sim.Run(cfg)
 			if err != nil {
 				return err
 			}
@@ -81,7 +86,8 @@ still checked by the simulator.`,
 			fmt.Fprintf(w, "messages %d  deliveries %d  virtual time %.0fδ  leader changes %d (per group %v)  crashes %d  restarts %d\n",
 				res.Stats.Multicasts, res.Stats.Deliveries, float64(res.Stats.VirtualTime)/float64(res.Config.Delta),
 				res.LeaderChanges, res.GroupLeaderChanges, res.Faults.Crashes, res.Faults.Restarts)
-			fmt.Fprintf(w, "peak retained messages at any replica: %d  (%.3f%% of those multicast); collected %d\n",
+			fmt.Fprintf(w, "client sessions %d  expired %d (summed over replicas)\n", res.Stats.Sessions+cfg.Workload.Clients, res.Coverage.SessionsExpired)
+			fmt.Fprintf(w, "peak retained entries at any replica (messages + sessions + collected ids): %d  (%.3f%% of the messages multicast); collected %d\n",
 				res.PeakRetained, 100*float64(res.PeakRetained)/float64(res.Stats.Multicasts), res.Coverage.Collected)
 			checked := "history checked"
 			if res.History == nil {
@@ -94,5 +100,6 @@ still checked by the simulator.`,
 	c.Flags().IntVar(&messages, "messages", 1000000, "multicasts")
 	c.Flags().Int64Var(&crashEvery, "crash-every", 2000, "mean δ between leader crashes")
 	c.Flags().Uint64Var(&seed, "seed", 1, "PRNG seed")
+	c.Flags().IntVar(&sessionEvery, "session-every", 10, "messages per client session (0: one session per client)")
 	return c
 }

@@ -1,0 +1,268 @@
+package wbcast
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/weft-dev/weft/wire"
+)
+
+// Client sessions and bounded duplicate suppression (docs/sessions.md).
+//
+// A late copy of a message that was delivered everywhere and then
+// garbage-collected must not be ordered again (P15): a client's retry, a
+// replica's re-multicast (H12) delayed in the network, a leader's re-sent
+// ACCEPT (P2). A replica therefore remembers, per client session, the ids
+// it collected, exactly. What keeps that memory small:
+//
+//   - A contiguous mark: a session's sequence numbers collected here form
+//     [1, w] plus a set above w. Gaps are normal (a session's messages are
+//     spread over destination groups), so the set alone would grow with
+//     the session's history.
+//   - The client's floor (wire.AppMsg.Floor): "every message of mine up to
+//     here is answered and I will never send it again". A collected id at
+//     or below the floor is forgotten once Config.SessionTicks have passed
+//     since it was collected, so the set above w holds the client's window
+//     of unanswered messages plus what was collected in the last
+//     SessionTicks.
+//   - Idle expiry: a session with no message held here and no activity for
+//     SessionTicks is forgotten altogether.
+//
+// Forgetting is exact under one timing assumption (docs/sessions.md): no
+// copy of a message reaches a replica more than SessionTicks after the
+// replica collected it. The floor is a claim of the client; it only ever
+// shortens how long ids of that client's own messages are remembered, and
+// never decides by itself whether a message is ordered, so a false floor
+// cannot make one destination group refuse what another proposed.
+type sessionTable struct {
+	m       map[wire.SessionKey]*session
+	entries int // sum over sessions of len(above)
+}
+
+// session is one client session's duplicate-suppression state here.
+type session struct {
+	floor uint64            // highest AppMsg.Floor seen
+	w     uint64            // every seq in [1, w] was collected here
+	above map[uint64]uint64 // collected seqs above w: seq -> tick collected
+	live  int               // records of the session held in Process.recs
+	last  uint64            // tick of the last activity
+}
+
+func newSessionTable() sessionTable { return sessionTable{m: map[wire.SessionKey]*session{}} }
+
+// get returns k's session, creating it.
+func (t *sessionTable) get(k wire.SessionKey) *session {
+	s := t.m[k]
+	if s == nil {
+		s = &session{above: map[uint64]uint64{}}
+		t.m[k] = s
+	}
+	return s
+}
+
+// touch records activity of m's session at tick now and raises its floor.
+func (t *sessionTable) touch(m *wire.AppMsg, now uint64) {
+	s := t.get(m.ID.Key())
+	s.last = now
+	s.floor = max(s.floor, m.Floor)
+}
+
+// collected reports whether id was collected here and is still remembered.
+func (t *sessionTable) collected(id wire.MsgID) bool {
+	s := t.m[id.Key()]
+	if s == nil {
+		return false
+	}
+	if id.Seq != 0 && id.Seq <= s.w {
+		return true
+	}
+	_, ok := s.above[id.Seq]
+	return ok
+}
+
+// mayHaveForgotten reports whether id could be a message collected here
+// whose id is no longer remembered: one still remembered, one at or below
+// its client's floor, or one of a session not (or no longer) known here.
+func (t *sessionTable) mayHaveForgotten(id wire.MsgID) bool {
+	s := t.m[id.Key()]
+	return s == nil || t.collected(id) || (id.Seq != 0 && id.Seq <= s.floor)
+}
+
+// add remembers that id was collected here at tick now.
+func (t *sessionTable) add(id wire.MsgID, now uint64) {
+	s := t.get(id.Key())
+	if id.Seq != 0 && id.Seq <= s.w {
+		return
+	}
+	if _, ok := s.above[id.Seq]; !ok {
+		s.above[id.Seq] = now // seq 0 (unused by clients) is kept here
+		t.entries++
+	}
+	for {
+		if _, ok := s.above[s.w+1]; !ok {
+			break
+		}
+		delete(s.above, s.w+1)
+		t.entries--
+		s.w++
+	}
+}
+
+// prune forgets the collected ids at or below their session's floor that
+// were collected at least lease ticks ago, and returns them, sorted.
+func (t *sessionTable) prune(now, lease uint64) []wire.MsgID {
+	var out []wire.MsgID
+	for k, s := range t.m {
+		for q, at := range s.above {
+			if q != 0 && q <= s.floor && now >= at+lease {
+				out = append(out, wire.MsgID{Client: k.Client, Session: k.Session, Seq: q})
+			}
+		}
+	}
+	slices.SortFunc(out, wire.MsgID.Compare)
+	for _, id := range out {
+		t.forgetID(id)
+	}
+	return out
+}
+
+// forgetID drops one remembered collected id.
+func (t *sessionTable) forgetID(id wire.MsgID) {
+	if s := t.m[id.Key()]; s != nil {
+		if _, ok := s.above[id.Seq]; ok {
+			delete(s.above, id.Seq)
+			t.entries--
+		}
+	}
+}
+
+// expire forgets the sessions with nothing held here and no activity for
+// lease ticks, and returns their keys, sorted.
+func (t *sessionTable) expire(now, lease uint64) []wire.SessionKey {
+	var out []wire.SessionKey
+	for k, s := range t.m {
+		if s.live == 0 && now >= s.last+lease {
+			out = append(out, k)
+		}
+	}
+	slices.SortFunc(out, compareSessionKeys)
+	for _, k := range out {
+		t.drop(k)
+	}
+	return out
+}
+
+func (t *sessionTable) drop(k wire.SessionKey) {
+	if s := t.m[k]; s != nil {
+		t.entries -= len(s.above)
+		delete(t.m, k)
+	}
+}
+
+// size is the number of entries held: one per session plus the collected
+// sequence numbers above each mark.
+func (t *sessionTable) size() int { return len(t.m) + t.entries }
+
+// clone copies the table (Restore takes the store's). Collection ticks are
+// reset to 0, the restarted process's first tick: a restarted process
+// remembers each id a full lease more.
+func (t *sessionTable) clone() sessionTable {
+	out := sessionTable{m: make(map[wire.SessionKey]*session, len(t.m)), entries: t.entries}
+	for k, s := range t.m {
+		cp := *s
+		cp.last = 0
+		cp.above = make(map[uint64]uint64, len(s.above))
+		for q := range s.above {
+			cp.above[q] = 0
+		}
+		out.m[k] = &cp
+	}
+	return out
+}
+
+// records lists the table as snapshot entries, sorted by session.
+func (t *sessionTable) records() []wire.ClientDone {
+	keys := make([]wire.SessionKey, 0, len(t.m))
+	for k := range t.m {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, compareSessionKeys)
+	out := make([]wire.ClientDone, 0, len(keys))
+	for _, k := range keys {
+		s := t.m[k]
+		cd := wire.ClientDone{Client: k.Client, Session: k.Session, Floor: s.floor, W: s.w}
+		for q := range s.above {
+			cd.Above = append(cd.Above, q)
+		}
+		slices.Sort(cd.Above)
+		out = append(out, cd)
+	}
+	return out
+}
+
+// load replaces the table with snapshot entries.
+func (t *sessionTable) load(ds []wire.ClientDone) {
+	*t = newSessionTable()
+	for _, c := range ds {
+		s := t.get(wire.SessionKey{Client: c.Client, Session: c.Session})
+		s.floor, s.w = c.Floor, c.W
+		for _, q := range c.Above {
+			if _, ok := s.above[q]; !ok {
+				s.above[q] = 0
+				t.entries++
+			}
+		}
+	}
+}
+
+// durableDiff compares a restored process's table t with the live one's
+// (CompareRestored): the same collected ids wherever either remembers
+// some, floors at most live's, no session live does not hold. It returns
+// the first difference, or "".
+func (t *sessionTable) durableDiff(live *sessionTable) string {
+	for k, r := range t.m {
+		l := live.m[k]
+		if l == nil {
+			return fmt.Sprintf("session %s restored, not live", k)
+		}
+		if r.floor > l.floor {
+			return fmt.Sprintf("session %s: floor %d, live %d", k, r.floor, l.floor)
+		}
+	}
+	for k, l := range live.m {
+		r := t.m[k]
+		if r == nil {
+			if l.w != 0 || len(l.above) != 0 {
+				return fmt.Sprintf("session %s: live remembers %d collected ids above mark %d, restored nothing", k, len(l.above), l.w)
+			}
+			continue
+		}
+		if r.w != l.w || len(r.above) != len(l.above) {
+			return fmt.Sprintf("session %s: mark %d and %d ids above, live %d and %d", k, r.w, len(r.above), l.w, len(l.above))
+		}
+		for q := range l.above {
+			if _, ok := r.above[q]; !ok {
+				return fmt.Sprintf("session %s: seq %d collected live, not restored", k, q)
+			}
+		}
+	}
+	return ""
+}
+
+func compareSessionKeys(a, b wire.SessionKey) int {
+	return wire.MsgID{Client: a.Client, Session: a.Session}.Compare(wire.MsgID{Client: b.Client, Session: b.Session})
+}
+
+// deliveredHere reports whether a recovery state entry (H8, H9) is a
+// message this process delivered and then collected, so adopting it would
+// bring it back: one remembered as collected, or one committed at or below
+// the last delivery with no record held. Deliveries follow gts order with
+// no gaps (INV-8), so every message addressed here whose gts is at most
+// maxDelivered was delivered here; without a record it was collected, and
+// its id may have been forgotten since.
+func (p *Process) deliveredHere(s *wire.MsgState) bool {
+	if p.recs[s.M.ID] != nil {
+		return false
+	}
+	return p.sess.collected(s.M.ID) || (s.Phase == wire.PhaseCommitted && s.GTS.LessEq(p.maxDelivered))
+}

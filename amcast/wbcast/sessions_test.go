@@ -1,0 +1,153 @@
+package wbcast
+
+import (
+	"errors"
+	"reflect"
+	"testing"
+
+	"github.com/weft-dev/weft/amcast"
+	"github.com/weft-dev/weft/wire"
+)
+
+// A client restarted with the same id starts a new session at seq 1: its
+// messages must not be taken for the collected messages of the earlier
+// incarnation (the leader would answer them "delivered" without ordering
+// them).
+func TestSessionsAreSeparate(t *testing.T) {
+	tb := newSessionTable()
+	old := wire.MsgID{Client: 9, Session: 1, Seq: 1}
+	tb.add(old, 0)
+	tb.add(wire.MsgID{Client: 9, Session: 1, Seq: 3}, 0)
+	if !tb.collected(old) || !tb.collected(wire.MsgID{Client: 9, Session: 1, Seq: 3}) {
+		t.Fatal("collected ids are not remembered")
+	}
+	for _, id := range []wire.MsgID{
+		{Client: 9, Session: 2, Seq: 1}, // the restarted client's first message
+		{Client: 9, Session: 1, Seq: 2}, // a gap
+		{Client: 8, Session: 1, Seq: 1}, // another client
+	} {
+		if tb.collected(id) {
+			t.Errorf("%s taken for a collected message", id)
+		}
+	}
+	if tb.size() != 2 { // one session (its mark covers seq 1) + seq 3 above the mark
+		t.Errorf("size %d, want 2", tb.size())
+	}
+}
+
+// The client's floor bounds what a session remembers: a session whose
+// messages are spread over groups leaves gaps here, so the contiguous mark
+// stalls, and without the floor every collected id above it would stay.
+// An id below the floor is forgotten a lease after it was collected, not
+// before (a late copy may still be in flight).
+func TestSessionFloorBoundsMemory(t *testing.T) {
+	tb := newSessionTable()
+	const lease = 50
+	// This group sees every third message of the session, one per tick,
+	// each carrying the client's floor (all but the last 4 answered), and
+	// collects it at once.
+	peak := 0
+	for seq := uint64(2); seq <= 3000; seq += 3 {
+		now := seq
+		m := &wire.AppMsg{ID: wire.MsgID{Client: 7, Session: 5, Seq: seq}, Floor: seq - min(seq, 4)}
+		tb.touch(m, now)
+		tb.add(m.ID, now)
+		tb.prune(now, lease)
+		peak = max(peak, tb.size())
+	}
+	// One session + the ids of the last lease/3 ticks' messages (+1).
+	if peak > 1+lease/3+2 {
+		t.Errorf("peak %d entries", peak)
+	}
+	// An id just collected is remembered even below the floor.
+	recent := wire.MsgID{Client: 7, Session: 5, Seq: 2999}
+	if !tb.collected(recent) {
+		t.Error("a recently collected id was forgotten")
+	}
+	old := wire.MsgID{Client: 7, Session: 5, Seq: 2}
+	if tb.collected(old) || !tb.mayHaveForgotten(old) {
+		t.Errorf("seq 2: collected %v, may have been forgotten %v", tb.collected(old), tb.mayHaveForgotten(old))
+	}
+	// Without a floor nothing is forgotten.
+	nf := newSessionTable()
+	for seq := uint64(2); seq <= 300; seq += 3 {
+		nf.add(wire.MsgID{Client: 1, Seq: seq}, 0)
+	}
+	if got := nf.prune(1000, lease); len(got) != 0 || nf.size() != 1+100 {
+		t.Errorf("no floor: pruned %d, size %d", len(got), nf.size())
+	}
+}
+
+func TestSessionExpiry(t *testing.T) {
+	tb := newSessionTable()
+	a := &wire.AppMsg{ID: wire.MsgID{Client: 1, Session: 1, Seq: 1}}
+	b := &wire.AppMsg{ID: wire.MsgID{Client: 2, Session: 1, Seq: 1}}
+	tb.touch(a, 10)
+	tb.add(a.ID, 10)
+	tb.touch(b, 10)
+	tb.get(b.ID.Key()).live++ // b's message is still held
+	if got := tb.expire(109, 100); len(got) != 0 {
+		t.Fatalf("expired %v before the lease", got)
+	}
+	got := tb.expire(110, 100)
+	if !reflect.DeepEqual(got, []wire.SessionKey{a.ID.Key()}) {
+		t.Fatalf("expired %v, want only the idle session with nothing held", got)
+	}
+	if tb.collected(a.ID) || tb.size() != 1 {
+		t.Errorf("after expiry: collected %v, size %d", tb.collected(a.ID), tb.size())
+	}
+}
+
+// The table survives a snapshot (records/load) exactly.
+func TestSessionRecordsRoundTrip(t *testing.T) {
+	tb := newSessionTable()
+	for _, id := range []wire.MsgID{{Client: 3, Session: 9, Seq: 1}, {Client: 3, Session: 9, Seq: 4}, {Client: 1, Session: 2, Seq: 7}} {
+		tb.touch(&wire.AppMsg{ID: id, Floor: 0}, 0)
+		tb.add(id, 0)
+	}
+	tb.touch(&wire.AppMsg{ID: wire.MsgID{Client: 1, Session: 2, Seq: 9}, Floor: 3}, 0)
+	var back sessionTable
+	back.load(tb.records())
+	if !reflect.DeepEqual(tb.records(), back.records()) || back.size() != tb.size() {
+		t.Fatalf("round trip:\n%+v\n%+v", tb.records(), back.records())
+	}
+}
+
+// A MULTICAST is taken only from the message's own client (the transport
+// authenticates the sender) or from a replica of a destination group (H12):
+// a client forging another's id is refused and nothing is proposed.
+func TestMulticastSender(t *testing.T) {
+	topo, _ := amcastTopo(2, 3) // g0 = p0..p2 (leader p0), g1 = p3..p5
+	p, err := New(Config{Topology: topo, ID: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := wire.AppMsg{ID: wire.MsgID{Client: 6, Session: 9, Seq: 1}, Dest: []wire.GroupID{0}, Payload: []byte("x")}
+	for _, tc := range []struct {
+		from   wire.ProcID
+		reason string
+	}{
+		{7, "client_mismatch"},     // another client
+		{4, "foreign_remulticast"}, // a replica of g1, which m does not address
+	} {
+		err := p.Step(wire.Envelope{From: tc.from, To: 0, Msg: &wire.Multicast{M: m}})
+		var re *amcast.RejectError
+		if !errors.As(err, &re) || re.Reason != tc.reason {
+			t.Fatalf("from p%d: got %v, want a %s reject", tc.from, err, tc.reason)
+		}
+		if p.HasReady() || len(p.recs) != 0 {
+			t.Fatalf("from p%d: the refused MULTICAST left state or output", tc.from)
+		}
+	}
+	if got := p.Rejected(); got["client_mismatch"] != 1 || got["foreign_remulticast"] != 1 {
+		t.Fatalf("rejects %v", got)
+	}
+	for _, from := range []wire.ProcID{6, 1} { // the client, then a member of g0 (H12)
+		if err := p.Step(wire.Envelope{From: from, To: 0, Msg: &wire.Multicast{M: m}}); err != nil {
+			t.Fatalf("from p%d: %v", from, err)
+		}
+	}
+	if !p.HasReady() || len(p.recs) != 1 {
+		t.Fatal("the genuine MULTICAST was not proposed")
+	}
+}
