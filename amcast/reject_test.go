@@ -45,7 +45,7 @@ func TestCheckMulticastSender(t *testing.T) {
 	}{
 		{100, ""},                  // the client itself
 		{4, ""},                    // a member of a destination group (H12)
-		{101, "client_mismatch"},     // another client
+		{101, "client_mismatch"},   // another client
 		{1, "foreign_remulticast"}, // a replica of a group the message does not address
 	} {
 		err := CheckMulticastSender(topo, &r, tc.from, m)

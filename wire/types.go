@@ -540,5 +540,5 @@ func (*RecNewState) Kind() Kind  { return KindRecNewState }
 func (*RecCollected) Kind() Kind { return KindRecCollected }
 
 // Kind implements Message.
-func (*RecExpired) Kind() Kind { return KindRecExpired }
-func (*RecSnapshot) Kind() Kind  { return KindRecSnapshot }
+func (*RecExpired) Kind() Kind  { return KindRecExpired }
+func (*RecSnapshot) Kind() Kind { return KindRecSnapshot }
