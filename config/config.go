@@ -16,6 +16,7 @@
 //	election_ticks = 30            # silence before a leader is replaced (default 30; >= 2)
 //	heartbeat_ticks = 1            # ticks between heartbeats (default 1; < election_ticks)
 //	retry_ticks = 12               # re-multicast of a stuck message (default 12; >= 1)
+//	session_lease = "1m"           # how long client-session ids are remembered (default 1m; >= 100 ticks)
 //	wal_segment_size = 67108864    # WAL segment size in bytes (default 64 MiB; 4 KiB..1 GiB)
 //	compact_bytes = 8388608        # compact the WAL after this many bytes (default 8 MiB; 0: never)
 //	log_level = "info"             # debug, info, warn or error (default info)
@@ -67,6 +68,7 @@ const (
 	DefaultElectionTicks  = 30
 	DefaultHeartbeatTicks = 1
 	DefaultRetryTicks     = 12
+	DefaultSessionLease   = time.Minute
 	DefaultLogLevel       = "info"
 	DefaultWALSegmentSize = 64 << 20
 	DefaultCompactBytes   = 8 << 20
@@ -141,6 +143,12 @@ type Config struct {
 	// without progress is re-multicast. Key "retry_ticks"; default 12; at
 	// least 1.
 	RetryTicks int `toml:"retry_ticks"`
+	// SessionLease is how long a replica remembers a collected message id
+	// past its client's floor, and an idle client session (wbcast; see
+	// docs/sessions.md): duplicate suppression is exact while no copy of
+	// a message arrives later than this after it was collected. Key
+	// "session_lease" (a duration); default 1m; at least 100 ticks.
+	SessionLease time.Duration `toml:"session_lease"`
 	// LogLevel is "debug", "info", "warn" or "error". Key "log_level";
 	// default "info".
 	LogLevel string `toml:"log_level"`
@@ -271,6 +279,9 @@ func (c *Config) setDefaults(md toml.MetaData, kind Kind) error {
 	if !md.IsDefined("tick") {
 		c.Tick = DefaultTick
 	}
+	if !md.IsDefined("session_lease") {
+		c.SessionLease = DefaultSessionLease
+	}
 	for _, f := range []struct {
 		v   *int
 		key string
@@ -333,6 +344,9 @@ func (c *Config) validate(kind Kind) error {
 	}
 	if c.RetryTicks < 1 {
 		return &FieldError{Field: "retry_ticks", Msg: fmt.Sprintf("must be at least 1, got %d", c.RetryTicks)}
+	}
+	if c.SessionLease < 100*c.Tick {
+		return &FieldError{Field: "session_lease", Msg: fmt.Sprintf("must be at least 100 ticks (%v), got %v", 100*c.Tick, c.SessionLease)}
 	}
 	if c.WALSegmentSize < MinWALSegment || c.WALSegmentSize > MaxWALSegment {
 		return &FieldError{Field: "wal_segment_size", Msg: fmt.Sprintf("must be between %d and %d bytes, got %d", MinWALSegment, MaxWALSegment, c.WALSegmentSize)}
@@ -475,6 +489,7 @@ func (c *Config) Format() string {
 	fmt.Fprintf(&sb, "election_ticks = %d\n", c.ElectionTicks)
 	fmt.Fprintf(&sb, "heartbeat_ticks = %d\n", c.HeartbeatTicks)
 	fmt.Fprintf(&sb, "retry_ticks = %d\n", c.RetryTicks)
+	fmt.Fprintf(&sb, "session_lease = %s\n", q(c.SessionLease.String()))
 	fmt.Fprintf(&sb, "wal_segment_size = %d\n", c.WALSegmentSize)
 	fmt.Fprintf(&sb, "compact_bytes = %d\n", c.CompactBytes)
 	fmt.Fprintf(&sb, "log_level = %s\n", q(c.LogLevel))

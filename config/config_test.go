@@ -49,7 +49,7 @@ func TestSampleParsesWithDefaults(t *testing.T) {
 	}
 	// Every key of Config is in the sample.
 	for _, key := range []string{"cluster", "protocol", "id", "data_dir", "listen", "client_addr", "admin", "tick", "election_ticks",
-		"heartbeat_ticks", "retry_ticks", "wal_segment_size", "compact_bytes", "log_level", "groups", "[nodes]"} {
+		"heartbeat_ticks", "retry_ticks", "session_lease", "wal_segment_size", "compact_bytes", "log_level", "groups", "[nodes]"} {
 		if !strings.Contains(Sample, "\n"+key) {
 			t.Errorf("sample lacks %s", key)
 		}
@@ -85,6 +85,8 @@ func TestErrorsNameTheField(t *testing.T) {
 		{"election_ticks = \"x\"\n" + minimal, "election_ticks"},
 		{"heartbeat_ticks = 30\n" + minimal, "heartbeat_ticks"},
 		{"retry_ticks = -1\n" + minimal, "retry_ticks"},
+		{"session_lease = \"500ms\"\n" + minimal, "session_lease"}, // below 100 ticks of 10ms
+		{"session_lease = 5\n" + minimal, "session_lease"},
 		{"tick = \"0s\"\n" + minimal, "tick"},
 		{"wal_segment_size = 100\n" + minimal, "wal_segment_size"},
 		{"compact_bytes = -1\n" + minimal, "compact_bytes"},

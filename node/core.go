@@ -67,6 +67,7 @@ type coreConfig struct {
 	Topology                                  *amcast.Topology
 	ID                                        wire.ProcID
 	HeartbeatTicks, ElectionTicks, RetryTicks int
+	SessionTicks                              int // wbcast only
 }
 
 // protocolSpec describes how a node runs one protocol.
@@ -188,7 +189,7 @@ func (s wbcastStore) snapshot() ([]wire.Message, bool) {
 
 func openWbCast(cc coreConfig, det Detector, st coreStore) (core, error) {
 	cfg := wbcast.Config{Topology: cc.Topology, ID: cc.ID, HeartbeatTicks: cc.HeartbeatTicks,
-		ElectionTicks: cc.ElectionTicks, RetryTicks: cc.RetryTicks}
+		ElectionTicks: cc.ElectionTicks, RetryTicks: cc.RetryTicks, SessionTicks: cc.SessionTicks}
 	if det != nil {
 		cfg.Detector = det
 	}

@@ -109,6 +109,8 @@ type Config struct {
 	// HeartbeatTicks and RetryTicks are passed to the protocol's Config
 	// (0: the protocol defaults, 1 and 12 ticks; Skeen has no timers).
 	HeartbeatTicks, RetryTicks int
+	// SessionTicks is passed to WbCast's Config (0: its default).
+	SessionTicks int
 	// MaxBatch bounds the inputs stepped before one Ready (default
 	// DefaultMaxBatch).
 	MaxBatch int
@@ -214,8 +216,8 @@ func (c *Config) validate() error {
 		return fmt.Errorf("node: Tick %v below 1ms", c.Tick)
 	case c.ElectionTicks < 2:
 		return fmt.Errorf("node: ElectionTicks %d below 2", c.ElectionTicks)
-	case c.HeartbeatTicks < 0 || c.RetryTicks < 0:
-		return errors.New("node: negative HeartbeatTicks or RetryTicks")
+	case c.HeartbeatTicks < 0 || c.RetryTicks < 0 || c.SessionTicks < 0:
+		return errors.New("node: negative HeartbeatTicks, RetryTicks or SessionTicks")
 	case c.MaxBatch < 1 || c.InboxSize < 1:
 		return errors.New("node: MaxBatch and InboxSize must be positive")
 	}
@@ -411,7 +413,7 @@ func (n *Node) open() error {
 		return err
 	}
 	cc := coreConfig{Topology: cfg.Topology, ID: cfg.ID, HeartbeatTicks: cfg.HeartbeatTicks,
-		ElectionTicks: cfg.ElectionTicks, RetryTicks: cfg.RetryTicks}
+		ElectionTicks: cfg.ElectionTicks, RetryTicks: cfg.RetryTicks, SessionTicks: cfg.SessionTicks}
 	if n.m, err = newCore(n.proto, cc, cfg.Detector, fresh, recs); err != nil {
 		return err
 	}

@@ -30,8 +30,12 @@ func TestLeaderChurnGC(t *testing.T) {
 	if res.LeaderChanges < 5 {
 		t.Fatalf("only %d leader changes", res.LeaderChanges)
 	}
-	if res.PeakRetained > 2000 {
-		t.Fatalf("peak retained %d of 20000 messages: garbage collection is not keeping up", res.PeakRetained)
+	// Entries: messages held, plus one per live session, plus collected ids
+	// remembered for a lease (SessionTicks, 1000δ) after their client's
+	// floor passed them: about the messages collected in the last 1000δ
+	// (~2 per δ at a replica here), whatever the length of the run.
+	if res.PeakRetained > 5000 {
+		t.Fatalf("peak retained %d entries for 20000 messages: garbage collection or forgetting is not keeping up", res.PeakRetained)
 	}
 	if res.Coverage.SessionsExpired == 0 {
 		t.Fatalf("no session expired (%d sessions)", res.Stats.Sessions)

@@ -68,6 +68,7 @@ func runAgent(ctx context.Context, path string) error {
 		ElectionTicks:  cfg.ElectionTicks,
 		HeartbeatTicks: cfg.HeartbeatTicks,
 		RetryTicks:     cfg.RetryTicks,
+		SessionTicks:   int(cfg.SessionLease / cfg.Tick),
 		WAL:            wal.Options{SegmentSize: cfg.WALSegmentSize},
 		CompactBytes:   compact,
 		Logger:         logger,
