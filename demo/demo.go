@@ -372,7 +372,7 @@ func (r *run) setup() error {
 		cfg := config.Config{
 			Cluster: "weft-demo", Protocol: r.opt.Protocol, ID: a.id, DataDir: a.dir, Admin: a.admin, ClusterKeyFile: keyPath,
 			Tick: r.opt.Tick, ElectionTicks: r.opt.ElectionTicks, HeartbeatTicks: config.DefaultHeartbeatTicks,
-			RetryTicks: config.DefaultRetryTicks, LogLevel: "info", Groups: groups, Nodes: peers,
+			RetryTicks: config.DefaultRetryTicks, SessionLease: config.DefaultSessionLease, LogLevel: "info", Groups: groups, Nodes: peers,
 			// Small segments (9 agents preallocate them) and frequent
 			// compaction, so the restarted agent recovers from a snapshot.
 			WALSegmentSize: 4 << 20, CompactBytes: 256 << 10,

@@ -120,7 +120,7 @@ func TestAgentsAndMulticastProcesses(t *testing.T) {
 	var cfgPath string
 	for id := range 3 {
 		cfg := config.Config{Cluster: "proc-test", ID: wire.ProcID(id), DataDir: filepath.Join(dir, fmt.Sprint("n", id)),
-			Tick: 10 * time.Millisecond, ElectionTicks: 30, HeartbeatTicks: 1, RetryTicks: 12, LogLevel: "info",
+			Tick: 10 * time.Millisecond, ElectionTicks: 30, HeartbeatTicks: 1, RetryTicks: 12, SessionLease: config.DefaultSessionLease, LogLevel: "info",
 			WALSegmentSize: 1 << 20, CompactBytes: 1 << 20,
 			Groups: [][]wire.ProcID{{0}, {1}, {2}}, Nodes: nodes}
 		cfgPath = filepath.Join(dir, fmt.Sprintf("n%d.toml", id))

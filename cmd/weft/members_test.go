@@ -48,7 +48,7 @@ func TestMembersLeaveAssassinateProcesses(t *testing.T) {
 	agents := make([]*agentProc, 3)
 	for id := range 3 {
 		cfg := config.Config{Cluster: "members-test", ID: wire.ProcID(id), DataDir: filepath.Join(dir, fmt.Sprint("n", id)),
-			Admin: addrs[3+id], Tick: 10 * time.Millisecond, ElectionTicks: 30, HeartbeatTicks: 1, RetryTicks: 12, LogLevel: "info",
+			Admin: addrs[3+id], Tick: 10 * time.Millisecond, ElectionTicks: 30, HeartbeatTicks: 1, RetryTicks: 12, SessionLease: config.DefaultSessionLease, LogLevel: "info",
 			WALSegmentSize: 1 << 20, CompactBytes: 1 << 20, Groups: [][]wire.ProcID{{0, 1, 2}}, Nodes: nodes,
 			Gossip: config.Gossip{Enabled: true, Profile: "local", Interval: 20 * time.Millisecond}}
 		path := filepath.Join(dir, fmt.Sprintf("n%d.toml", id))
