@@ -15,8 +15,12 @@ func Fingerprint(p *Process) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "status=%s ballot=%s cballot=%s clock=%d ticks=%d maxd=%s linf=%v\n",
 		p.status, p.ballot, p.cballot, p.clock, p.ticks, p.maxDelivered, p.linf)
-	fmt.Fprintf(&b, "dlog=%v done=%d pending=%d committed=%d deferred=%d local=%d\n",
-		p.dlog, p.done.size(), p.pending.Len(), p.committed.Len(), len(p.deferred), len(p.local))
+	fmt.Fprintf(&b, "dlog=%v sessions=%+v pending=%d committed=%d deferred=%d local=%d\n",
+		p.dlog, p.sess.records(), p.pending.Len(), p.committed.Len(), len(p.deferred), len(p.local))
+	for _, cd := range p.sess.records() {
+		s := p.sess.m[wire.SessionKey{Client: cd.Client, Session: cd.Session}]
+		fmt.Fprintf(&b, "session %d@%x live=%d last=%d above=%v\n", cd.Client, cd.Session, s.live, s.last, s.above)
+	}
 	fmt.Fprintf(&b, "peers=%+v joined=%d lastStart=%d started=%v cov=%+v detector=%+v\n",
 		p.peers, p.joinedAt, p.lastStart, p.started, p.cov, p.cfg.Detector)
 	if c := p.cand; c != nil {
