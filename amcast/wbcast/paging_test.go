@@ -283,8 +283,8 @@ func TestPagedNewState(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, cb := r.Ballot(); cb != b || r.Retained() != len(st) {
-		t.Fatalf("restored: cballot %s, %d messages", cb, r.Retained())
+	if _, cb := r.Ballot(); cb != b || len(r.recs) != len(st) {
+		t.Fatalf("restored: cballot %s, %d messages", cb, len(r.recs))
 	}
 
 	// A gap: the partial state is dropped, later pages are ignored.
