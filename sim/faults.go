@@ -38,6 +38,11 @@ const (
 	// To, and back unless OneWay, are multiplied by Factor (capped at 100δ
 	// a message) for For (0: until GST, or for good without one).
 	FaultSpike
+	// FaultDiskLoss: replica Proc crashes and its store is wiped (a lost or
+	// replaced disk). It restarts through ProtocolSpec.Amnesiac, and counts
+	// as down for the liveness checks from then on (it delivers nothing
+	// more).
+	FaultDiskLoss
 )
 
 func (k FaultKind) String() string {
@@ -54,6 +59,8 @@ func (k FaultKind) String() string {
 		return "reset"
 	case FaultSpike:
 		return "spike"
+	case FaultDiskLoss:
+		return "disk-loss"
 	}
 	return fmt.Sprintf("FaultKind(%d)", uint8(k))
 }
@@ -93,6 +100,7 @@ type Faults struct {
 	LeaderBias    float64 // probability that a crash, isolation or spike targets a current leader
 	TornProb      float64 // probability that a crash is torn (FaultTornCrash)
 	PermanentProb float64 // at GST: probability that a crashed replica stays down for good
+	DiskLossProb  float64 // probability that a (non-torn) crash also wipes the store (FaultDiskLoss)
 
 	PartitionEvery int64
 	PartitionFor   int64   // mean duration (default 10δ)
@@ -114,7 +122,7 @@ func (f *Faults) crashes() bool {
 		return true
 	}
 	for _, sf := range f.Script {
-		if sf.Kind == FaultCrash || sf.Kind == FaultTornCrash {
+		if sf.Kind == FaultCrash || sf.Kind == FaultTornCrash || sf.Kind == FaultDiskLoss {
 			return true
 		}
 	}
@@ -141,7 +149,7 @@ func (f *Faults) validate(c *Config, ps *ProtocolSpec) error {
 		f.ResetEvery < 0 || f.SpikeEvery < 0 || f.SpikeFor < 0 || f.MaxDown < 0 {
 		return fmt.Errorf("sim: negative fault parameter")
 	}
-	for _, p := range []float64{f.LeaderBias, f.TornProb, f.PermanentProb, f.AsymProb} {
+	for _, p := range []float64{f.LeaderBias, f.TornProb, f.PermanentProb, f.AsymProb, f.DiskLossProb} {
 		if p < 0 || p > 1 {
 			return fmt.Errorf("sim: fault probability %v outside [0,1]", p)
 		}
@@ -151,6 +159,16 @@ func (f *Faults) validate(c *Config, ps *ProtocolSpec) error {
 	}
 	if f.crashes() && !ps.CrashTolerant() {
 		return fmt.Errorf("sim: protocol %s is not crash tolerant (no store): it cannot be run with crashes", ps.Name)
+	}
+	if ps.Amnesiac == nil {
+		if f.DiskLossProb > 0 {
+			return fmt.Errorf("sim: protocol %s cannot lose a disk (no ProtocolSpec.Amnesiac)", ps.Name)
+		}
+		for _, sf := range f.Script {
+			if sf.Kind == FaultDiskLoss {
+				return fmt.Errorf("sim: protocol %s cannot lose a disk (no ProtocolSpec.Amnesiac)", ps.Name)
+			}
+		}
 	}
 	if !f.Enabled() {
 		return nil
@@ -186,7 +204,7 @@ func (f *Faults) validate(c *Config, ps *ProtocolSpec) error {
 			return fmt.Errorf("sim: fault %d (%s) at negative time", i, sf.Kind)
 		}
 		switch sf.Kind {
-		case FaultCrash, FaultTornCrash, FaultRestart:
+		case FaultCrash, FaultTornCrash, FaultRestart, FaultDiskLoss:
 			if int(sf.Proc) >= nrep {
 				return fmt.Errorf("sim: fault %d: %s of p%d, which is not a replica", i, sf.Kind, sf.Proc)
 			}
@@ -252,6 +270,7 @@ type FaultStats struct {
 	LinkResets     int
 	Spikes         int
 	Permanent      int // replicas left down for good at GST
+	DiskLosses     int // crashes that wiped the store
 }
 
 // Add accumulates o into st.
@@ -264,11 +283,12 @@ func (st *FaultStats) Add(o FaultStats) {
 	st.LinkResets += o.LinkResets
 	st.Spikes += o.Spikes
 	st.Permanent += o.Permanent
+	st.DiskLosses += o.DiskLosses
 }
 
 func (st FaultStats) String() string {
-	return fmt.Sprintf("crashes %d (torn %d)  restarts %d  partitions %d (+%d one-way)  link resets %d  delay spikes %d  down for good %d",
-		st.Crashes, st.TornCrashes, st.Restarts, st.Partitions, st.AsymPartitions, st.LinkResets, st.Spikes, st.Permanent)
+	return fmt.Sprintf("crashes %d (torn %d, disk lost %d)  restarts %d  partitions %d (+%d one-way)  link resets %d  delay spikes %d  down for good %d",
+		st.Crashes, st.TornCrashes, st.DiskLosses, st.Restarts, st.Partitions, st.AsymPartitions, st.LinkResets, st.Spikes, st.Permanent)
 }
 
 const noTorn = -1 << 30 // faultState.torn: no torn crash pending
@@ -300,6 +320,7 @@ type faultState struct {
 	auto      []bool // per replica: crashed by the nemesis (restarts by itself)
 	inc       []int  // per replica: crashes so far (stale restart events)
 	permanent []bool
+	wiped     []bool // per replica: lost its disk (inert from then on)
 
 	gstDone    bool
 	scriptLeft int
@@ -321,6 +342,7 @@ func newFaultState(s *Sim) *faultState {
 		auto:      make([]bool, s.nrep),
 		inc:       make([]int, s.nrep),
 		permanent: make([]bool, s.nrep),
+		wiped:     make([]bool, s.nrep),
 	}
 	for i := range f.torn {
 		f.torn[i] = noTorn
@@ -447,6 +469,10 @@ func (f *faultState) apply(sf *Fault) error {
 		if !s.up[sf.Proc] {
 			return f.restart(sf.Proc)
 		}
+	case FaultDiskLoss:
+		if s.up[sf.Proc] {
+			f.wipe(sf.Proc)
+		}
 	case FaultPartition:
 		f.partition(f.links(sf.From, sf.To, sf.OneWay), sf.For, sf.OneWay)
 	case FaultReset:
@@ -468,7 +494,9 @@ func (f *faultState) crash(p wire.ProcID, torn bool) {
 	f.torn[p] = noTorn
 	f.inc[p]++
 	g, _ := s.topo.GroupOf(p)
-	s.remaining -= s.addressed[g] - s.delivered[p]
+	if !f.wiped[p] { // an amnesiac replica's deliveries are not expected
+		s.remaining -= s.addressed[g] - s.delivered[p]
+	}
 	f.stats.Crashes++
 	if torn {
 		f.stats.TornCrashes++
@@ -486,9 +514,23 @@ func (f *faultState) crash(p wire.ProcID, torn bool) {
 }
 
 // restart rebuilds replica p from its store.
+// wipe crashes p and loses its store: it restarts amnesiac (FaultDiskLoss).
+func (f *faultState) wipe(p wire.ProcID) {
+	f.crash(p, false)
+	f.stores[p] = f.s.spec.NewStore()
+	f.wiped[p] = true
+	f.stats.DiskLosses++
+}
+
 func (f *faultState) restart(p wire.ProcID) error {
 	s := f.s
-	m, err := s.spec.Restore(s.topo, p, f.stores[p])
+	var m amcast.Machine
+	var err error
+	if f.wiped[p] {
+		m, err = s.spec.Amnesiac(s.topo, p)
+	} else {
+		m, err = s.spec.Restore(s.topo, p, f.stores[p])
+	}
 	if err != nil {
 		return fmt.Errorf("sim: t=%d restoring p%d: %w", s.now, p, err)
 	}
@@ -498,7 +540,9 @@ func (f *faultState) restart(p wire.ProcID) error {
 	}
 	f.permanent[p] = false
 	g, _ := s.topo.GroupOf(p)
-	s.remaining += s.addressed[g] - s.delivered[p]
+	if !f.wiped[p] { // an amnesiac replica delivers nothing more
+		s.remaining += s.addressed[g] - s.delivered[p]
+	}
 	f.stats.Restarts++
 	s.lastProgress = s.now
 	if s.hist != nil {
@@ -655,6 +699,11 @@ func (f *faultState) gst() error {
 	for g := range s.topo.Groups {
 		kept := 0
 		for _, p := range s.topo.Members(wire.GroupID(g)) {
+			if f.wiped[p] {
+				kept++ // an amnesiac member is as good as down
+			}
+		}
+		for _, p := range s.topo.Members(wire.GroupID(g)) {
 			if s.up[p] {
 				continue
 			}
@@ -764,7 +813,7 @@ func (f *faultState) randomCrash() {
 	for g := range s.topo.Groups {
 		down := 0
 		for _, p := range s.topo.Members(wire.GroupID(g)) {
-			if !s.up[p] || f.torn[p] != noTorn {
+			if !s.up[p] || f.torn[p] != noTorn || f.wiped[p] {
 				down++
 			}
 		}
@@ -778,7 +827,7 @@ func (f *faultState) randomCrash() {
 	g := groups[f.rng.IntN(len(groups))]
 	var cands []wire.ProcID
 	for _, p := range s.topo.Members(g) {
-		if s.up[p] && f.torn[p] == noTorn {
+		if s.up[p] && f.torn[p] == noTorn && !f.wiped[p] {
 			cands = append(cands, p)
 		}
 	}
@@ -791,6 +840,10 @@ func (f *faultState) randomCrash() {
 		f.torn[p] = -1
 		// A replica that stays idle crashes plainly after 10δ.
 		s.push(event{at: s.now + 10*s.cfg.Delta, kind: evTornLimit, to: p, arg: int32(f.inc[p])})
+		return
+	}
+	if f.cfg.DiskLossProb > 0 && f.rng.Float64() < f.cfg.DiskLossProb {
+		f.wipe(p)
 		return
 	}
 	f.crash(p, false)

@@ -372,7 +372,8 @@ type Result struct {
 	LastDelivery int64
 	// Faults counts the faults injected.
 	Faults FaultStats
-	// Down lists the replicas down at the end (crashed for good).
+	// Down lists the replicas down at the end (crashed for good), and those
+	// that lost their disk (inert, they deliver nothing more).
 	Down []wire.ProcID
 	// LeaderChanges counts, over all groups, the times a replica began to
 	// lead (amcast.Observable.IsLeader went from false to true, a restarted
@@ -553,7 +554,7 @@ func (s *Sim) result() *Result {
 		res.LeaderChanges += n
 	}
 	for id := 0; id < s.nrep; id++ {
-		if !s.up[id] {
+		if !s.up[id] || (s.f != nil && s.f.wiped[id]) {
 			res.Down = append(res.Down, wire.ProcID(id))
 		} else if o := s.obs[id]; o != nil {
 			res.Coverage.Add(o.Coverage())
@@ -817,7 +818,7 @@ func (s *Sim) track(m *wire.AppMsg) {
 		s.got = append(s.got, 0)
 		s.addressed[g]++
 		for _, p := range s.topo.Members(g) {
-			if s.up[p] {
+			if s.up[p] && (s.f == nil || !s.f.wiped[p]) {
 				s.remaining++
 			}
 		}

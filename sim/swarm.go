@@ -13,7 +13,8 @@ import (
 // style) from seed: the shape (2-4 groups of 3 or 5 replicas, so f = 1 or
 // 2, and 1-4 clients), an open-loop workload of 100-400 multicasts, most of
 // them to 2 or more groups, clients that start a new session every 1-20
-// messages in three seeds of four, a delay model, and a fault profile whose every
+// messages in three seeds of four, crashes that lose the disk in one
+// seed of three (protocols with ProtocolSpec.Amnesiac), a delay model, and a fault profile whose every
 // kind (crashes, torn crashes, partitions, link resets, delay spikes) may
 // be absent. The fault phase lasts about as long as the workload; crashes
 // keep at most f replicas of a group down and target leaders often; at GST
@@ -57,7 +58,8 @@ func SwarmConfig(protocol string, seed uint64) Config {
 	// Clients start new sessions (a client restarted with the same id) in
 	// most seeds. Drawn from a stream of its own, so every other part of a
 	// seed's configuration is what it was before sessions existed.
-	if rs := rand.New(rand.NewPCG(seed, 0x5345_5353_494f_4e53)); rs.IntN(4) > 0 { // "SESSIONS"
+	rs := rand.New(rand.NewPCG(seed, 0x5345_5353_494f_4e53)) // "SESSIONS"
+	if rs.IntN(4) > 0 {
 		cfg.Workload.SessionEvery = 1 + rs.IntN(20)
 	}
 	f := Faults{GST: gst, LeaderBias: 0.3 + 0.6*r.Float64(), SpikeMin: 5, SpikeMax: 20}
@@ -85,6 +87,11 @@ func SwarmConfig(protocol string, seed uint64) Config {
 			f.AsymProb = r.Float64()
 		}
 		f.ResetEvery = rate(0.6, 20)
+	}
+	// Disk loss (a crash that wipes the store) in one seed of three for
+	// protocols that handle it; from the same separate stream as sessions.
+	if ps, err := LookupProtocol(protocol); err == nil && ps.Amnesiac != nil && tolerant && rs.IntN(3) == 0 {
+		f.DiskLossProb = 0.1 + 0.4*rs.Float64()
 	}
 	f.SpikeEvery = rate(0.7, 8)
 	f.SpikeFor = int64(5+r.IntN(56)) * delta

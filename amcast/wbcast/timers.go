@@ -10,6 +10,9 @@ import (
 // elections, liveness re-multicasts (H12) and garbage collection.
 func (p *Process) Tick() {
 	p.ticks++
+	if p.amn != nil {
+		return // inert, silent like a member that is down (amnesia.go)
+	}
 	p.releaseHeld() // MutSendBeforePersist only
 	if p.ticks%uint64(p.cfg.HeartbeatTicks) == 0 {
 		p.heartbeat()

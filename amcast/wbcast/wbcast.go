@@ -213,6 +213,7 @@ type Process struct {
 	peers     []peer
 	cand      *candidate
 	stateIn   *stateInbound // a NEW_STATE whose pages are arriving
+	amn       *amnesia      // non-nil: lost its durable state, inert (amnesia.go)
 	joinedAt  uint64        // tick when the current ballot was joined
 	lastStart uint64        // tick when this process last started a ballot
 	started   bool
@@ -330,6 +331,9 @@ func (p *Process) drainLocal() {
 }
 
 func (p *Process) step(env wire.Envelope) error {
+	if p.amn != nil {
+		return nil // inert: it remembers nothing it could act on (amnesia.go)
+	}
 	switch m := env.Msg.(type) {
 	case *wire.Multicast:
 		return p.onMulticast(env, m)
