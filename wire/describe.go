@@ -126,30 +126,10 @@ func describe(sb *strings.Builder, m Message) {
 		sb.WriteString(" sessions=")
 		sb.WriteString(strconv.Itoa(len(m.Done)))
 	case *RecExpired:
-		sb.WriteString(" sessions=[")
-		for i, k := range m.Sessions {
-			if i > 0 {
-				sb.WriteByte(' ')
-			}
-			sb.WriteString(k.String())
-		}
-		sb.WriteString("] ids=[")
-		for i, id := range m.IDs {
-			if i > 0 {
-				sb.WriteByte(' ')
-			}
-			sb.WriteString(id.String())
-		}
-		sb.WriteByte(']')
+		descList(sb, "sessions", m.Sessions)
+		descList(sb, "ids", m.IDs)
 	case *RecCollected:
-		sb.WriteString(" ids=[")
-		for i, id := range m.IDs {
-			if i > 0 {
-				sb.WriteByte(' ')
-			}
-			sb.WriteString(id.String())
-		}
-		sb.WriteByte(']')
+		descList(sb, "ids", m.IDs)
 	case *RecNewState:
 		descBallot(sb, "b", m.B)
 		descClock(sb, m.Clock)
@@ -340,4 +320,16 @@ func descPaged(sb *strings.Builder, p Paged) {
 	if p.More {
 		sb.WriteString(" more")
 	}
+}
+
+// descList writes " name=[a b c]".
+func descList[T fmt.Stringer](sb *strings.Builder, name string, xs []T) {
+	sb.WriteString(" " + name + "=[")
+	for i, x := range xs {
+		if i > 0 {
+			sb.WriteByte(' ')
+		}
+		sb.WriteString(x.String())
+	}
+	sb.WriteByte(']')
 }
