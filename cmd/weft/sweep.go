@@ -20,6 +20,7 @@ func simSweepCmd() *cobra.Command {
 		protocol, format string
 		seeds, jobs      int
 		start            uint64
+		forged           bool
 	)
 	c := &cobra.Command{
 		Use:   "sweep",
@@ -52,7 +53,7 @@ leader change, a recovery while a message was ACCEPTED, or a multicast to
 			}
 			began := time.Now()
 			pr := newProgress(cmd.ErrOrStderr(), seeds, began)
-			agg := runSweep(protocol, seeds, start, jobs, pr.update)
+			agg := runSweep(protocol, seeds, start, jobs, forged, pr.update)
 			pr.done(agg)
 			wall := time.Since(began)
 			out := cmd.OutOrStdout()
@@ -72,18 +73,23 @@ leader change, a recovery while a message was ACCEPTED, or a multicast to
 	f.Uint64Var(&start, "seed-start", 1, "first seed")
 	f.StringVar(&format, "format", "text", "summary format: text|json")
 	f.IntVar(&jobs, "jobs", 0, "seeds run in parallel (default GOMAXPROCS)")
+	f.BoolVar(&forged, "forged-clients", false, "an adversary forges the genuine clients' ids to every replica during the fault phase")
 	return c
 }
 
 // runSweep runs the seeds on jobs workers and aggregates the results (the
 // aggregate does not depend on the order they finish in).
-func runSweep(protocol string, seeds int, start uint64, jobs int, progress func(int, *sim.SweepSummary)) *sim.SweepSummary {
+func runSweep(protocol string, seeds int, start uint64, jobs int, forged bool, progress func(int, *sim.SweepSummary)) *sim.SweepSummary {
 	next := make(chan uint64)
 	results := make(chan *sim.SweepResult)
 	for range min(jobs, seeds) {
 		go func() {
 			for seed := range next {
-				results <- sim.RunSwarm(protocol, seed)
+				cfg := sim.SwarmConfig(protocol, seed)
+				if forged {
+					sim.ForgedClients(&cfg)
+				}
+				results <- sim.RunSwarmConfig(cfg)
 			}
 		}()
 	}
