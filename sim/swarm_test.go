@@ -209,12 +209,7 @@ func sweepSeeds(t *testing.T) int {
 // workers. Replay a failing seed with
 //
 //	weft sim run --protocol wbcast --faults swarm --seed S --history h.jsonl
-//
-// Set WEFT_SWEEP_PENDING=1 to skip it while WbCast's recovery is pending.
 func TestSwarmSweep(t *testing.T) {
-	if os.Getenv("WEFT_SWEEP_PENDING") == "1" {
-		t.Skip("WEFT_SWEEP_PENDING=1: WbCast crash recovery is not implemented yet, so the swarm reports violations")
-	}
 	const protocol = "wbcast"
 	seeds := sweepSeeds(t)
 	// A broken protocol fails fast: no new seed starts after maxFailing
