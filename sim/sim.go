@@ -330,7 +330,8 @@ func (a *arena) done(ev *event) {
 
 type msgInfo struct {
 	t     int64
-	first uint64 // groups that delivered it at least once
+	gts   wire.Timestamp // of its first delivery at any replica (client-reply check)
+	first uint64         // groups that delivered it at least once
 	dest  []wire.GroupID
 	got   int // offset in Sim.got of one member bitmask per destination group
 }
@@ -340,6 +341,7 @@ type Stats struct {
 	Multicasts  int
 	MultiGroup  int // multicasts to 2 or more groups
 	Sessions    int // client sessions started after the first (Workload.SessionEvery)
+	Replies     int // client completions checked against the deliveries
 	Deliveries  int
 	Messages    int            // protocol messages sent between processes
 	Bytes       int64          // their encoded size
@@ -806,6 +808,25 @@ func (s *Sim) newSession(ci int) (*amcast.Client, error) {
 	return c, nil
 }
 
+// checkReply is the client-reply check: a client is told a message was
+// delivered only if it was, with the gts it is told. The designated
+// replier answers when it delivers, so the delivery is already recorded;
+// gts ⊥ is the answer of a leader that delivered and collected the message
+// long ago (a retry).
+func (s *Sim) checkReply(client wire.ProcID, d amcast.Delivery) error {
+	mi := s.msgs[d.M.ID]
+	switch {
+	case mi == nil:
+		return fmt.Errorf("sim: t=%d client %d was told %s (never multicast) was delivered", s.now, client, d.M.ID)
+	case mi.first == 0:
+		return fmt.Errorf("sim: t=%d client %d was told %s was delivered at %s, and no replica has delivered it", s.now, client, d.M.ID, d.GTS)
+	case !d.GTS.IsZero() && d.GTS != mi.gts:
+		return fmt.Errorf("sim: t=%d client %d was told %s was delivered at %s; replicas delivered it at %s", s.now, client, d.M.ID, d.GTS, mi.gts)
+	}
+	s.stats.Replies++
+	return nil
+}
+
 // track registers a new multicast for the convergence count. A malformed
 // destination list (possible only in a Script) is left to the checkers.
 func (s *Sim) track(m *wire.AppMsg) {
@@ -938,7 +959,10 @@ func (s *Sim) flush(id wire.ProcID, fg bool) error {
 	}
 	if !rep {
 		ci := int(id) - s.nrep
-		for range rd.Deliveries {
+		for _, d := range rd.Deliveries {
+			if err := s.checkReply(id, d); err != nil {
+				return err
+			}
 			s.lastProgress = s.now
 			if s.cfg.Workload.Mode == ClosedLoop {
 				s.push(event{at: s.now, kind: evIssue, arg: int32(ci), fg: true})
@@ -983,6 +1007,9 @@ func (s *Sim) recordDelivery(id wire.ProcID, g wire.GroupID, d amcast.Delivery) 
 	s.lastProgress = s.now
 	s.lastDelivery = s.now
 	if mi := s.msgs[d.M.ID]; mi != nil {
+		if mi.gts.IsZero() {
+			mi.gts = d.GTS
+		}
 		for di, dg := range mi.dest {
 			if dg != g {
 				continue
