@@ -266,16 +266,17 @@ func (c *Core) SetHint(g wire.GroupID, p wire.ProcID) {
 }
 
 // CheckMulticast validates a MULTICAST of m from process from: m must be
-// well formed and addressed to this group, the sender must be a replica
-// (a re-multicast) or m's own client, and a message this replica already
+// well formed and addressed to this group, the sender must be m's own
+// client or a replica of one of its destination groups (a re-multicast;
+// amcast.CheckMulticastSender, the rule every protocol shares), and a message this replica already
 // knows must come with the same destinations and payload (a client that
 // reuses an id, or a forger, never replaces the first copy).
 func (c *Core) CheckMulticast(from wire.ProcID, m *wire.AppMsg) error {
 	if err := c.checkAppMsg(m); err != nil {
 		return err
 	}
-	if !c.Topo.IsReplica(from) && from != m.ID.Client {
-		return c.Reject("client_mismatch", "MULTICAST of %s from p%d, not its client", m.ID, from)
+	if err := amcast.CheckMulticastSender(c.Topo, &c.rejects, from, m); err != nil {
+		return err
 	}
 	if r := c.recs[m.ID]; r != nil && r.Known {
 		return c.checkSame(&r.M, m)
