@@ -7,10 +7,12 @@
 //	cluster = "weft"               # cluster name (default "weft"), 1..255 bytes
 //	protocol = "wbcast"            # wbcast (default), ftskeen, fastcast or skeen (1 member per group)
 //	id = 0                         # this node's id (required for an agent)
-//	data_dir = "/var/lib/weft/n0"  # WAL and deliveries log (required for an agent)
+//	data_dir = "/var/lib/weft/n0"  # WAL and node state (required for an agent)
 //	listen = "0.0.0.0:7100"        # default: this node's address in [nodes]
 //	client_addr = "10.0.0.1:7100"  # address clients use (default: this node's address in [nodes])
-//	admin = "127.0.0.1:7200"       # HTTP status endpoint (default: none)
+//	admin = "127.0.0.1:7200"       # HTTP admin endpoint (default: none; loopback unless admin_token_file)
+//	admin_token_file = "/etc/weft/admin.token"  # bearer token, mode 0600 (default: none)
+//	delivery_log = "/var/log/weft/d.jsonl"  # deliveries log, rotated (default: off)
 //	cluster_key_file = "/etc/weft/key"  # shared secret every node and client proves (default: none)
 //	tick = "10ms"                  # protocol tick (default 10ms; 1ms..10s)
 //	election_ticks = 30            # silence before a leader is replaced (default 30; >= 2)
@@ -108,7 +110,7 @@ type Config struct {
 	// ID is this node's id, one of the ids in Groups. Key "id"; required
 	// for an agent.
 	ID wire.ProcID `toml:"id"`
-	// DataDir holds the node's WAL and deliveries log. Key "data_dir";
+	// DataDir holds the node's WAL and its other state. Key "data_dir";
 	// required for an agent.
 	DataDir string `toml:"data_dir"`
 	// Listen is the TCP address the node listens on, for nodes and clients
@@ -118,8 +120,11 @@ type Config struct {
 	// (published later through gossip). Key "client_addr"; default: this
 	// node's address in Nodes.
 	ClientAddr string `toml:"client_addr"`
-	// Admin is the address of the HTTP status endpoint (GET /status).
-	// Key "admin"; default "" (no endpoint).
+	// Admin is the address of the HTTP admin endpoint (GET /status and
+	// /members; POST /leave and /assassinate with AdminTokenFile's token).
+	// It must be a loopback address unless AdminTokenFile is set, and
+	// differ from Listen and ClientAddr. Key "admin"; default "" (no
+	// endpoint).
 	Admin string `toml:"admin"`
 	// ClusterKeyFile names a file holding the cluster's shared secret (16
 	// to 1024 bytes, surrounding white space ignored; for example 32 random
@@ -170,6 +175,31 @@ type Config struct {
 	Nodes map[string]string `toml:"nodes"`
 	// Gossip is the [gossip] table (see Gossip).
 	Gossip Gossip `toml:"gossip"`
+
+	// The admin endpoint's token and the deliveries log (config/admin.go).
+
+	// AdminTokenFile names a file holding the admin endpoint's bearer
+	// token (16 to 1024 bytes, surrounding white space ignored); the file
+	// must not be readable by group or others (mode 0600 or stricter).
+	// Mutating endpoints (/leave, /assassinate) need it always; every
+	// endpoint needs it when admin is not a loopback address, and such an
+	// admin address without a token is an error. The operator commands
+	// (weft members, leave, assassinate) read the same key. Key
+	// "admin_token_file"; default "" (no token: read-only, loopback only).
+	AdminTokenFile string `toml:"admin_token_file"`
+	adminToken     []byte // read from AdminTokenFile by validate
+	// DeliveryLog is the path of the deliveries log, a JSON-lines history
+	// of this node's deliveries for debugging and for the demo's checks
+	// (see docs/operations.md). Key "delivery_log"; default "" (off).
+	DeliveryLog string `toml:"delivery_log"`
+	// DeliveryLogMaxBytes: the deliveries log is rotated when its file
+	// would grow past this many bytes. Key "delivery_log_max_bytes";
+	// default 64 MiB; 4 KiB to 1 GiB.
+	DeliveryLogMaxBytes int64 `toml:"delivery_log_max_bytes"`
+	// DeliveryLogFiles is how many files of the deliveries log are kept,
+	// the current one included (the oldest is deleted at a rotation). Key
+	// "delivery_log_files"; default 4; 1 to 1000.
+	DeliveryLogFiles int `toml:"delivery_log_files"`
 }
 
 // FieldError is a configuration error about one key.
@@ -270,6 +300,7 @@ func (c *Config) setDefaults(md toml.MetaData, kind Kind) error {
 	str(&c.Protocol, "protocol", DefaultProtocol)
 	str(&c.LogLevel, "log_level", DefaultLogLevel)
 	c.setGossipDefaults(md)
+	c.setAdminDefaults(md)
 	if !md.IsDefined("wal_segment_size") {
 		c.WALSegmentSize = DefaultWALSegmentSize
 	}
@@ -426,7 +457,7 @@ func (c *Config) validate(kind Kind) error {
 			return err
 		}
 	}
-	return nil
+	return c.validateAdmin()
 }
 
 // ParseLevel parses a log level name.
@@ -493,6 +524,7 @@ func (c *Config) Format() string {
 	fmt.Fprintf(&sb, "wal_segment_size = %d\n", c.WALSegmentSize)
 	fmt.Fprintf(&sb, "compact_bytes = %d\n", c.CompactBytes)
 	fmt.Fprintf(&sb, "log_level = %s\n", q(c.LogLevel))
+	c.formatAdmin(&sb)
 	sb.WriteString("groups = [")
 	for g, ms := range c.Groups {
 		if g > 0 {

@@ -1,53 +1,115 @@
 package node
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
+	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
+	"maps"
+	"mime"
 	"net"
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"text/tabwriter"
 	"time"
 
 	"github.com/weft-dev/weft/wire"
 )
 
+// AdminOptions secure the admin endpoint (see AdminHandler).
+type AdminOptions struct {
+	// Token is the bearer token every mutating request must carry
+	// ("Authorization: Bearer TOKEN"), and every request when the
+	// endpoint is not Loopback. Nil: mutating endpoints are refused.
+	Token []byte
+	// Loopback: the endpoint is reachable from this machine only, so
+	// /status and /members answer without the token. ServeAdmin sets it
+	// from the address it bound.
+	Loopback bool
+	// Logger receives refused requests (default: discard).
+	Logger *slog.Logger
+}
+
+// maxAdminBody bounds a mutating request's JSON body.
+const maxAdminBody = 4 << 10
+
 // AdminHandler serves the node's status and gossip operations:
 //
-//	GET  /status                 Status as JSON
-//	GET  /members                the gossip view ([]Member) as JSON
-//	POST /leave                  announce this node's departure (Leave)
-//	POST /assassinate?id=N       remove member N from gossip (Assassinate);
-//	POST /assassinate?addr=A     the same, naming the member by its address
+//	GET  /status                  Status as JSON
+//	GET  /members                 the gossip view ([]Member) as JSON
+//	POST /leave        {}         announce this node's departure (Leave)
+//	POST /assassinate  {"id":N}   remove member N from gossip (Assassinate);
+//	POST /assassinate  {"addr":A} the same, naming the member by its address
 //
-// Errors are plain text with a 4xx/5xx status.
-func AdminHandler(n *Node) http.Handler {
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		json.NewEncoder(w).Encode(n.Status())
-	})
-	mux.HandleFunc("GET /members", func(w http.ResponseWriter, r *http.Request) {
+// A mutating request (POST) needs the bearer token and Content-Type
+// application/json: a web page the operator visits can make the browser
+// send a GET or a form POST to a loopback port, but neither a JSON POST
+// nor an Authorization header without a CORS preflight, which this
+// endpoint never answers (no CSRF). Without the token, or when the
+// endpoint is not on loopback, the reads need the token too; read on
+// loopback without it, a request must name a loopback host (so a DNS
+// name rebound to 127.0.0.1 by a web page cannot read the status either).
+// Refusals and errors are plain text with a 4xx/5xx status; refusals are
+// counted by reason (Admin.Refused).
+func AdminHandler(n *Node, opt AdminOptions) http.Handler { return newAdminHandler(n, opt) }
+
+// adminHandler is AdminHandler's http.Handler.
+type adminHandler struct {
+	n        *Node
+	mux      *http.ServeMux
+	token    [sha256.Size]byte // the token's digest: compared in constant time, whatever its length
+	hasToken bool
+	loopback bool
+	log      *slog.Logger
+
+	mu      sync.Mutex
+	refused map[string]uint64
+}
+
+func newAdminHandler(n *Node, opt AdminOptions) *adminHandler {
+	h := &adminHandler{n: n, mux: http.NewServeMux(), loopback: opt.Loopback, log: opt.Logger, refused: map[string]uint64{}}
+	if len(opt.Token) > 0 {
+		h.token, h.hasToken = sha256.Sum256(opt.Token), true
+	}
+	if h.log == nil {
+		h.log = slog.New(slog.DiscardHandler)
+	}
+	h.mux.HandleFunc("/status", h.read(func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, n.Status())
+	}))
+	h.mux.HandleFunc("/members", h.read(func(w http.ResponseWriter, r *http.Request) {
 		if n.cfg.Gossip == nil {
 			http.Error(w, errNoGossip.Error(), http.StatusConflict)
 			return
 		}
-		w.Header().Set("Content-Type", "application/json")
-		json.NewEncoder(w).Encode(n.Members())
-	})
-	mux.HandleFunc("POST /leave", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, n.Members())
+	}))
+	h.mux.HandleFunc("/leave", h.mutate(func(w http.ResponseWriter, body []byte) {
+		var req struct{}
+		if err := decodeStrict(body, &req); err != nil {
+			h.refuse(w, "bad_body", http.StatusBadRequest, "/leave takes an empty JSON object ({}): %v", err)
+			return
+		}
 		if err := n.Leave(); err != nil {
 			http.Error(w, err.Error(), http.StatusConflict)
 			return
 		}
 		fmt.Fprintln(w, "leaving: departure announced in gossip")
-	})
-	mux.HandleFunc("POST /assassinate", func(w http.ResponseWriter, r *http.Request) {
-		target, err := n.memberByQuery(r.URL.Query().Get("id"), r.URL.Query().Get("addr"))
+	}))
+	h.mux.HandleFunc("/assassinate", h.mutate(func(w http.ResponseWriter, body []byte) {
+		var req AssassinateRequest
+		if err := decodeStrict(body, &req); err != nil {
+			h.refuse(w, "bad_body", http.StatusBadRequest, `/assassinate takes {"id": N} or {"addr": "host:port"}: %v`, err)
+			return
+		}
+		target, err := n.memberByTarget(req)
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
@@ -57,57 +119,199 @@ func AdminHandler(n *Node) http.Handler {
 			return
 		}
 		fmt.Fprintf(w, "assassinating p%d: watching it for heartbeat progress before removing it\n", target)
-	})
-	return mux
+	}))
+	return h
 }
 
-// memberByQuery resolves an assassination target given by id or address
-// (a member's client or peer address).
-func (n *Node) memberByQuery(id, addr string) (wire.ProcID, error) {
-	switch {
-	case id != "" && addr != "":
-		return 0, errors.New("give id or addr, not both")
-	case id != "":
-		v, err := strconv.ParseUint(id, 10, 32)
-		if err != nil {
-			return 0, fmt.Errorf("id %q: not a node id", id)
+func (h *adminHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
+
+// Refused returns the requests refused so far, by reason.
+func (h *adminHandler) Refused() map[string]uint64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return maps.Clone(h.refused)
+}
+
+// refuse answers a refused request and counts it.
+func (h *adminHandler) refuse(w http.ResponseWriter, reason string, code int, format string, args ...any) {
+	h.mu.Lock()
+	h.refused[reason]++
+	h.mu.Unlock()
+	msg := fmt.Sprintf(format, args...)
+	h.log.Warn("admin: refused a request", "reason", reason, "detail", msg)
+	http.Error(w, "refused ("+reason+"): "+msg, code)
+}
+
+// authorized checks the request's bearer token; it answers and returns
+// false if the request may not proceed.
+func (h *adminHandler) authorized(w http.ResponseWriter, r *http.Request) bool {
+	if !h.hasToken {
+		h.refuse(w, "no_token_configured", http.StatusForbidden, "%s needs the admin token, and this node has none (set admin_token_file)", r.URL.Path)
+		return false
+	}
+	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="weft admin"`)
+		h.refuse(w, "missing_token", http.StatusUnauthorized, "%s needs the admin token (Authorization: Bearer ...; weft --token-file)", r.URL.Path)
+		return false
+	}
+	sum := sha256.Sum256([]byte(strings.TrimSpace(got)))
+	if subtle.ConstantTimeCompare(sum[:], h.token[:]) != 1 {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="weft admin", error="invalid_token"`)
+		h.refuse(w, "wrong_token", http.StatusUnauthorized, "wrong admin token")
+		return false
+	}
+	return true
+}
+
+// read guards a read-only endpoint: GET (or HEAD); the token unless the
+// endpoint is on loopback, where a request without one must name a
+// loopback host.
+func (h *adminHandler) read(f http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			w.Header().Set("Allow", "GET, HEAD")
+			h.refuse(w, "wrong_method", http.StatusMethodNotAllowed, "%s is read-only: use GET", r.URL.Path)
+			return
 		}
-		return wire.ProcID(v), nil
-	case addr != "":
+		if !h.loopback || r.Header.Get("Authorization") != "" {
+			if !h.authorized(w, r) {
+				return
+			}
+		} else if !loopbackHost(r.Host) {
+			h.refuse(w, "non_loopback_host", http.StatusForbidden, "Host %q is not a loopback address (without the admin token, only loopback names are answered)", r.Host)
+			return
+		}
+		f(w, r)
+	}
+}
+
+// mutate guards an operation: POST, the token, a JSON body of at most
+// maxAdminBody bytes.
+func (h *adminHandler) mutate(f func(http.ResponseWriter, []byte)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			w.Header().Set("Allow", "POST")
+			h.refuse(w, "wrong_method", http.StatusMethodNotAllowed, "%s changes the node: use POST with a JSON body", r.URL.Path)
+			return
+		}
+		if !h.authorized(w, r) {
+			return
+		}
+		if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
+			h.refuse(w, "not_json", http.StatusUnsupportedMediaType, "%s accepts only Content-Type application/json, got %q", r.URL.Path, r.Header.Get("Content-Type"))
+			return
+		}
+		if r.URL.RawQuery != "" {
+			h.refuse(w, "query_parameters", http.StatusBadRequest, "%s takes its parameters in the JSON body, not the query", r.URL.Path)
+			return
+		}
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxAdminBody))
+		if err != nil {
+			h.refuse(w, "bad_body", http.StatusRequestEntityTooLarge, "body: %v", err)
+			return
+		}
+		f(w, body)
+	}
+}
+
+// loopbackHost reports whether a request's Host names a loopback address.
+func loopbackHost(hostport string) bool {
+	host, _, err := net.SplitHostPort(hostport)
+	if err != nil {
+		host = hostport
+	}
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+func decodeStrict(body []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if dec.More() {
+		return errors.New("more than one JSON value")
+	}
+	return nil
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(v)
+}
+
+// AssassinateRequest names an assassination target by id or by address
+// (a member's client or peer address).
+type AssassinateRequest struct {
+	ID   *wire.ProcID `json:"id,omitempty"`
+	Addr string       `json:"addr,omitempty"`
+}
+
+// memberByTarget resolves an assassination target.
+func (n *Node) memberByTarget(req AssassinateRequest) (wire.ProcID, error) {
+	switch {
+	case req.ID != nil && req.Addr != "":
+		return 0, errors.New("give id or addr, not both")
+	case req.ID != nil:
+		return *req.ID, nil
+	case req.Addr != "":
 		for _, m := range n.Members() {
-			if m.Addr == addr || n.cfg.Peers[m.ID] == addr {
+			if m.Addr == req.Addr || n.cfg.Peers[m.ID] == req.Addr {
 				return m.ID, nil
 			}
 		}
 		for p, a := range n.cfg.Peers {
-			if a == addr {
+			if a == req.Addr {
 				return p, nil
 			}
 		}
-		return 0, fmt.Errorf("no member has address %s", addr)
+		return 0, fmt.Errorf("no member has address %s", req.Addr)
 	}
 	return 0, errors.New("missing id or addr")
 }
 
-// Admin is a running status endpoint.
+// Admin is a running admin endpoint.
 type Admin struct {
 	srv *http.Server
 	ln  net.Listener
+	h   *adminHandler
 }
 
-// ServeAdmin starts the status endpoint on addr.
-func ServeAdmin(n *Node, addr string) (*Admin, error) {
+// ServeAdmin starts the admin endpoint on addr. It refuses to serve on an
+// address other machines can reach (anything but loopback) without a
+// token.
+func ServeAdmin(n *Node, addr string, opt AdminOptions) (*Admin, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("node: admin endpoint: %w", err)
 	}
-	a := &Admin{srv: &http.Server{Handler: AdminHandler(n), ReadHeaderTimeout: 5 * time.Second}, ln: ln}
+	// The address bound, not the one asked for, decides: a name that
+	// resolves to a routable address is not loopback.
+	ta, ok := ln.Addr().(*net.TCPAddr)
+	opt.Loopback = ok && ta.IP.IsLoopback()
+	if !opt.Loopback && len(opt.Token) == 0 {
+		ln.Close()
+		return nil, fmt.Errorf("node: admin endpoint %s (bound %s) is reachable from other machines and has no token: set admin_token_file or use a loopback address", addr, ln.Addr())
+	}
+	h := newAdminHandler(n, opt)
+	a := &Admin{srv: &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
+		IdleTimeout: time.Minute, MaxHeaderBytes: 16 << 10}, ln: ln, h: h}
 	go a.srv.Serve(ln)
 	return a, nil
 }
 
 // Addr returns the endpoint's address.
 func (a *Admin) Addr() net.Addr { return a.ln.Addr() }
+
+// Refused returns the requests the endpoint refused, by reason
+// ("missing_token", "wrong_token", "not_json", "wrong_method", ...).
+func (a *Admin) Refused() map[string]uint64 { return a.h.Refused() }
 
 // Close stops the endpoint.
 func (a *Admin) Close() error {
@@ -120,62 +324,91 @@ func (a *Admin) Close() error {
 	return err
 }
 
-// FetchStatus asks the status endpoint at addr for the node's status.
-func FetchStatus(ctx context.Context, hc *http.Client, addr string) (Status, error) {
+// AdminClient calls a node's admin endpoint (the operator commands, the
+// demo).
+type AdminClient struct {
+	// Addr is the endpoint's host:port.
+	Addr string
+	// Token, if set, is sent with every request.
+	Token []byte
+	// HTTP is the client to use (nil: http.DefaultClient).
+	HTTP *http.Client
+}
+
+// Status asks the node for its status.
+func (c *AdminClient) Status(ctx context.Context) (Status, error) {
 	var st Status
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/status", nil)
-	if err != nil {
-		return st, err
-	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		return st, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return st, fmt.Errorf("node: status from %s: %s", addr, resp.Status)
-	}
-	err = json.NewDecoder(resp.Body).Decode(&st)
+	err := c.call(ctx, http.MethodGet, "/status", nil, &st)
 	return st, err
 }
 
-// FetchMembers asks the admin endpoint at addr for the node's gossip view.
-func FetchMembers(ctx context.Context, hc *http.Client, addr string) ([]Member, error) {
+// Members asks the node for its gossip view.
+func (c *AdminClient) Members(ctx context.Context) ([]Member, error) {
 	var ms []Member
-	err := adminCall(ctx, hc, http.MethodGet, addr, "/members", &ms)
+	err := c.call(ctx, http.MethodGet, "/members", nil, &ms)
 	return ms, err
 }
 
-// PostAdmin sends an operation (a path with its query, e.g. "/leave") to
-// the admin endpoint at addr and returns the endpoint's answer.
-func PostAdmin(ctx context.Context, hc *http.Client, addr, path string) (string, error) {
+// Post sends an operation ("/leave", "/assassinate") with its JSON body
+// and returns the endpoint's answer.
+func (c *AdminClient) Post(ctx context.Context, path string, body any) (string, error) {
 	var out string
-	err := adminCall(ctx, hc, http.MethodPost, addr, path, &out)
+	err := c.call(ctx, http.MethodPost, path, body, &out)
 	return out, err
 }
 
-func adminCall(ctx context.Context, hc *http.Client, method, addr, path string, out any) error {
-	req, err := http.NewRequestWithContext(ctx, method, "http://"+addr+path, nil)
+// FetchStatus asks the admin endpoint at addr (loopback, no token) for
+// the node's status.
+func FetchStatus(ctx context.Context, hc *http.Client, addr string) (Status, error) {
+	return (&AdminClient{Addr: addr, HTTP: hc}).Status(ctx)
+}
+
+// FetchMembers asks the admin endpoint at addr (loopback, no token) for
+// the node's gossip view.
+func FetchMembers(ctx context.Context, hc *http.Client, addr string) ([]Member, error) {
+	return (&AdminClient{Addr: addr, HTTP: hc}).Members(ctx)
+}
+
+func (c *AdminClient) call(ctx context.Context, method, path string, in, out any) error {
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return err
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, "http://"+c.Addr+path, body)
 	if err != nil {
 		return err
+	}
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if len(c.Token) > 0 {
+		req.Header.Set("Authorization", "Bearer "+string(c.Token))
+	}
+	hc := c.HTTP
+	if hc == nil {
+		hc = http.DefaultClient
 	}
 	resp, err := hc.Do(req)
 	if err != nil {
 		return err
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
 	if err != nil {
 		return err
 	}
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("node %s%s: %s: %s", addr, path, resp.Status, strings.TrimSpace(string(body)))
+		return fmt.Errorf("node %s%s: %s: %s", c.Addr, path, resp.Status, strings.TrimSpace(string(b)))
 	}
 	if s, ok := out.(*string); ok {
-		*s = strings.TrimSpace(string(body))
+		*s = strings.TrimSpace(string(b))
 		return nil
 	}
-	return json.Unmarshal(body, out)
+	return json.Unmarshal(b, out)
 }
 
 // WriteMembers writes a gossip view as a table (weft members): one row per

@@ -105,23 +105,26 @@ func TestGossipDrivesFailoverAndDiscovery(t *testing.T) {
 	multicast(t, cl, 20, 4, func(i int) []wire.GroupID { return []wire.GroupID{0} })
 
 	// A follower of group 1 leaves; the others see it LEFT.
-	srv := httptest.NewServer(AdminHandler(c.nodes[5]))
+	opt := AdminOptions{Token: []byte(testToken), Loopback: true}
+	srv := httptest.NewServer(AdminHandler(c.nodes[5], opt))
 	defer srv.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if _, err := PostAdmin(ctx, http.DefaultClient, srv.Listener.Addr().String(), "/leave"); err != nil {
+	a5 := &AdminClient{Addr: srv.Listener.Addr().String(), Token: opt.Token}
+	if _, err := a5.Post(ctx, "/leave", struct{}{}); err != nil {
 		t.Fatal(err)
 	}
 	waitUntil(t, 5*time.Second, "p5 seen LEFT", func() bool { return memberStatus(c.nodes[3], 5).Status == MemberLeft })
 
 	// Assassinate the stopped p0 through p3's admin endpoint, by address.
-	srv3 := httptest.NewServer(AdminHandler(c.nodes[3]))
+	srv3 := httptest.NewServer(AdminHandler(c.nodes[3], opt))
 	defer srv3.Close()
-	if _, err := PostAdmin(ctx, http.DefaultClient, srv3.Listener.Addr().String(), "/assassinate?addr="+c.addrs[0]); err != nil {
+	a3 := &AdminClient{Addr: srv3.Listener.Addr().String(), Token: opt.Token}
+	if _, err := a3.Post(ctx, "/assassinate", AssassinateRequest{Addr: c.addrs[0]}); err != nil {
 		t.Fatal(err)
 	}
 	waitUntil(t, 5*time.Second, "p0 seen REMOVED", func() bool { return memberStatus(c.nodes[4], 0).Status == MemberRemoved })
-	if _, err := PostAdmin(ctx, http.DefaultClient, srv3.Listener.Addr().String(), "/assassinate?addr=10.9.9.9:1"); err == nil {
+	if _, err := a3.Post(ctx, "/assassinate", AssassinateRequest{Addr: "10.9.9.9:1"}); err == nil {
 		t.Fatal("assassinating an unknown address succeeded")
 	}
 	ms, err := FetchMembers(ctx, http.DefaultClient, srv3.Listener.Addr().String())

@@ -84,7 +84,7 @@ func runAgent(ctx context.Context, path string) error {
 	}
 	attrs := []any{"id", uint32(cfg.ID), "protocol", cfg.Protocol, "listen", n.Addr().String(), "data_dir", cfg.DataDir, "pid", os.Getpid()}
 	if cfg.Admin != "" {
-		a, err := node.ServeAdmin(n, cfg.Admin)
+		a, err := node.ServeAdmin(n, cfg.Admin, node.AdminOptions{Token: cfg.AdminToken(), Logger: logger})
 		if err != nil {
 			n.Close()
 			return err

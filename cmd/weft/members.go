@@ -8,7 +8,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/url"
 	"strconv"
 	"time"
 
@@ -16,50 +15,65 @@ import (
 
 	"github.com/weft-dev/weft/config"
 	"github.com/weft-dev/weft/node"
+	"github.com/weft-dev/weft/wire"
 )
 
-// adminFlags selects the node an operator command talks to: its admin
-// endpoint directly, or the one named in its agent configuration.
+// adminFlags selects the node an operator command talks to (its admin
+// endpoint directly, or the one named in its agent configuration) and the
+// admin token to send (--token-file, or the configuration's
+// admin_token_file).
 type adminFlags struct {
-	admin, path string
-	timeout     time.Duration
+	admin, path, tokenFile string
+	timeout                time.Duration
 }
 
 func (a *adminFlags) register(c *cobra.Command) {
 	c.Flags().StringVar(&a.admin, "admin", "", "the node's admin endpoint (host:port)")
-	c.Flags().StringVar(&a.path, "config", "", "the node's agent configuration (its admin key is used)")
+	c.Flags().StringVar(&a.path, "config", "", "the node's agent configuration (its admin and admin_token_file keys are used)")
+	c.Flags().StringVar(&a.tokenFile, "token-file", "", "file holding the admin token (mode 0600; default: the configuration's admin_token_file)")
 	c.Flags().DurationVar(&a.timeout, "timeout", 5*time.Second, "request timeout")
 }
 
-func (a *adminFlags) addr() (string, error) {
+// client returns a client of the selected node's admin endpoint.
+func (a *adminFlags) client() (*node.AdminClient, error) {
+	c := &node.AdminClient{HTTP: http.DefaultClient}
 	switch {
 	case a.admin != "" && a.path != "":
-		return "", errors.New("give --admin or --config, not both")
+		return nil, errors.New("give --admin or --config, not both")
 	case a.admin != "":
-		return a.admin, nil
+		c.Addr = a.admin
 	case a.path != "":
 		cfg, err := config.Load(a.path)
 		if err != nil {
-			return "", err
+			return nil, err
 		}
 		if cfg.Admin == "" {
-			return "", fmt.Errorf("%s: no admin endpoint configured (key admin)", a.path)
+			return nil, fmt.Errorf("%s: no admin endpoint configured (key admin)", a.path)
 		}
-		return cfg.Admin, nil
+		c.Addr, c.Token = cfg.Admin, cfg.AdminToken()
+	default:
+		return nil, errors.New("which node? give --admin host:port or --config FILE")
 	}
-	return "", errors.New("which node? give --admin host:port or --config FILE")
+	if a.tokenFile != "" {
+		tok, err := config.ReadAdminToken(a.tokenFile)
+		if err != nil {
+			return nil, fmt.Errorf("--token-file: %w", err)
+		}
+		c.Token = tok
+	}
+	return c, nil
 }
 
 // post sends an operation to the node's admin endpoint and prints its
 // answer.
-func (a *adminFlags) post(cmd *cobra.Command, path string) error {
-	addr, err := a.addr()
+func (a *adminFlags) post(cmd *cobra.Command, path string, body any) error {
+	c, err := a.client()
 	if err != nil {
 		return err
 	}
 	ctx, cancel := a.ctx(cmd.Context())
 	defer cancel()
-	out, err := node.PostAdmin(ctx, http.DefaultClient, addr, path)
+	out, err := c.Post(ctx, path, body)
 	if err != nil {
 		return err
 	}
@@ -90,16 +104,17 @@ leave), REMOVED (weft assassinate) or UNKNOWN (configured, never heard
 of). Roles and ballots are what each member last published; a DOWN
 member's may be stale.`,
 		Example: `  weft members --admin 127.0.0.1:7200
-  weft members --config node0.toml`,
+  weft members --config node0.toml
+  weft members --admin 10.0.0.1:7200 --token-file admin.token`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			addr, err := af.addr()
+			c, err := af.client()
 			if err != nil {
 				return err
 			}
 			ctx, cancel := af.ctx(cmd.Context())
 			defer cancel()
-			ms, err := node.FetchMembers(ctx, http.DefaultClient, addr)
+			ms, err := c.Members(ctx)
 			if err != nil {
 				return err
 			}
@@ -126,11 +141,15 @@ led its group, the next member takes over without waiting for the failure
 detector), and evict its record after the profile's LEFT expiry.
 
 Group composition does not change: the node still counts as a replica of
-its group, now a failed one. Restart its agent to bring it back.`,
-		Example: `  weft leave --admin 127.0.0.1:7204`,
-		Args:    cobra.NoArgs,
+its group, now a failed one. Restart its agent to bring it back.
+
+The node must have an admin token (admin_token_file); this command sends it
+(--token-file, or the admin_token_file of --config).`,
+		Example: `  weft leave --config node4.toml
+  weft leave --admin 127.0.0.1:7204 --token-file admin.token`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return af.post(cmd, "/leave")
+			return af.post(cmd, "/leave", struct{}{})
 		},
 	}
 	af.register(c)
@@ -148,19 +167,24 @@ that is gone and will not leave: the node watches TARGET for the
 profile's assassinate window; if its heartbeat moves, the operation is
 refused (the node's log says so); otherwise it publishes REMOVED for
 TARGET, which replaces every copy of its record. A later restart of
-TARGET comes back with a new generation.`,
-		Example: `  weft assassinate --admin 127.0.0.1:7200 127.0.0.1:7104`,
-		Args:    cobra.ExactArgs(1),
+TARGET comes back with a new generation.
+
+The node must have an admin token (admin_token_file); this command sends it
+(--token-file, or the admin_token_file of --config).`,
+		Example: `  weft assassinate --config node0.toml 127.0.0.1:7104
+  weft assassinate --admin 127.0.0.1:7200 --token-file admin.token 4`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			q := url.Values{}
+			var req node.AssassinateRequest
 			if _, _, err := net.SplitHostPort(args[0]); err == nil {
-				q.Set("addr", args[0])
-			} else if _, err := strconv.ParseUint(args[0], 10, 32); err == nil {
-				q.Set("id", args[0])
+				req.Addr = args[0]
+			} else if id, err := strconv.ParseUint(args[0], 10, 32); err == nil {
+				p := wire.ProcID(id)
+				req.ID = &p
 			} else {
 				return fmt.Errorf("TARGET %q: want a member's host:port address or its id", args[0])
 			}
-			return af.post(cmd, "/assassinate?"+q.Encode())
+			return af.post(cmd, "/assassinate", req)
 		},
 	}
 	af.register(c)
