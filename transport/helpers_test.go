@@ -3,7 +3,6 @@ package transport
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -21,22 +20,6 @@ import (
 // guard bounds every wait in these tests. It is a failure guard only: no
 // test asserts anything about how long something takes.
 const guard = 10 * time.Second
-
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if code == 0 {
-		deadline := time.Now().Add(guard)
-		for gs := transportGoroutines(); len(gs) > 0; gs = transportGoroutines() {
-			if time.Now().After(deadline) {
-				fmt.Fprintf(os.Stderr, "transport goroutines still running after all tests:\n%s\n", strings.Join(gs, "\n\n"))
-				code = 1
-				break
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
-	}
-	os.Exit(code)
-}
 
 // transportGoroutines returns the stacks of goroutines running methods of
 // this package.
