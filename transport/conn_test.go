@@ -226,7 +226,7 @@ func FuzzReadLoop(f *testing.F) {
 	f.Fuzz(func(t *testing.T, modeByte byte, data []byte) {
 		got = got[:0]
 		mode := readMode(modeByte % 4)
-		r, err := tr.readLoop(NewFrameReader(bytes.NewReader(data), tr.cfg.MaxFrame), 7, mode)
+		r, err := tr.readLoop(nil, NewFrameReader(bytes.NewReader(data), tr.cfg.MaxFrame), 7, mode, 0)
 		if err == nil {
 			t.Fatalf("readLoop ended without an error (reason %s)", r)
 		}

@@ -22,14 +22,29 @@
 // read-only". A node replies with Send(clientID, m) while the client is
 // connected.
 //
-// Each destination has a bounded send queue (Config.QueueSize messages)
-// drained by one writer goroutine through a bufio.Writer: frames queued
-// together go out with one flush, so batching grows with load and an
-// idle connection writes one message at a time (TCP_NODELAY is on). Send
-// never blocks; when the queue is full it drops the message, counts it and
-// returns ErrQueueFull. A lost connection is redialed with jittered
-// exponential backoff; its queue keeps filling meanwhile (and drops once
-// full). Messages written into a connection that then breaks are lost.
+// Each destination has a send queue bounded in messages (Config.QueueSize)
+// and in bytes (Config.QueueBytes for peers, Config.ClientQueueBytes for a
+// client's replies), drained by one writer goroutine through a
+// bufio.Writer: frames queued together go out with one flush, so batching
+// grows with load and an idle connection writes one message at a time
+// (TCP_NODELAY is on). Send never blocks; when the queue is full it drops
+// the message, counts it (queue_full or queue_bytes) and returns
+// ErrQueueFull. A lost connection is redialed with jittered exponential
+// backoff; its queue keeps filling meanwhile (and drops once full).
+// Messages written into a connection that then breaks are lost.
+//
+// # Limits on inbound connections
+//
+// An accepted connection takes a slot before anything is read from it:
+// Config.MaxConns in all and Config.MaxConnsPerHost per remote IP address
+// bound the connections that are handshaking or belong to clients (a
+// configured peer's connection gives its slot back after its handshake;
+// there is at most one per peer). Over a cap, the connection is answered
+// with a REJECT (too_many_connections) and closed (caps.go). The handshake
+// must finish within Config.HandshakeTimeout, and an accepted connection
+// that then carries nothing for Config.IdleTimeout is closed
+// (idle_timeout); every writer sends a PING frame after Config.PingEvery
+// without traffic, so live peers and clients are never idle.
 //
 // # Wire format
 //
@@ -42,7 +57,7 @@
 // limit (Config.MaxFrame, default 4 MiB; 2 KiB during the handshake),
 // before it reads or allocates the payload. A FrameMessage carries one
 // message encoded by wire.Append; the sender and recipient are implied by
-// the connection.
+// the connection. A FramePing (empty) keeps an idle connection alive.
 //
 // The dialer sends its preamble and a HELLO frame (wire version, role,
 // sender id, the id it means to reach, cluster name). The acceptor answers
@@ -71,7 +86,6 @@
 // a node; without a key, anyone who can reach the port and knows the
 // cluster name and a node id can. There is no encryption and no per-frame
 // MAC (someone who can rewrite a TCP stream in flight is not stopped: use
-// a private network or a tunnel), no limit on the number of simultaneous
-// inbound connections, and no separate connection for bulk state
-// transfer. Membership gossip travels as ordinary messages (wire.GOSSIP).
+// a private network or a tunnel), and no separate connection for bulk
+// state transfer. Membership gossip travels as ordinary messages (wire.GOSSIP).
 package transport

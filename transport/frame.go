@@ -49,6 +49,9 @@ const (
 	// cluster key, that the sender holds the key; the payload is an
 	// HMAC-SHA256 (see handshake.go).
 	FrameAuth
+	// FramePing keeps a connection without traffic alive (transport
+	// version 3); the payload is empty. See Config.IdleTimeout.
+	FramePing
 	frameEnd
 )
 
@@ -60,6 +63,7 @@ var frameNames = [...]string{
 	FrameMessage: "MESSAGE",
 	FrameClose:   "CLOSE",
 	FrameAuth:    "AUTH",
+	FramePing:    "PING",
 }
 
 func (t FrameType) String() string {

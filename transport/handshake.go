@@ -63,8 +63,9 @@ import (
 const Magic = "WEFT"
 
 // TransportVersion is the version of the framing and handshake, byte 4 of
-// the preamble. Version 2 added the key flag and the nonce to the Hello.
-const TransportVersion = 2
+// the preamble. Version 2 added the key flag and the nonce to the Hello,
+// version 3 the ping frame (FramePing).
+const TransportVersion = 3
 
 // PreambleLen is the length of the preamble.
 const PreambleLen = len(Magic) + 1
@@ -321,6 +322,12 @@ const (
 	// ReasonAuth: the cluster key proof failed, or one side has a key and
 	// the other none.
 	ReasonAuth
+	// ReasonTooManyConns: the acceptor is at its connection cap, in all
+	// or for the dialer's address (Config.MaxConns, MaxConnsPerHost).
+	ReasonTooManyConns
+	// ReasonIdle: an accepted connection carried nothing for
+	// Config.IdleTimeout.
+	ReasonIdle
 	reasonEnd
 )
 
@@ -345,6 +352,8 @@ var reasonNames = [...]string{
 	ReasonDial:             "dial_failed",
 	ReasonShutdown:         "shutdown",
 	ReasonAuth:             "auth_failed",
+	ReasonTooManyConns:     "too_many_connections",
+	ReasonIdle:             "idle_timeout",
 }
 
 func (r Reason) String() string {

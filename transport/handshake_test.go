@@ -87,7 +87,7 @@ func TestNoticeRoundTrip(t *testing.T) {
 
 func TestPreamble(t *testing.T) {
 	p := AppendPreamble(nil)
-	if string(p) != "WEFT\x02" || len(p) != PreambleLen {
+	if string(p) != "WEFT\x03" || len(p) != PreambleLen {
 		t.Fatalf("preamble %q", p)
 	}
 	if r, _ := checkPreamble(p); r != ReasonNone {
@@ -110,6 +110,7 @@ func TestReasonCodes(t *testing.T) {
 		ReasonChecksum: 8, ReasonFrameType: 9, ReasonUnexpectedFrame: 10, ReasonBadMessage: 11,
 		ReasonForbiddenKind: 12, ReasonTruncated: 13, ReasonTimeout: 14, ReasonIO: 15,
 		ReasonWrongPeer: 16, ReasonDial: 17, ReasonShutdown: 18, ReasonAuth: 19,
+		ReasonTooManyConns: 20, ReasonIdle: 21,
 	}
 	if len(pinned) != int(reasonEnd) {
 		t.Fatalf("%d reasons pinned, %d defined", len(pinned), reasonEnd)

@@ -370,7 +370,7 @@ func (r *raw) answer() (FrameType, []byte) {
 	if _, err := io.ReadFull(r.fr.br, pre[:]); err != nil {
 		r.t.Fatalf("reading preamble: %v", err)
 	}
-	if string(pre[:]) != "WEFT\x02" {
+	if string(pre[:]) != string(AppendPreamble(nil)) {
 		r.t.Fatalf("preamble %q", pre)
 	}
 	typ, payload, err := r.fr.Next()

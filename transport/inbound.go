@@ -57,16 +57,22 @@ func (t *Transport) acceptLoop() {
 			conn.Close()
 			return
 		}
+		host := remoteHost(conn)
+		if ok, detail := t.slots.take(host, t.cfg.MaxConns, t.cfg.MaxConnsPerHost); !ok {
+			t.refuse(conn, host, detail)
+			continue
+		}
 		t.wg.Add(1)
-		go t.serveInbound(conn)
+		go t.serveInbound(conn, &slot{s: &t.slots, host: host, held: true})
 	}
 }
 
-// serveInbound handshakes an accepted connection and reads it until it
-// ends.
-func (t *Transport) serveInbound(conn net.Conn) {
+// serveInbound handshakes an accepted connection, which holds sl, and
+// reads it until it ends.
+func (t *Transport) serveInbound(conn net.Conn, sl *slot) {
 	defer t.wg.Done()
 	defer t.release(conn)
+	defer sl.release()
 	if tc, ok := conn.(*net.TCPConn); ok {
 		tc.SetNoDelay(true)
 		tc.SetKeepAliveConfig(keepAlive)
@@ -80,7 +86,9 @@ func (t *Transport) serveInbound(conn net.Conn) {
 	who := fmt.Sprintf("%s %d", h.Role, h.ID)
 	c := &inConn{id: h.ID, role: h.Role, conn: conn, done: make(chan struct{})}
 	if h.Role == RoleClient {
-		c.q = newQueue(t.cfg.QueueSize)
+		c.q = newQueue(t.cfg.QueueSize, t.cfg.ClientQueueBytes)
+	} else {
+		sl.release() // at most one connection per peer: see caps.go
 	}
 	// One stream per sender: a newer connection from the same id replaces
 	// the older one and delivers nothing before the older reader is gone,
@@ -116,7 +124,7 @@ func (t *Transport) serveInbound(conn net.Conn) {
 	if h.Role == RoleClient {
 		mode = modeFromClient
 	}
-	rr, rerr := t.readLoop(NewFrameReader(br, t.cfg.MaxFrame), h.ID, mode)
+	rr, rerr := t.readLoop(conn, NewFrameReader(br, t.cfg.MaxFrame), h.ID, mode, t.cfg.IdleTimeout)
 
 	t.inMu.Lock()
 	if t.inbound[h.ID] == c {
@@ -146,6 +154,7 @@ func (t *Transport) discard(q *queue) {
 	for {
 		select {
 		case f := <-q.ch:
+			q.took(f)
 			putFrame(f)
 			t.st.drops[DropDisconnected].Add(1)
 		default:

@@ -211,7 +211,7 @@ func (p *peer) serve(conn net.Conn, br *bufio.Reader, bw *bufio.Writer) {
 	go func() {
 		defer t.wg.Done()
 		defer close(readerDone)
-		rr, rerr = t.readLoop(NewFrameReader(br, t.cfg.MaxFrame), p.id, mode)
+		rr, rerr = t.readLoop(conn, NewFrameReader(br, t.cfg.MaxFrame), p.id, mode, 0)
 	}()
 	wr, werr := t.writeLoop(conn, bw, p.q, readerDone)
 	p.connected.Store(false)

@@ -29,6 +29,9 @@ const (
 	// DropDisconnected: the message was queued for a client whose
 	// connection then closed.
 	DropDisconnected
+	// DropQueueBytes: the destination's send queue was at its byte
+	// budget (Config.QueueBytes, Config.ClientQueueBytes).
+	DropQueueBytes
 	dropEnd
 )
 
@@ -39,6 +42,7 @@ var dropNames = [...]string{
 	DropNotMessage:   "not_message",
 	DropClosed:       "closed",
 	DropDisconnected: "disconnected",
+	DropQueueBytes:   "queue_bytes",
 }
 
 func (d DropReason) String() string {
@@ -75,17 +79,27 @@ type Stats struct {
 	ConnErrors map[Reason]uint64
 	// Peers describes each configured peer (this process excluded).
 	Peers map[wire.ProcID]PeerStats
-	// Clients is the number of connected clients.
-	Clients int
+	// Clients is the number of connected clients, and ClientQueueBytes
+	// the bytes waiting in their reply queues.
+	Clients          int
+	ClientQueueBytes int64
+	// Conns is the number of inbound connections counted against
+	// Config.MaxConns (handshaking, or clients), ConnsPeak its highest
+	// value.
+	Conns, ConnsPeak int
 }
 
 // PeerStats describes the outbound stream to one peer.
 type PeerStats struct {
 	Addr      string
 	Connected bool
-	// Queued is the number of messages waiting in the send queue.
-	Queued int
-	// Dropped counts messages dropped because the queue was full.
+	// Queued is the number of messages waiting in the send queue,
+	// QueuedBytes their encoded size, and PeakBytes the highest
+	// QueuedBytes so far.
+	Queued                 int
+	QueuedBytes, PeakBytes int64
+	// Dropped counts messages dropped because the queue was full (in
+	// messages or in bytes).
 	Dropped uint64
 	// Connects counts successful handshakes with the peer.
 	Connects uint64

@@ -31,15 +31,42 @@ func putFrame(f *frame) {
 	}
 }
 
-// queue is a bounded FIFO of frames for one destination. Send never
-// blocks on it; the channel is never closed (a writer that stops simply
+// queue is a bounded FIFO of frames for one destination, bounded twice:
+// in frames (the channel's capacity, Config.QueueSize) and in bytes
+// (maxBytes: Config.QueueBytes for peers and this process,
+// Config.ClientQueueBytes for a client's replies). The byte bound is what
+// bounds memory: 4,096 frames of up to MaxFrame each would be gigabytes.
+// An empty queue admits one frame of any size up to MaxFrame, so a budget
+// below MaxFrame never makes a large message unsendable. Send never blocks
+// on a queue; the channel is never closed (a writer that stops simply
 // leaves it).
 type queue struct {
-	ch      chan *frame
-	dropped atomic.Uint64
+	ch       chan *frame
+	maxBytes int64
+	bytes    atomic.Int64 // encoded bytes of the frames in ch (and being put in)
+	peak     atomic.Int64 // highest bytes seen
+	dropped  atomic.Uint64
 }
 
-func newQueue(n int) *queue { return &queue{ch: make(chan *frame, n)} }
+func newQueue(n int, maxBytes int) *queue {
+	return &queue{ch: make(chan *frame, n), maxBytes: int64(maxBytes)}
+}
+
+// reserve accounts n more bytes, or reports false (and accounts nothing)
+// when they would take a non-empty queue over its byte budget.
+func (q *queue) reserve(n int) bool {
+	v := q.bytes.Add(int64(n))
+	if v > q.maxBytes && v != int64(n) {
+		q.bytes.Add(-int64(n))
+		return false
+	}
+	for p := q.peak.Load(); v > p && !q.peak.CompareAndSwap(p, v); p = q.peak.Load() {
+	}
+	return true
+}
+
+// took releases the bytes of a frame taken out of ch.
+func (q *queue) took(f *frame) { q.bytes.Add(-int64(len(f.b))) }
 
 // writeBufSize is the size of a connection's bufio.Writer.
 const writeBufSize = 64 << 10
@@ -61,6 +88,16 @@ var closeFrame = AppendFrame(nil, FrameClose, AppendNotice(nil, Notice{Reason: R
 func (t *Transport) writeLoop(conn net.Conn, bw *bufio.Writer, q *queue, stop <-chan struct{}) (Reason, error) {
 	bw.Reset(conn)
 	defer bw.Reset(nil)
+	// A connection that carried nothing for PingEvery gets a ping, so the
+	// reader's idle timeout (Config.IdleTimeout) only ever cuts dead or
+	// silent connections.
+	var ping *time.Timer
+	var pingC <-chan time.Time
+	if t.cfg.PingEvery > 0 {
+		ping = time.NewTimer(t.cfg.PingEvery)
+		defer ping.Stop()
+		pingC = ping.C
+	}
 	for {
 		var f *frame
 		select {
@@ -72,7 +109,14 @@ func (t *Transport) writeLoop(conn net.Conn, bw *bufio.Writer, q *queue, stop <-
 				t.goodbye(conn, bw)
 			}
 			return ReasonNone, nil
+		case <-pingC:
+			if err := t.ping(conn, bw); err != nil {
+				return classify(err), err
+			}
+			ping.Reset(t.cfg.PingEvery)
+			continue
 		case f = <-q.ch:
+			q.took(f)
 		}
 		if err := conn.SetWriteDeadline(time.Now().Add(t.cfg.WriteTimeout)); err != nil {
 			putFrame(f)
@@ -96,6 +140,7 @@ func (t *Transport) writeLoop(conn net.Conn, bw *bufio.Writer, q *queue, stop <-
 			more := false
 			select {
 			case f = <-q.ch:
+				q.took(f)
 				more = true
 			default:
 			}
@@ -109,7 +154,27 @@ func (t *Transport) writeLoop(conn net.Conn, bw *bufio.Writer, q *queue, stop <-
 		if err != nil {
 			return classify(err), err
 		}
+		if ping != nil {
+			ping.Reset(t.cfg.PingEvery)
+		}
 	}
+}
+
+// pingFrame keeps an idle connection alive (see Config.IdleTimeout).
+var pingFrame = AppendFrame(nil, FramePing, nil)
+
+// ping writes a ping frame.
+func (t *Transport) ping(conn net.Conn, bw *bufio.Writer) error {
+	if err := conn.SetWriteDeadline(time.Now().Add(t.cfg.WriteTimeout)); err != nil {
+		return err
+	}
+	bw.Write(pingFrame)
+	if err := bw.Flush(); err != nil {
+		return err
+	}
+	t.st.framesOut.Add(1)
+	t.st.bytesOut.Add(uint64(len(pingFrame)))
+	return nil
 }
 
 // goodbye sends a close frame, best effort, within closeGrace.
@@ -143,15 +208,37 @@ const (
 // Handler until the stream ends or carries something it must not. It
 // returns ReasonNone for a clean end (end of stream between frames, a
 // close frame, or our own close), otherwise why the connection must go.
-func (t *Transport) readLoop(fr *FrameReader, from wire.ProcID, mode readMode) (Reason, error) {
+// With idle > 0, a connection that carries no frame for idle is cut
+// (ReasonIdle); the deadline is pushed forward at most every idle/8, so the
+// cut comes between 7/8 idle and idle after the last frame.
+func (t *Transport) readLoop(conn net.Conn, fr *FrameReader, from wire.ProcID, mode readMode, idle time.Duration) (Reason, error) {
+	var armed time.Time
 	for {
+		if idle > 0 {
+			if t.ctx.Err() != nil {
+				return ReasonNone, nil // closing: don't undo closeRead's deadline
+			}
+			if now := time.Now(); now.Sub(armed) >= idle/8 {
+				if err := conn.SetReadDeadline(now.Add(idle)); err != nil {
+					return classify(err), err
+				}
+				armed = now
+			}
+		}
 		typ, payload, err := fr.Next()
 		if err != nil {
+			if idle > 0 && errors.Is(err, os.ErrDeadlineExceeded) && t.ctx.Err() == nil {
+				return ReasonIdle, fmt.Errorf("nothing received for %v", idle)
+			}
 			return classify(err), err
 		}
 		t.st.framesIn.Add(1)
 		t.st.bytesIn.Add(uint64(len(payload) + FrameOverhead))
 		switch typ {
+		case FramePing:
+			if len(payload) != 0 {
+				return ReasonBadHandshake, fmt.Errorf("ping frame with %d bytes of payload", len(payload))
+			}
 		case FrameMessage:
 			if mode == modeSendOnly {
 				return ReasonUnexpectedFrame, errors.New("message frame on a send-only connection")

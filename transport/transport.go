@@ -18,6 +18,12 @@ import (
 // Defaults for zero Config fields.
 const (
 	DefaultQueueSize        = 4096
+	DefaultQueueBytes       = 8 << 20
+	DefaultClientQueueBytes = 256 << 10
+	DefaultMaxConns         = 1024
+	DefaultMaxConnsPerHost  = 256
+	DefaultIdleTimeout      = time.Minute
+	DefaultPingEvery        = 5 * time.Second
 	DefaultDialBackoffMin   = 50 * time.Millisecond
 	DefaultDialBackoffMax   = 5 * time.Second
 	DefaultHandshakeTimeout = 5 * time.Second
@@ -92,6 +98,29 @@ type Config struct {
 	// QueueSize is the capacity of each destination's send queue, in
 	// messages (default DefaultQueueSize). Send drops when it is full.
 	QueueSize int
+	// QueueBytes bounds the encoded bytes waiting in the send queue of
+	// each peer (and of this process to itself), default
+	// DefaultQueueBytes; ClientQueueBytes bounds each connected client's
+	// queue of replies, default DefaultClientQueueBytes. Send drops a
+	// message that would exceed the bound (ErrQueueFull, counted as
+	// DropQueueBytes); an empty queue takes one message of any size up to
+	// MaxFrame. The protocols tolerate the loss: they retransmit.
+	QueueBytes, ClientQueueBytes int
+	// MaxConns bounds the inbound connections that are handshaking or
+	// belong to clients, in all (default DefaultMaxConns), and
+	// MaxConnsPerHost those from one remote IP address (default
+	// DefaultMaxConnsPerHost). A connection over either bound is refused
+	// at once (ReasonTooManyConns). Connections of configured peers stop
+	// counting once their handshake succeeds: there is at most one per
+	// peer. Negative: no bound.
+	MaxConns, MaxConnsPerHost int
+	// IdleTimeout closes an accepted connection, after its handshake,
+	// that carries nothing (no message, no ping) for this long (default
+	// DefaultIdleTimeout; negative: never). Every writer pings after
+	// PingEvery without traffic (default DefaultPingEvery; negative:
+	// never), so a live peer or client is never idle; PingEvery must be
+	// below the IdleTimeout of the processes this one dials.
+	IdleTimeout, PingEvery time.Duration
 	// DialBackoffMin and DialBackoffMax bound the wait before redialing a
 	// peer: it starts at Min, doubles after each failed attempt up to Max,
 	// and each wait is drawn uniformly from [d/2, d] (jitter). After a
@@ -156,6 +185,30 @@ func (c *Config) validate() error {
 	if c.QueueSize < 0 {
 		return fmt.Errorf("transport: negative QueueSize %d", c.QueueSize)
 	}
+	if c.QueueBytes == 0 {
+		c.QueueBytes = DefaultQueueBytes
+	}
+	if c.ClientQueueBytes == 0 {
+		c.ClientQueueBytes = DefaultClientQueueBytes
+	}
+	if c.QueueBytes < 0 || c.ClientQueueBytes < 0 {
+		return fmt.Errorf("transport: negative QueueBytes %d or ClientQueueBytes %d", c.QueueBytes, c.ClientQueueBytes)
+	}
+	if c.MaxConns == 0 {
+		c.MaxConns = DefaultMaxConns
+	}
+	if c.MaxConnsPerHost == 0 {
+		c.MaxConnsPerHost = DefaultMaxConnsPerHost
+	}
+	if c.IdleTimeout == 0 {
+		c.IdleTimeout = DefaultIdleTimeout
+	}
+	if c.PingEvery == 0 {
+		c.PingEvery = DefaultPingEvery
+	}
+	if c.IdleTimeout > 0 && c.PingEvery > 0 && c.Role == RoleNode && c.PingEvery >= c.IdleTimeout {
+		return fmt.Errorf("transport: PingEvery %v must be below IdleTimeout %v (peers would time out each other)", c.PingEvery, c.IdleTimeout)
+	}
 	if c.DialBackoffMin == 0 {
 		c.DialBackoffMin = DefaultDialBackoffMin
 	}
@@ -203,6 +256,9 @@ type Transport struct {
 
 	inMu    sync.RWMutex
 	inbound map[wire.ProcID]*inConn // accepted connections by remote id
+
+	slots    slots        // inbound connections counted against MaxConns (caps.go)
+	refusing atomic.Int32 // refusals being answered (caps.go)
 
 	st      counters
 	limiter logLimiter
@@ -253,7 +309,7 @@ func newTransport(cfg Config) *Transport {
 		ctx:     ctx,
 		cancel:  cancel,
 		peers:   map[wire.ProcID]*peer{},
-		local:   newQueue(cfg.QueueSize),
+		local:   newQueue(cfg.QueueSize, cfg.QueueBytes),
 		conns:   map[net.Conn]struct{}{},
 		inbound: map[wire.ProcID]*inConn{},
 		limiter: logLimiter{every: cfg.LogEvery},
@@ -267,7 +323,7 @@ func newTransport(cfg Config) *Transport {
 			t:    t,
 			id:   id,
 			addr: addr,
-			q:    newQueue(cfg.QueueSize),
+			q:    newQueue(cfg.QueueSize, cfg.QueueBytes),
 			rng:  rand.New(rand.NewPCG(mix, uint64(id))),
 		}
 	}
@@ -308,12 +364,17 @@ func (t *Transport) Send(to wire.ProcID, m wire.Message) error {
 		t.st.drops[DropNoRoute].Add(1)
 		return fmt.Errorf("%w: %d", ErrNoRoute, to)
 	}
-	if n := wire.Size(m); n > t.cfg.MaxFrame {
+	n := wire.Size(m)
+	if n > t.cfg.MaxFrame {
 		t.st.drops[DropTooLarge].Add(1)
 		return fmt.Errorf("%w: %s of %d bytes, limit %d", ErrTooLarge, m.Kind(), n, t.cfg.MaxFrame)
 	}
+	// Don't encode what cannot be queued.
 	if len(q.ch) == cap(q.ch) {
-		return t.dropFull(q) // don't encode what cannot be queued
+		return t.dropFull(q, DropQueueFull)
+	}
+	if !q.reserve(n + FrameOverhead) {
+		return t.dropFull(q, DropQueueBytes)
 	}
 	f := getFrame()
 	f.b = AppendMessageFrame(f.b[:0], m)
@@ -321,16 +382,18 @@ func (t *Transport) Send(to wire.ProcID, m wire.Message) error {
 	case q.ch <- f:
 		return nil
 	default:
+		q.took(f)
 		putFrame(f)
-		return t.dropFull(q)
+		return t.dropFull(q, DropQueueFull)
 	}
 }
 
-// dropFull counts a message dropped because q is full. The error is not
-// wrapped: this is the overload path, it should not allocate.
-func (t *Transport) dropFull(q *queue) error {
+// dropFull counts a message dropped because q is full, in frames or in
+// bytes. The error is not wrapped: this is the overload path, it should
+// not allocate.
+func (t *Transport) dropFull(q *queue, r DropReason) error {
 	q.dropped.Add(1)
-	t.st.drops[DropQueueFull].Add(1)
+	t.st.drops[r].Add(1)
 	return ErrQueueFull
 }
 
@@ -402,20 +465,24 @@ func (t *Transport) Stats() Stats {
 	s.Peers = make(map[wire.ProcID]PeerStats, len(t.peers))
 	for id, p := range t.peers {
 		s.Peers[id] = PeerStats{
-			Addr:      p.addr,
-			Connected: p.connected.Load(),
-			Queued:    len(p.q.ch),
-			Dropped:   p.q.dropped.Load(),
-			Connects:  p.connects.Load(),
+			Addr:        p.addr,
+			Connected:   p.connected.Load(),
+			Queued:      len(p.q.ch),
+			QueuedBytes: p.q.bytes.Load(),
+			PeakBytes:   p.q.peak.Load(),
+			Dropped:     p.q.dropped.Load(),
+			Connects:    p.connects.Load(),
 		}
 	}
 	t.inMu.RLock()
 	for _, c := range t.inbound {
 		if c.role == RoleClient {
 			s.Clients++
+			s.ClientQueueBytes += c.q.bytes.Load()
 		}
 	}
 	t.inMu.RUnlock()
+	s.Conns, s.ConnsPeak = t.slots.load()
 	return s
 }
 
@@ -468,6 +535,7 @@ func (t *Transport) localLoop() {
 		case <-t.ctx.Done():
 			return
 		case f := <-t.local.ch:
+			t.local.took(f)
 			m, err := wire.Decode(f.b[FrameHeaderLen : len(f.b)-FrameTrailerLen])
 			putFrame(f)
 			if err != nil {

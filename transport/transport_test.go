@@ -613,6 +613,8 @@ func TestConfigValidation(t *testing.T) {
 		"backoff not range":  func(c *Config) { c.DialBackoffMin, c.DialBackoffMax = time.Second, time.Millisecond },
 		"negative timeout":   func(c *Config) { c.WriteTimeout = -1 },
 		"bad listen address": func(c *Config) { c.Listen = "127.0.0.1:-5" },
+		"negative bytes":     func(c *Config) { c.QueueBytes = -1 },
+		"ping above idle":    func(c *Config) { c.IdleTimeout, c.PingEvery = time.Second, 2*time.Second },
 	}
 	for name, mod := range tests {
 		cfg := good()
