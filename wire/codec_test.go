@@ -130,6 +130,7 @@ func samples() []struct {
 		{&View{Entries: []ViewEntry{{ID: 0, Group: 0, Ballot: Ballot{2, 0}, Leader: true, Alive: true, Addr: "127.0.0.1:7100"},
 			{ID: 4, Group: 1, Ballot: Ballot{1, 3}}}},
 			`VIEW p0:g0:2.p0:leader@127.0.0.1:7100 p4:g1:1.p3:down`},
+		{&Overloaded{ID: MsgID{Client: 7, Seq: 3}}, `OVERLOADED 7.3`},
 	}
 }
 
@@ -475,6 +476,8 @@ func randMessage(r *rand.Rand, k Kind) Message {
 				Leader: r.IntN(2) == 0, Alive: r.IntN(2) == 0, Addr: string(randBytes(r))})
 		}
 		return &View{Entries: es}
+	case KindOverloaded:
+		return &Overloaded{ID: randID(r)}
 	}
 	panic("randMessage: kind " + k.String())
 }
@@ -538,7 +541,7 @@ func TestDecodeErrors(t *testing.T) {
 		{"version 1 (before client sessions)", oldVersion, ErrVersion, "version byte 1"},
 		{"version 0", zeroVersion, ErrVersion, "version byte 0"},
 		{"kind 0", raw(Version, KindInvalid), ErrUnknownKind, "kind byte 0"},
-		{"kind end of messages", raw(Version, kindEndMessages), ErrUnknownKind, "kind byte 23"},
+		{"kind end of messages", raw(Version, kindEndMessages), ErrUnknownKind, "kind byte 24"},
 		{"kind 99", raw(Version, 99), ErrUnknownKind, "kind byte 99"},
 		{"kind end of records", raw(Version, kindEndRecords), ErrUnknownKind, "kind byte 109"},
 		{"kind 255", raw(Version, 255), ErrUnknownKind, "kind byte 255"},

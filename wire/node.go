@@ -9,8 +9,8 @@ import (
 
 // Messages between a real node and its peers and clients that are not part
 // of any multicast protocol: gossip membership frames, carried opaquely on
-// the same connections as the protocol, and the leader view a client asks
-// any node for.
+// the same connections as the protocol, the leader view a client asks any
+// node for, and the node's answer to a MULTICAST it shed.
 
 // Caps of this file's messages.
 const (
@@ -48,10 +48,20 @@ type View struct {
 	Entries []ViewEntry
 }
 
+// Overloaded tells a client that a node shed its MULTICAST of message ID
+// unread: the node's client inbox was full (admission control). The client
+// should back off before it sends more. The message may still be ordered
+// if another copy of it got in (an earlier send, or another destination
+// group's leader).
+type Overloaded struct {
+	ID MsgID
+}
+
 // Kind implementations.
 func (*Gossip) Kind() Kind      { return KindGossip }
 func (*ViewRequest) Kind() Kind { return KindViewRequest }
 func (*View) Kind() Kind        { return KindView }
+func (*Overloaded) Kind() Kind  { return KindOverloaded }
 
 // minViewEntrySize is the smallest encoding of a ViewEntry: id, group,
 // ballot (2), flags, address length.
@@ -81,6 +91,8 @@ func appendNodeMsg(buf []byte, m Message) ([]byte, bool) {
 			buf = binary.AppendUvarint(buf, uint64(len(e.Addr)))
 			buf = append(buf, e.Addr...)
 		}
+	case *Overloaded:
+		buf = appendMsgID(buf, m.ID)
 	default:
 		return buf, false
 	}
@@ -111,6 +123,11 @@ func sizeNodeMsg(m Message) (n int, ok bool) {
 				uvarintLen(uint64(len(e.Addr))) + len(e.Addr)
 		}
 		return n, true
+	case *Overloaded:
+		if m == nil {
+			nilPtr()
+		}
+		return sizeMsgID(m.ID), true
 	}
 	return 0, false
 }
@@ -154,6 +171,8 @@ func (d *decoder) decodeNodeMsg() (m Message, ok bool) {
 			}
 		}
 		return x, true
+	case KindOverloaded:
+		return &Overloaded{ID: d.msgID("id")}, true
 	}
 	return nil, false
 }
@@ -180,6 +199,9 @@ func describeNodeMsg(sb *strings.Builder, m Message) bool {
 				sb.WriteString(e.Addr)
 			}
 		}
+	case *Overloaded:
+		sb.WriteString(" ")
+		sb.WriteString(m.ID.String())
 	default:
 		return false
 	}
@@ -193,6 +215,8 @@ func isNilNodeMsg(m Message) bool {
 	case *ViewRequest:
 		return m == nil
 	case *View:
+		return m == nil
+	case *Overloaded:
 		return m == nil
 	}
 	return false

@@ -219,6 +219,7 @@ const (
 	KindGossip
 	KindViewRequest
 	KindView
+	KindOverloaded
 	kindEndMessages
 )
 
@@ -266,6 +267,7 @@ var kindNames = map[Kind]string{
 	KindGossip:          "GOSSIP",
 	KindViewRequest:     "VIEW_REQUEST",
 	KindView:            "VIEW",
+	KindOverloaded:      "OVERLOADED",
 	KindRecSlotAccepted: "REC_SLOT_ACCEPTED",
 	KindRecSlotDecided:  "REC_SLOT_DECIDED",
 	KindRecExpired:      "REC_EXPIRED",
