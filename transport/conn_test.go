@@ -159,7 +159,7 @@ func FuzzAcceptHandshake(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		tr.st = counters{}
 		conn := &fakeConn{r: bytes.NewReader(data)}
-		h, br, ok := tr.acceptHandshake(conn, conn.RemoteAddr().String())
+		_, h, br, ok := tr.acceptHandshake(conn, conn.RemoteAddr().String())
 		rejected := uint64(0)
 		for i := range tr.st.rejected {
 			rejected += tr.st.rejected[i].Load()

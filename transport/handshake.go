@@ -49,6 +49,13 @@ import (
 // for another process (a wrong address in its configuration) before the
 // connection could displace the dialer's legitimate one.
 //
+// Mutual TLS (Config.TLS, see tls.go) wraps all of the above: the TLS
+// handshake comes first, each side checks the other's certificate, and a
+// refusal is a REJECT frame (ReasonCertificate, ReasonWrongPeer) sent
+// over TLS by the side that refuses, in place of its Hello or Welcome.
+// The acceptor then also refuses a Hello whose role and id the dialer's
+// certificate does not carry (ReasonIdentity).
+//
 // Reject and Close carry a Notice:
 //
 //	u8       reason (Reason)
@@ -66,6 +73,10 @@ const Magic = "WEFT"
 // the preamble. Version 2 added the key flag and the nonce to the Hello,
 // version 3 the ping frame (FramePing).
 const TransportVersion = 3
+
+// tlsHandshakeRecord is the first byte of a TLS connection (a handshake
+// record), which a preamble never starts with.
+const tlsHandshakeRecord = 0x16
 
 // PreambleLen is the length of the preamble.
 const PreambleLen = len(Magic) + 1
@@ -171,6 +182,9 @@ func AppendPreamble(buf []byte) []byte {
 
 // checkPreamble returns ReasonNone for a valid preamble, otherwise why not.
 func checkPreamble(p []byte) (Reason, string) {
+	if p[0] == tlsHandshakeRecord {
+		return ReasonTLS, "the dialer speaks TLS but this process has no TLS configured (tls_cert, tls_key, tls_ca)"
+	}
 	if string(p[:len(Magic)]) != Magic {
 		return ReasonBadMagic, fmt.Sprintf("preamble %q, want %q", p, Magic)
 	}
@@ -328,6 +342,18 @@ const (
 	// ReasonIdle: an accepted connection carried nothing for
 	// Config.IdleTimeout.
 	ReasonIdle
+	// ReasonCertificate: a TLS certificate that does not verify (unknown
+	// CA, expired, wrong key usage) or carries no weft identity for this
+	// cluster; also a node's certificate that only the client CA vouches
+	// for.
+	ReasonCertificate
+	// ReasonIdentity: the Hello claims a role or id its TLS certificate
+	// does not carry (a client certificate connecting as a node, node 2's
+	// certificate claiming node 3).
+	ReasonIdentity
+	// ReasonTLS: the TLS handshake failed, or one side uses TLS and the
+	// other does not.
+	ReasonTLS
 	reasonEnd
 )
 
@@ -354,6 +380,9 @@ var reasonNames = [...]string{
 	ReasonAuth:             "auth_failed",
 	ReasonTooManyConns:     "too_many_connections",
 	ReasonIdle:             "idle_timeout",
+	ReasonCertificate:      "bad_certificate",
+	ReasonIdentity:         "identity_mismatch",
+	ReasonTLS:              "tls_failed",
 }
 
 func (r Reason) String() string {

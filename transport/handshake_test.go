@@ -96,6 +96,9 @@ func TestPreamble(t *testing.T) {
 	if r, _ := checkPreamble([]byte("GET /")); r != ReasonBadMagic {
 		t.Fatalf("HTTP preamble: %s", r)
 	}
+	if r, _ := checkPreamble([]byte{0x16, 3, 1, 0, 0xf0}); r != ReasonTLS {
+		t.Fatalf("TLS ClientHello: %s", r)
+	}
 	if r, _ := checkPreamble([]byte("WEFT\x07")); r != ReasonTransportVersion {
 		t.Fatalf("version 7 preamble: %s", r)
 	}
@@ -111,6 +114,7 @@ func TestReasonCodes(t *testing.T) {
 		ReasonForbiddenKind: 12, ReasonTruncated: 13, ReasonTimeout: 14, ReasonIO: 15,
 		ReasonWrongPeer: 16, ReasonDial: 17, ReasonShutdown: 18, ReasonAuth: 19,
 		ReasonTooManyConns: 20, ReasonIdle: 21,
+		ReasonCertificate: 22, ReasonIdentity: 23, ReasonTLS: 24,
 	}
 	if len(pinned) != int(reasonEnd) {
 		t.Fatalf("%d reasons pinned, %d defined", len(pinned), reasonEnd)

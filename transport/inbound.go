@@ -78,7 +78,9 @@ func (t *Transport) serveInbound(conn net.Conn, sl *slot) {
 		tc.SetKeepAliveConfig(keepAlive)
 	}
 	remote := conn.RemoteAddr().String()
-	h, br, ok := t.acceptHandshake(conn, remote)
+	// With TLS, conn becomes the TLS connection (t.conns keeps the TCP
+	// one, which release closes).
+	conn, h, br, ok := t.acceptHandshake(conn, remote)
 	if !ok {
 		return
 	}
@@ -163,29 +165,43 @@ func (t *Transport) discard(q *queue) {
 	}
 }
 
-// acceptHandshake runs the acceptor's side of the handshake. On failure it
-// counts and logs the reason, answers with a reject frame when that can
-// help, and reports false.
-func (t *Transport) acceptHandshake(conn net.Conn, remote string) (Hello, *bufio.Reader, bool) {
+// acceptHandshake runs the acceptor's side of the handshake (with TLS,
+// first the TLS handshake and the check of the dialer's certificate) and
+// returns the connection to use. On failure it counts and logs the
+// reason, answers with a reject frame when that can help, and reports
+// false.
+func (t *Transport) acceptHandshake(conn net.Conn, remote string) (net.Conn, Hello, *bufio.Reader, bool) {
 	host := remote
 	if h, _, err := net.SplitHostPort(remote); err == nil {
 		host = h
 	}
 	br := bufio.NewReaderSize(conn, readBufSize)
 	welcomed := false // our preamble is out: a reject is then a bare frame
-	reject := func(r Reason, detail string, answer bool) (Hello, *bufio.Reader, bool) {
+	reject := func(r Reason, detail string, answer bool) (net.Conn, Hello, *bufio.Reader, bool) {
 		if t.ctx.Err() != nil {
-			return Hello{}, nil, false // closing: not a rejection
+			return nil, Hello{}, nil, false // closing: not a rejection
 		}
 		t.st.rejected[r].Add(1)
 		t.logLimited(slog.LevelWarn, host, r, "rejected inbound connection", "remote", remote, "detail", detail)
 		if answer {
 			t.sendReject(conn, br, r, detail, !welcomed)
 		}
-		return Hello{}, nil, false
+		return nil, Hello{}, nil, false
 	}
 	if err := conn.SetDeadline(time.Now().Add(t.cfg.HandshakeTimeout)); err != nil {
 		return reject(handshakeReason(err), err.Error(), false)
+	}
+	var cert *Identity // the dialer's, with TLS
+	if t.cfg.TLS != nil {
+		c, id, r, detail := t.tlsAcceptHandshake(conn)
+		if c != nil {
+			conn = c
+			br.Reset(c)
+		}
+		if r != ReasonNone {
+			return reject(r, detail, c != nil)
+		}
+		cert = id
 	}
 	var pre [PreambleLen]byte
 	if n, err := io.ReadFull(br, pre[:]); err != nil {
@@ -200,6 +216,14 @@ func (t *Transport) acceptHandshake(conn net.Conn, remote string) (Hello, *bufio
 	if err != nil {
 		r := handshakeReason(err)
 		return reject(r, fmt.Sprintf("hello: %v", err), r != ReasonTruncated && r != ReasonIO)
+	}
+	if typ == FrameReject {
+		// The dialer refuses us (with TLS: our certificate).
+		n, err := DecodeNotice(payload)
+		if err != nil || n.Reason == ReasonNone || n.Reason >= reasonEnd {
+			return reject(ReasonBadHandshake, fmt.Sprintf("malformed REJECT from the dialer: %v", err), false)
+		}
+		return reject(n.Reason, "refused by the dialer: "+n.Text, false)
 	}
 	if typ != FrameHello {
 		return reject(ReasonBadHandshake, fmt.Sprintf("%s frame instead of HELLO", typ), true)
@@ -216,6 +240,8 @@ func (t *Transport) acceptHandshake(conn net.Conn, remote string) (Hello, *bufio
 		return reject(ReasonWrongPeer, fmt.Sprintf("this is %d, not %d", t.cfg.Self, h.To), true)
 	case !t.allowed(h.ID, h.Role):
 		return reject(ReasonUnknownPeer, fmt.Sprintf("%s %d is not allowed here", h.Role, h.ID), true)
+	case cert.refuses(h) != "":
+		return reject(ReasonIdentity, cert.refuses(h), true)
 	case h.Keyed && t.cfg.Key == nil:
 		return reject(ReasonAuth, "this process has no cluster key", true)
 	case !h.Keyed && t.cfg.Key != nil:
@@ -247,7 +273,7 @@ func (t *Transport) acceptHandshake(conn net.Conn, remote string) (Hello, *bufio
 	if err := conn.SetDeadline(time.Time{}); err != nil {
 		return reject(handshakeReason(err), err.Error(), false)
 	}
-	return h, br, true
+	return conn, h, br, true
 }
 
 // allowed applies Config.Allow or the default rule.
@@ -280,8 +306,8 @@ func (t *Transport) sendReject(conn net.Conn, br *bufio.Reader, r Reason, detail
 	if _, err := conn.Write(buf); err != nil {
 		return
 	}
-	if tc, ok := conn.(*net.TCPConn); ok {
-		tc.CloseWrite()
+	if cw, ok := conn.(interface{ CloseWrite() error }); ok { // TCP or TLS
+		cw.CloseWrite()
 		io.CopyN(io.Discard, br, rejectDrain)
 	}
 }

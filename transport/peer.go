@@ -78,6 +78,9 @@ func (p *peer) dial() (net.Conn, *bufio.Reader, error) {
 		p.dialFailed(ReasonDial, err)
 		return nil, nil, err
 	}
+	if t.cfg.TLS != nil {
+		conn = t.tlsClient(conn)
+	}
 	if !t.track(conn) {
 		conn.Close()
 		return nil, nil, ErrClosed
@@ -102,6 +105,11 @@ func (p *peer) handshake(conn net.Conn) (*bufio.Reader, error) {
 	}
 	if err := conn.SetDeadline(time.Now().Add(t.cfg.HandshakeTimeout)); err != nil {
 		return fail(handshakeReason(err), err)
+	}
+	if tc, ok := conn.(*tlsConn); ok {
+		if r, err := t.tlsDialHandshake(tc, p.id, p.addr); r != ReasonNone {
+			return fail(r, err)
+		}
 	}
 	mine := AppendHello(nil, Hello{WireVersion: wire.Version, Role: t.cfg.Role, ID: t.cfg.Self, To: p.id,
 		Cluster: t.cfg.ClusterName, Keyed: t.cfg.Key != nil, Nonce: NewNonce()})
@@ -173,6 +181,10 @@ func (p *peer) handshake(conn net.Conn) (*bufio.Reader, error) {
 // handshakeReason classifies an I/O error during a handshake, where even a
 // clean end of stream is a failure.
 func handshakeReason(err error) Reason {
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "remote error" {
+		return ReasonTLS // a TLS alert from the peer
+	}
 	if r := classify(err); r != ReasonNone {
 		return r
 	}

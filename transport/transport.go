@@ -138,6 +138,10 @@ type Config struct {
 	// key (see handshake.go), and processes without it are refused. Nil:
 	// no key; processes with one are refused.
 	Key []byte
+	// TLS, if set, runs every connection over mutual TLS 1.3 and binds
+	// each side's id and role to its certificate (see tls.go). It can be
+	// combined with Key.
+	TLS *TLS
 	// Logger receives connection events and bad-input reports (default:
 	// discard).
 	Logger *slog.Logger
@@ -229,6 +233,9 @@ func (c *Config) validate() error {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if err := c.validateTLS(); err != nil {
+		return err
 	}
 	c.Peers = maps.Clone(c.Peers) // the caller may reuse its map
 	if c.LogEvery == 0 {
