@@ -75,6 +75,14 @@ type Identity struct {
 	AnyClient bool
 }
 
+// owner is "node 2's", "client 7's" or "a client's (any id)".
+func (i Identity) owner() string {
+	if i.Role == RoleClient && i.AnyClient {
+		return "a client's (any id)"
+	}
+	return i.String() + "'s"
+}
+
 func (i Identity) String() string {
 	if i.Role == RoleClient && i.AnyClient {
 		return "client (any id)"
@@ -310,12 +318,14 @@ func (c *TLS) verify(chain [][]byte, leaf *x509.Certificate, cluster string, asS
 		return Identity{}, err
 	}
 	switch {
+	case asServer && found && id.Role != RoleNode:
+		return Identity{}, fmt.Errorf("the acceptor presents %s certificate, not a node's", id.owner())
 	case found && id.Role == RoleNode:
 		if err := check(c.NodeCAs); err != nil {
 			if c.ClientCAs != nil && check(c.ClientCAs) == nil {
 				return Identity{}, fmt.Errorf("a certificate from the client CA cannot be a node (it claims %s)", id)
 			}
-			return Identity{}, fmt.Errorf("%s's certificate (serial %x): %w", id, leaf.SerialNumber, err)
+			return Identity{}, fmt.Errorf("%s certificate (serial %x): %w", id.owner(), leaf.SerialNumber, err)
 		}
 	case found:
 		roots, which := c.NodeCAs, "node CA"
@@ -323,7 +333,7 @@ func (c *TLS) verify(chain [][]byte, leaf *x509.Certificate, cluster string, asS
 			roots, which = c.ClientCAs, "client CA"
 		}
 		if err := check(roots); err != nil {
-			return Identity{}, fmt.Errorf("%s's certificate (serial %x, checked against the %s): %w", id, leaf.SerialNumber, which, err)
+			return Identity{}, fmt.Errorf("%s certificate (serial %x, checked against the %s): %w", id.owner(), leaf.SerialNumber, which, err)
 		}
 	case c.ClientCAs != nil:
 		if err := check(c.ClientCAs); err != nil {
