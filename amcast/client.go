@@ -154,6 +154,20 @@ func (c *Client) Multicast(m wire.AppMsg) error {
 	return nil
 }
 
+// Abandon forgets outstanding message id without completing it: it is not
+// retried and no reply completes it any more. The caller promises never to
+// send it again (a node shed it: wire.Overloaded), so later floors may
+// pass it. A copy already sent may still be ordered; the id is never
+// reused, so it is delivered at most once. It reports whether id was
+// outstanding.
+func (c *Client) Abandon(id wire.MsgID) bool {
+	if _, ok := c.out[id]; !ok {
+		return false
+	}
+	delete(c.out, id)
+	return true
+}
+
 // floor is the AppMsg.Floor of a new message seq: every sequence number
 // below the lowest unanswered one is answered (or was never used, and never
 // will be: sequence numbers only increase), so the client can promise never

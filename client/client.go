@@ -19,6 +19,11 @@
 // (or against nodes without gossip) it starts at each group's first
 // member.
 //
+// Admission control: a node whose client inbox is full sheds a MULTICAST
+// unread and answers OVERLOADED (wire.Overloaded). When the leader a
+// message was sent to does so, Multicast returns ErrOverloaded at once and
+// the message is no longer retried: back off before sending more.
+//
 // Message ids are (client id, session, sequence number), sequences counting
 // from 1 (wire.MsgID). Every Client draws a fresh random 64-bit session
 // from crypto/rand when it is created, so a process restarted with a fixed
@@ -55,6 +60,15 @@ const (
 
 // ErrClosed is returned by Multicast after Close.
 var ErrClosed = errors.New("client: closed")
+
+// ErrOverloaded is returned by Multicast when the leader of a destination
+// group shed the message unread because its client inbox was full
+// (wire.Overloaded; admission control, docs/operations.md). Back off before
+// sending more. The client stops retrying the message; like a Multicast
+// whose ctx ended, it may still be delivered (a copy sent earlier, or
+// another destination group's leader, may have taken it in), at most once:
+// its id is never reused. Test with errors.Is.
+var ErrOverloaded = errors.New("client: node overloaded (message shed; back off)")
 
 // Config configures a Client.
 type Config struct {
@@ -107,14 +121,21 @@ type Result struct {
 type request struct {
 	dest    []wire.GroupID
 	payload []byte
-	reply   chan Result
+	reply   chan answer
 	start   time.Time
+}
+
+// answer is how a request ends: a result or an error (ErrOverloaded).
+type answer struct {
+	res Result
+	err error
 }
 
 type reply struct {
 	from wire.ProcID
 	d    *wire.Delivered
 	v    *wire.View
+	o    *wire.Overloaded
 }
 
 // Client multicasts messages to a cluster. It is safe for concurrent use.
@@ -138,10 +159,11 @@ type Client struct {
 	asked   int // views requested
 	seenRe  int // retries when the last view was asked
 
-	mu      sync.Mutex
-	leaders []wire.ProcID
-	retries int
-	views   int // views applied
+	mu         sync.Mutex
+	leaders    []wire.ProcID
+	retries    int
+	views      int // views applied
+	overloaded int // messages shed by a node (ErrOverloaded)
 }
 
 // New starts a client. It dials every node in the background; messages
@@ -246,6 +268,13 @@ func (c *Client) Retries() int {
 	return c.retries
 }
 
+// Overloaded returns how many Multicast calls ended with ErrOverloaded.
+func (c *Client) Overloaded() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.overloaded
+}
+
 // TransportStats returns the client's transport counters (connections,
 // handshake failures by reason, drops).
 func (c *Client) TransportStats() transport.Stats { return c.tr.Stats() }
@@ -264,6 +293,8 @@ func (c *Client) handle(from wire.ProcID, m wire.Message) {
 		rp = reply{from: from, d: m}
 	case *wire.View:
 		rp = reply{from: from, v: m}
+	case *wire.Overloaded:
+		rp = reply{from: from, o: m}
 	default:
 		return
 	}
@@ -275,7 +306,9 @@ func (c *Client) handle(from wire.ProcID, m wire.Message) {
 
 // Multicast sends payload to the groups in dest and waits for the reply
 // of a destination group (or ctx). dest need not be sorted. If ctx ends
-// first the message stays in flight (it may still be delivered).
+// first the message stays in flight (it may still be delivered). If a
+// destination group's leader sheds it, Multicast returns ErrOverloaded
+// (see there): the caller should back off.
 func (c *Client) Multicast(ctx context.Context, dest []wire.GroupID, payload []byte) (Result, error) {
 	d := slices.Clone(dest)
 	slices.Sort(d)
@@ -288,7 +321,7 @@ func (c *Client) Multicast(ctx context.Context, dest []wire.GroupID, payload []b
 	if len(d) == 0 {
 		return Result{}, errors.New("client: no destination group")
 	}
-	r := &request{dest: d, payload: payload, reply: make(chan Result, 1)}
+	r := &request{dest: d, payload: payload, reply: make(chan answer, 1)}
 	select {
 	case c.reqs <- r:
 	case <-c.stop:
@@ -297,8 +330,8 @@ func (c *Client) Multicast(ctx context.Context, dest []wire.GroupID, payload []b
 		return Result{}, ctx.Err()
 	}
 	select {
-	case res := <-r.reply:
-		return res, nil
+	case a := <-r.reply:
+		return a.res, a.err
 	case <-c.stop:
 		return Result{}, ErrClosed
 	case <-ctx.Done():
@@ -397,6 +430,10 @@ func (c *Client) reply(rp reply) {
 		c.applyView(rp.v)
 		return
 	}
+	if rp.o != nil {
+		c.shed(rp.from, rp.o.ID)
+		return
+	}
 	d := rp.d
 	if err := c.m.Step(wire.Envelope{From: rp.from, To: c.cfg.ID, Msg: d}); err != nil {
 		return // a reply naming a non-replica leader or an unknown group
@@ -408,6 +445,29 @@ func (c *Client) reply(rp reply) {
 		c.hint = map[wire.MsgID]reply{}
 	}
 	c.hint[d.ID] = rp
+}
+
+// shed ends a request whose message node from shed (wire.Overloaded) with
+// ErrOverloaded, if from is the leader the client sends that message to in
+// one of its destination groups. A follower shedding a retry says nothing
+// about whether the leader took the message in.
+func (c *Client) shed(from wire.ProcID, id wire.MsgID) {
+	r := c.waiting[id]
+	if r == nil {
+		return // answered, or shed already
+	}
+	leads := false
+	for _, g := range r.dest {
+		leads = leads || c.m.Leader(g) == from
+	}
+	if !leads || !c.m.Abandon(id) {
+		return
+	}
+	delete(c.waiting, id)
+	c.mu.Lock()
+	c.overloaded++
+	c.mu.Unlock()
+	r.reply <- answer{err: ErrOverloaded}
 }
 
 func (c *Client) ready() {
@@ -428,7 +488,7 @@ func (c *Client) ready() {
 		if h.d != nil {
 			res.Group, res.Leader = h.d.G, h.d.Leader
 		}
-		r.reply <- res
+		r.reply <- answer{res: res}
 	}
 	c.mu.Lock()
 	c.retries = c.m.Retries()

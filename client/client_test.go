@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"net"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/weft-dev/weft/amcast"
 	"github.com/weft-dev/weft/client"
 	"github.com/weft-dev/weft/node"
+	"github.com/weft-dev/weft/transport"
 	"github.com/weft-dev/weft/wire"
 )
 
@@ -100,5 +102,64 @@ func TestClientFollowsLeaderHints(t *testing.T) {
 	res, err = cl.Multicast(ctx, []wire.GroupID{0}, []byte("c"))
 	if err != nil || cl.Retries() != retries {
 		t.Errorf("third multicast: %+v %v, retries %d -> %d (want none: the view is right)", res, err, retries, cl.Retries())
+	}
+}
+
+// TestClientOverloaded: a leader that sheds a message makes Multicast
+// return ErrOverloaded at once (the message is not retried); a follower
+// shedding a copy is ignored; the next message is served.
+func TestClientOverloaded(t *testing.T) {
+	topo, err := amcast.NewTopology(1, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var trs [2]atomic.Pointer[transport.Transport]
+	var got [2]atomic.Int64 // MULTICASTs received by each fake node
+	addrs := map[wire.ProcID]string{}
+	for p := range wire.ProcID(2) {
+		tr, err := transport.New(transport.Config{ClusterName: "c", Self: p, Listen: "127.0.0.1:0",
+			Handler: func(from wire.ProcID, m wire.Message) {
+				mc, ok := m.(*wire.Multicast)
+				if !ok {
+					return
+				}
+				n := got[p].Add(1)
+				// p1 (a follower) sheds everything; the leader p0 sheds
+				// the first message, and answers the second only at its
+				// third copy, so the client's first retry (to every
+				// member) is shed by p1 before.
+				if p == 1 || mc.M.ID.Seq == 1 {
+					trs[p].Load().Send(from, &wire.Overloaded{ID: mc.M.ID})
+					return
+				}
+				if n < 4 {
+					return
+				}
+				trs[p].Load().Send(from, &wire.Delivered{ID: mc.M.ID, G: 0, GTS: wire.Timestamp{T: mc.M.ID.Seq}, Leader: 0})
+			}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		trs[p].Store(tr)
+		addrs[p] = tr.Addr().String()
+		t.Cleanup(func() { tr.Close() })
+	}
+	cl, err := client.New(client.Config{Cluster: "c", Topology: topo, Nodes: addrs, RetryTicks: 2, ViewTicks: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := cl.Multicast(ctx, []wire.GroupID{0}, []byte("a")); !errors.Is(err, client.ErrOverloaded) {
+		t.Fatalf("first multicast: %v, want ErrOverloaded", err)
+	}
+	res, err := cl.Multicast(ctx, []wire.GroupID{0}, []byte("b"))
+	if err != nil || res.ID.Seq != 2 {
+		t.Fatalf("second multicast: %+v %v", res, err)
+	}
+	if cl.Overloaded() != 1 || got[0].Load() != 4 || got[1].Load() < 1 {
+		t.Errorf("overloaded %d, leader got %d multicasts, follower %d (want 1, 4 (the shed message is not retried), at least 1)",
+			cl.Overloaded(), got[0].Load(), got[1].Load())
 	}
 }
