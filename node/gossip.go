@@ -211,7 +211,7 @@ func (gs *gossiper) stop() {
 // tick runs one gossip round.
 func (gs *gossiper) tick() error {
 	now := time.Now()
-	gs.g.SetBacklog(len(gs.n.inbox))
+	gs.g.SetBacklog(len(gs.n.inbox.ch))
 	gs.publishLoad(now)
 	gs.g.Tick(now.UnixNano())
 	if err := gs.flush(); err != nil {

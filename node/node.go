@@ -5,10 +5,12 @@
 //
 // One goroutine owns the process, and the gossip core when Config.Gossip is
 // set (gossip.go). It feeds the process the messages the transport
-// receives (through a bounded channel; gossip frames and clients' view
-// requests come through a second one, so a protocol backlog cannot delay
-// them) and a tick every Config.Tick, and handles each Ready in the order
-// the amcast contract requires:
+// receives (through inboxes bounded in messages and bytes, inbox.go: the
+// other nodes' protocol messages, served first; clients' MULTICASTs, shed
+// with an OVERLOADED answer when full; gossip frames and clients' view
+// requests, so a protocol backlog cannot delay them) and a tick every
+// Config.Tick, and handles each Ready in the order the amcast contract
+// requires:
 //
 //  1. append Ready.Persist to the WAL and fdatasync once (group commit: when
 //     inputs are queued, up to Config.MaxBatch of them are stepped before
@@ -56,9 +58,12 @@ import (
 	"github.com/weft-dev/weft/wire"
 )
 
-// sideQueue is the capacity of the queue of gossip frames and view
+// sideQueue and sideBytes bound the queue of gossip frames and view
 // requests (a few rounds of a large cluster's gossip).
-const sideQueue = 1024
+const (
+	sideQueue = 1024
+	sideBytes = 16 << 20
+)
 
 // Defaults for zero Config fields.
 const (
@@ -66,7 +71,14 @@ const (
 	DefaultElectionTicks = 30
 	DefaultMaxBatch      = 512
 	DefaultInboxSize     = 8192
-	DefaultCompactBytes  = 8 << 20
+	DefaultInboxBytes    = 64 << 20
+	// Client inbox defaults: room for a burst of a few hundred clients
+	// with a message or two each; beyond that, clients are told to back
+	// off (OVERLOADED) rather than queued.
+	DefaultClientInboxSize  = 1024
+	DefaultClientInboxBytes = 8 << 20
+	DefaultClientBatch      = 64
+	DefaultCompactBytes     = 8 << 20
 	// DefaultDialBackoffMax caps the transport's redial backoff: a
 	// restarted peer is reached again within about this long.
 	DefaultDialBackoffMax = 500 * time.Millisecond
@@ -114,9 +126,32 @@ type Config struct {
 	// MaxBatch bounds the inputs stepped before one Ready (default
 	// DefaultMaxBatch).
 	MaxBatch int
-	// InboxSize is the capacity of the inbound message channel (default
-	// DefaultInboxSize); when it is full the transport's readers wait.
-	InboxSize int
+	// InboxSize and InboxBytes bound the inbox of protocol messages from
+	// nodes, in messages and in encoded bytes (defaults DefaultInboxSize,
+	// DefaultInboxBytes); when it is full the transport's readers wait
+	// (back-pressure; see inbox.go).
+	InboxSize  int
+	InboxBytes int64
+	// ClientInboxSize and ClientInboxBytes bound the inbox of clients'
+	// MULTICASTs (defaults DefaultClientInboxSize,
+	// DefaultClientInboxBytes); when it is full a client's MULTICAST is
+	// shed and answered OVERLOADED. ClientBatch is the most client
+	// messages the loop steps per pass, after the peer inbox (default
+	// DefaultClientBatch).
+	ClientInboxSize  int
+	ClientInboxBytes int64
+	ClientBatch      int
+	// Connection limits, passed to the transport (0: its defaults; see
+	// transport.Config): PeerQueueBytes bounds each peer's send queue
+	// (QueueBytes), ClientQueueBytes each client's reply queue;
+	// MaxConns and MaxConnsPerHost cap inbound connections; the handshake
+	// must finish within HandshakeTimeout; an accepted connection silent
+	// for IdleTimeout is closed (negative: never). The node pings its
+	// own idle connections every min(transport.DefaultPingEvery,
+	// IdleTimeout/4).
+	PeerQueueBytes, ClientQueueBytes int
+	MaxConns, MaxConnsPerHost        int
+	HandshakeTimeout, IdleTimeout    time.Duration
 	// CompactBytes: the log is compacted when the records appended since
 	// the last compaction exceed this many bytes and twice the last
 	// snapshot (default DefaultCompactBytes; negative disables).
@@ -205,6 +240,18 @@ func (c *Config) validate() error {
 	if c.InboxSize == 0 {
 		c.InboxSize = DefaultInboxSize
 	}
+	if c.InboxBytes == 0 {
+		c.InboxBytes = DefaultInboxBytes
+	}
+	if c.ClientInboxSize == 0 {
+		c.ClientInboxSize = DefaultClientInboxSize
+	}
+	if c.ClientInboxBytes == 0 {
+		c.ClientInboxBytes = DefaultClientInboxBytes
+	}
+	if c.ClientBatch == 0 {
+		c.ClientBatch = DefaultClientBatch
+	}
 	if c.CompactBytes == 0 {
 		c.CompactBytes = DefaultCompactBytes
 	}
@@ -218,8 +265,10 @@ func (c *Config) validate() error {
 		return fmt.Errorf("node: ElectionTicks %d below 2", c.ElectionTicks)
 	case c.HeartbeatTicks < 0 || c.RetryTicks < 0 || c.SessionTicks < 0:
 		return errors.New("node: negative HeartbeatTicks, RetryTicks or SessionTicks")
-	case c.MaxBatch < 1 || c.InboxSize < 1:
-		return errors.New("node: MaxBatch and InboxSize must be positive")
+	case c.MaxBatch < 1 || c.InboxSize < 1 || c.ClientInboxSize < 1 || c.ClientBatch < 1:
+		return errors.New("node: MaxBatch, InboxSize, ClientInboxSize and ClientBatch must be positive")
+	case c.InboxBytes < 1 || c.ClientInboxBytes < 1:
+		return errors.New("node: InboxBytes and ClientInboxBytes must be positive")
 	}
 	if c.DeliveryLog == "" {
 		c.DeliveryLog = filepath.Join(c.DataDir, "deliveries.jsonl")
@@ -240,12 +289,11 @@ type Node struct {
 	w     *wal.WAL
 	tr    *transport.Transport
 	dlog  *deliveryLog
-	inbox chan wire.Envelope
-	// side carries gossip and clients' view requests past the protocol's
-	// backlog: a deep inbox must not delay heartbeat arrivals into phi
-	// convictions of live members. Full: they are dropped (gossip
-	// tolerates loss; a client asks again).
-	side chan wire.Envelope
+	// The inboxes (inbox.go): protocol messages from nodes, clients'
+	// MULTICASTs, and the side queue, which carries gossip and clients'
+	// view requests past the protocol's backlog (a deep inbox must not
+	// delay heartbeat arrivals into phi convictions of live members).
+	inbox, clients, side *inbox
 
 	stop     chan struct{}
 	done     chan struct{}
@@ -263,7 +311,7 @@ type Node struct {
 	det    *gossipDetector // gossip's detector, if it is the core's
 	ctl    chan func()     // operator requests run on the loop
 
-	sideDrops atomic.Uint64
+	sideDrops, clientShed atomic.Uint64
 
 	mu     sync.Mutex
 	status Status
@@ -284,6 +332,17 @@ type Stats struct {
 	// SideDrops counts gossip frames and view requests dropped because the
 	// side queue was full.
 	SideDrops uint64
+	// InboxBytes is the encoded size of the messages in the peer inbox,
+	// InboxPeakBytes the most it ever held (at most Config.InboxBytes,
+	// plus one message when it was empty).
+	InboxBytes, InboxPeakBytes int64
+	// ClientQueued, ClientInboxBytes and ClientInboxPeakBytes describe the
+	// client inbox likewise. ClientSteps counts the client messages
+	// stepped, ClientShed those shed because the client inbox was full
+	// (each answered OVERLOADED).
+	ClientQueued                           int
+	ClientInboxBytes, ClientInboxPeakBytes int64
+	ClientSteps, ClientShed                uint64
 }
 
 // Status is a snapshot of the node's state, as served by the agent's
@@ -321,13 +380,14 @@ func New(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	n := &Node{
-		cfg:   cfg,
-		log:   cfg.Logger.With("node", uint32(cfg.ID)),
-		inbox: make(chan wire.Envelope, cfg.InboxSize),
-		side:  make(chan wire.Envelope, sideQueue),
-		stop:  make(chan struct{}),
-		done:  make(chan struct{}),
-		ctl:   make(chan func()),
+		cfg:     cfg,
+		log:     cfg.Logger.With("node", uint32(cfg.ID)),
+		inbox:   newInbox(cfg.InboxSize, cfg.InboxBytes),
+		clients: newInbox(cfg.ClientInboxSize, cfg.ClientInboxBytes),
+		side:    newInbox(sideQueue, sideBytes),
+		stop:    make(chan struct{}),
+		done:    make(chan struct{}),
+		ctl:     make(chan func()),
 	}
 	if cfg.Gossip != nil && cfg.Detector == nil {
 		n.det = newGossipDetector(cfg.ElectionTicks)
@@ -357,6 +417,14 @@ func New(cfg Config) (*Node, error) {
 		DialBackoffMax: cfg.DialBackoffMax,
 		Seed:           uint64(time.Now().UnixNano()),
 		Key:            cfg.ClusterKey,
+		// Limits (inbox.go has the node's own).
+		QueueBytes:       cfg.PeerQueueBytes,
+		ClientQueueBytes: cfg.ClientQueueBytes,
+		MaxConns:         cfg.MaxConns,
+		MaxConnsPerHost:  cfg.MaxConnsPerHost,
+		HandshakeTimeout: cfg.HandshakeTimeout,
+		IdleTimeout:      cfg.IdleTimeout,
+		PingEvery:        pingEvery(cfg.IdleTimeout),
 	})
 	if err != nil {
 		n.closeStorage()
@@ -461,23 +529,6 @@ func (n *Node) closeStorage() {
 	}
 }
 
-// handle is the transport's Handler.
-func (n *Node) handle(from wire.ProcID, m wire.Message) {
-	switch m.(type) {
-	case *wire.Gossip, *wire.ViewRequest:
-		select {
-		case n.side <- wire.Envelope{From: from, To: n.cfg.ID, Msg: m}:
-		default:
-			n.sideDrops.Add(1)
-		}
-		return
-	}
-	select {
-	case n.inbox <- wire.Envelope{From: from, To: n.cfg.ID, Msg: m}:
-	case <-n.stop:
-	}
-}
-
 // ID returns the node's id.
 func (n *Node) ID() wire.ProcID { return n.cfg.ID }
 
@@ -554,15 +605,19 @@ func (n *Node) run() {
 			}
 		case f := <-n.ctl:
 			f()
-		case env := <-n.side:
-			n.step(env)
-		case env := <-n.inbox:
-			n.step(env)
-			n.drain(1)
+		case in := <-n.side.ch:
+			n.take(n.side, in)
+		case in := <-n.inbox.ch:
+			n.take(n.inbox, in)
+			n.drain(1, 0)
+		case in := <-n.clients.ch:
+			n.take(n.clients, in)
+			n.stats.ClientSteps++
+			n.drain(0, 1)
 		case <-ticker.C:
 			n.m.Tick()
 			n.stats.Ticks++
-			n.drain(0)
+			n.drain(0, 0)
 		}
 		if n.m.HasReady() {
 			if err = n.ready(); err != nil {
@@ -572,22 +627,6 @@ func (n *Node) run() {
 		}
 		n.publish()
 	}
-}
-
-// drain steps queued inputs, up to MaxBatch in all, so that one Ready (and
-// one sync) covers them.
-func (n *Node) drain(have int) {
-	for have < n.cfg.MaxBatch {
-		select {
-		case env := <-n.inbox:
-			n.step(env)
-			have++
-		default:
-			n.stats.MaxBatchSeen = max(n.stats.MaxBatchSeen, have)
-			return
-		}
-	}
-	n.stats.MaxBatchSeen = max(n.stats.MaxBatchSeen, have)
 }
 
 func (n *Node) step(env wire.Envelope) {
@@ -715,7 +754,11 @@ func (n *Node) publish() {
 		Retained: n.m.retained(), Coverage: n.m.coverage(),
 		WALFirst: n.w.FirstIndex(), WALLast: n.w.LastIndex(), Stats: n.stats, Pid: os.Getpid(), LeaderSince: n.leaderSince,
 	}
-	st.Stats.InboxQueued = len(n.inbox)
+	st.Stats.InboxQueued = len(n.inbox.ch)
+	st.Stats.InboxBytes, st.Stats.InboxPeakBytes = n.inbox.budget.load()
+	st.Stats.ClientQueued = len(n.clients.ch)
+	st.Stats.ClientInboxBytes, st.Stats.ClientInboxPeakBytes = n.clients.budget.load()
+	st.Stats.ClientShed = n.clientShed.Load()
 	st.Stats.SideDrops = n.sideDrops.Load()
 	n.gossip.publish(roleName(st.Role, st.Leader), st.Ballot)
 	if n.gossip != nil {

@@ -1,0 +1,219 @@
+package node
+
+import (
+	"sync"
+	"time"
+
+	"github.com/weft-dev/weft/transport"
+	"github.com/weft-dev/weft/wire"
+)
+
+// Inboxes and admission control (issue #11 item 7; docs/operations.md,
+// "Limits and admission control").
+//
+// The transport's readers hand every inbound message to handle, which
+// queues it for the node's loop in one of three bounded queues, each
+// bounded in messages (a channel's capacity) and in encoded bytes (a
+// budget: wire.Size of the messages, the figure the transport's frame
+// limit and send queues use):
+//
+//   - the peer inbox: protocol messages from the other nodes and from this
+//     process itself (Config.InboxSize, Config.InboxBytes). When it is
+//     full the reader waits: back-pressure through TCP into the sending
+//     peer's send queue, which then drops (queue_full, queue_bytes): a
+//     loss the protocols tolerate, since they retransmit and catch up.
+//   - the client inbox: clients' MULTICASTs (Config.ClientInboxSize,
+//     Config.ClientInboxBytes). When it is full the message is shed
+//     unread: counted (Stats.ClientShed) and answered with OVERLOADED, on
+//     which the client returns client.ErrOverloaded. A reader never waits
+//     for a client's sake, so a client flood cannot hold up anything but
+//     its own connection.
+//   - the side queue: gossip frames and clients' view requests (sideQueue,
+//     sideBytes), dropped when full (gossip tolerates loss; a client asks
+//     again).
+//
+// The loop serves peers first: every pass drains the peer inbox (up to
+// MaxBatch) before it steps at most Config.ClientBatch client messages, so
+// a client flood delays a heartbeat or an ACCEPT_ACK by at most one pass
+// of ClientBatch MULTICASTs, never by the depth of the client inbox.
+
+// input is a queued inbound message with its encoded size.
+type input struct {
+	env  wire.Envelope
+	size int64
+}
+
+// budget bounds the bytes queued in one inbox. A message is admitted when
+// it fits, or when the inbox holds nothing (so a message up to the frame
+// limit is never refused for its size alone).
+type budget struct {
+	mu   sync.Mutex
+	max  int64
+	used int64
+	peak int64
+	wake chan struct{} // closed by give when waiters exist; nil if none
+}
+
+// take admits n bytes if they fit, without waiting.
+func (b *budget) take(n int64) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.admitLocked(n)
+}
+
+func (b *budget) admitLocked(n int64) bool {
+	if b.used > 0 && b.used+n > b.max {
+		return false
+	}
+	b.used += n
+	b.peak = max(b.peak, b.used)
+	return true
+}
+
+// wait admits n bytes, waiting until they fit; it reports false if stop
+// closes first.
+func (b *budget) wait(n int64, stop <-chan struct{}) bool {
+	for {
+		b.mu.Lock()
+		if b.admitLocked(n) {
+			b.mu.Unlock()
+			return true
+		}
+		if b.wake == nil {
+			b.wake = make(chan struct{})
+		}
+		w := b.wake
+		b.mu.Unlock()
+		select {
+		case <-w:
+		case <-stop:
+			return false
+		}
+	}
+}
+
+// give releases n bytes and wakes the waiters.
+func (b *budget) give(n int64) {
+	b.mu.Lock()
+	b.used -= n
+	if b.wake != nil {
+		close(b.wake)
+		b.wake = nil
+	}
+	b.mu.Unlock()
+}
+
+// load returns the bytes queued now and the most ever queued.
+func (b *budget) load() (used, peak int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.used, b.peak
+}
+
+// inbox is one bounded queue of inputs.
+type inbox struct {
+	ch     chan input
+	budget budget
+}
+
+func newInbox(msgs int, bytes int64) *inbox {
+	return &inbox{ch: make(chan input, msgs), budget: budget{max: bytes}}
+}
+
+// offer queues in without waiting; false: the inbox is full.
+func (q *inbox) offer(in input) bool {
+	if !q.budget.take(in.size) {
+		return false
+	}
+	select {
+	case q.ch <- in:
+		return true
+	default:
+		q.budget.give(in.size)
+		return false
+	}
+}
+
+// put queues in, waiting for room; false if stop closed first.
+func (q *inbox) put(in input, stop <-chan struct{}) bool {
+	if !q.budget.wait(in.size, stop) {
+		return false
+	}
+	select {
+	case q.ch <- in:
+		return true
+	case <-stop:
+		q.budget.give(in.size)
+		return false
+	}
+}
+
+// got releases the bytes of an input taken out of ch.
+func (q *inbox) got(in input) { q.budget.give(in.size) }
+
+// handle is the transport's Handler: it sorts inbound messages into the
+// inboxes (see above).
+func (n *Node) handle(from wire.ProcID, m wire.Message) {
+	in := input{env: wire.Envelope{From: from, To: n.cfg.ID, Msg: m}, size: int64(wire.Size(m))}
+	switch m := m.(type) {
+	case *wire.Gossip, *wire.ViewRequest:
+		if !n.side.offer(in) {
+			n.sideDrops.Add(1)
+		}
+		return
+	case *wire.Multicast:
+		if !n.cfg.Topology.IsReplica(from) {
+			if !n.clients.offer(in) {
+				n.clientShed.Add(1)
+				// Best effort: a full reply queue drops it, and the client
+				// retries after its timeout instead.
+				n.tr.Send(from, &wire.Overloaded{ID: m.M.ID})
+			}
+			return
+		}
+	}
+	n.inbox.put(in, n.stop)
+}
+
+// take steps one input from q.
+func (n *Node) take(q *inbox, in input) {
+	q.got(in)
+	n.step(in.env)
+}
+
+// drain steps queued inputs so that one Ready (and one sync) covers them:
+// the peer inbox first, up to MaxBatch inputs in all (have counts those
+// already stepped this pass), then at most ClientBatch client messages
+// (clients counts those already stepped this pass).
+func (n *Node) drain(have, clients int) {
+	defer func() { n.stats.MaxBatchSeen = max(n.stats.MaxBatchSeen, have+clients) }()
+peers:
+	for have < n.cfg.MaxBatch {
+		select {
+		case in := <-n.inbox.ch:
+			n.take(n.inbox, in)
+			have++
+		default:
+			break peers
+		}
+	}
+	for clients < n.cfg.ClientBatch {
+		select {
+		case in := <-n.clients.ch:
+			n.take(n.clients, in)
+			n.stats.ClientSteps++
+			clients++
+		default:
+			return
+		}
+	}
+}
+
+// pingEvery is how often the node pings its idle connections: often
+// enough for a peer with the same idle timeout never to cut them.
+func pingEvery(idle time.Duration) time.Duration {
+	if idle <= 0 {
+		return 0 // the transport's default
+	}
+	return min(transport.DefaultPingEvery, idle/4)
+}

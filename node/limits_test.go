@@ -1,0 +1,139 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/weft-dev/weft/client"
+	"github.com/weft-dev/weft/transport"
+	"github.com/weft-dev/weft/wire"
+)
+
+// stall blocks n's loop until the returned function is called.
+func stall(t *testing.T, n *Node) (release func()) {
+	t.Helper()
+	gate, entered := make(chan struct{}), make(chan struct{})
+	select {
+	case n.ctl <- func() { close(entered); <-gate }:
+	case <-time.After(10 * time.Second): // failure guard only
+		t.Fatal("the node's loop does not take requests")
+	}
+	<-entered
+	var once sync.Once
+	release = func() { once.Do(func() { close(gate) }) }
+	t.Cleanup(release)
+	return release
+}
+
+// TestClientInboxSheds drives the client inbox to each of its bounds (in
+// messages, then in bytes) with the leader's loop stalled: exactly what
+// fits is queued, every other MULTICAST is shed and its Multicast call
+// returns client.ErrOverloaded; once the loop runs again, the queued ones
+// complete.
+func TestClientInboxSheds(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		size    int
+		bytes   int64
+		payload int
+		fit     int // messages that fit
+	}{
+		{"messages", 8, 1 << 20, 10, 8},
+		// 1,000-byte payloads encode to a little over 1,000 bytes: 10 of
+		// them exceed 10,000 bytes, 9 fit.
+		{"bytes", 1000, 10000, 1000, 9},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newCluster(t, 1, 3, func(cfg *Config) { cfg.ClientInboxSize, cfg.ClientInboxBytes = tc.size, tc.bytes })
+			cl, err := client.New(client.Config{Cluster: "test", Topology: c.topo, Nodes: c.addrs, RetryTicks: 100000, ViewTicks: -1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cl.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			if _, err := cl.Multicast(ctx, []wire.GroupID{0}, []byte("warm up")); err != nil {
+				t.Fatal(err)
+			}
+			leader := c.nodes[0]
+			release := stall(t, leader)
+			const n = 30
+			var overloaded, served atomic.Int64
+			var wg sync.WaitGroup
+			for range n {
+				wg.Go(func() {
+					_, err := cl.Multicast(ctx, []wire.GroupID{0}, make([]byte, tc.payload))
+					switch {
+					case errors.Is(err, client.ErrOverloaded):
+						overloaded.Add(1)
+					case err == nil:
+						served.Add(1)
+					default:
+						t.Errorf("multicast: %v", err)
+					}
+				})
+			}
+			waitUntil(t, 20*time.Second, "every message queued or shed", func() bool { return overloaded.Load() == n-int64(tc.fit) })
+			used, peak := leader.clients.budget.load()
+			t.Logf("queued %d (%d bytes, peak %d), shed %d", len(leader.clients.ch), used, peak, leader.clientShed.Load())
+			if len(leader.clients.ch) != tc.fit || peak > tc.bytes || leader.clientShed.Load() != uint64(n-tc.fit) {
+				t.Errorf("queued %d, want %d; peak %d bytes of %d; shed %d", len(leader.clients.ch), tc.fit, peak, tc.bytes, leader.clientShed.Load())
+			}
+			release()
+			wg.Wait()
+			if served.Load() != int64(tc.fit) || cl.Overloaded() != n-tc.fit {
+				t.Errorf("served %d, overloaded %d (client counts %d); want %d and %d", served.Load(), overloaded.Load(), cl.Overloaded(), tc.fit, n-tc.fit)
+			}
+		})
+	}
+}
+
+// TestPeerInboxBytes stalls a follower's loop while its group keeps
+// ordering 1 KiB messages: its peer inbox fills to its byte budget and no
+// further (the readers wait), the leader's send queue to it fills to its
+// own budget and drops (queue_bytes), and once the follower runs again it
+// catches up: the protocol tolerates the loss.
+func TestPeerInboxBytes(t *testing.T) {
+	const inboxBytes, queueBytes = 64 << 10, 64 << 10
+	c := newCluster(t, 1, 3, func(cfg *Config) { cfg.InboxBytes, cfg.PeerQueueBytes = inboxBytes, queueBytes })
+	cl := c.client()
+	one := func(int) []wire.GroupID { return []wire.GroupID{0} }
+	multicast(t, cl, 10, 2, one)
+	follower := c.nodes[1]
+	release := stall(t, follower)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	// Until the leader's queue to p1 drops for want of bytes (failure
+	// guard: 100,000 messages).
+	var sent atomic.Int64
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Go(func() {
+			for c.nodes[0].TransportStats().Drops[transport.DropQueueBytes] == 0 && sent.Load() < 100000 {
+				if _, err := cl.Multicast(ctx, []wire.GroupID{0}, make([]byte, 1024)); err != nil {
+					t.Errorf("multicast with a follower stalled: %v", err)
+					return
+				}
+				sent.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	used, peak := follower.inbox.budget.load()
+	lst := c.nodes[0].TransportStats()
+	t.Logf("%d multicasts with p1 stalled: p1 inbox %d bytes (peak %d, budget %d); p0's queue to p1 peak %d bytes, drops %v",
+		sent.Load(), used, peak, inboxBytes, lst.Peers[1].PeakBytes, lst.Drops)
+	if peak > inboxBytes+wire.DefaultMaxFrame || peak < inboxBytes/2 {
+		t.Errorf("p1 inbox peak %d bytes, budget %d: not driven to the bound, or over it", peak, inboxBytes)
+	}
+	if p := lst.Peers[1].PeakBytes; p > queueBytes+wire.DefaultMaxFrame {
+		t.Errorf("p0's queue to p1 peaked at %d bytes, budget %d", p, queueBytes)
+	}
+	release()
+	multicast(t, cl, 10, 2, one)
+	c.waitDelivered(t, 20+int(sent.Load()))
+}
