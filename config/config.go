@@ -14,6 +14,11 @@
 //	admin_token_file = "/etc/weft/admin.token"  # bearer token, mode 0600 (default: none)
 //	delivery_log = "/var/log/weft/d.jsonl"  # deliveries log, rotated (default: off)
 //	cluster_key_file = "/etc/weft/key"  # shared secret every node and client proves (default: none)
+//	tls_cert = "/etc/weft/node0.crt"  # mutual TLS: this node's certificate, key and the node CA
+//	tls_key = "/etc/weft/node0.key"   #   (all three or none; `weft certs` makes development ones)
+//	tls_ca = "/etc/weft/ca.crt"
+//	tls_client_ca = "/etc/weft/client-ca.crt"  # CA of client certificates (default: tls_ca)
+//	insecure = false               # allow a non-loopback listen with neither TLS nor a cluster key
 //	tick = "10ms"                  # protocol tick (default 10ms; 1ms..10s)
 //	election_ticks = 30            # silence before a leader is replaced (default 30; >= 2)
 //	heartbeat_ticks = 1            # ticks between heartbeats (default 1; < election_ticks)
@@ -59,6 +64,7 @@ import (
 	"github.com/BurntSushi/toml"
 
 	"github.com/weft-dev/weft/amcast"
+	"github.com/weft-dev/weft/transport"
 	"github.com/weft-dev/weft/wire"
 )
 
@@ -134,6 +140,27 @@ type Config struct {
 	// Key "cluster_key_file"; default "" (no key).
 	ClusterKeyFile string `toml:"cluster_key_file"`
 	key            []byte // read from ClusterKeyFile by validate
+	// TLSCert and TLSKey name this node's certificate chain and private key
+	// (PEM), and TLSCA the node CA bundle (PEM) that every node's
+	// certificate chains to: with them every connection is mutual TLS
+	// 1.3, a node's certificate carries the URI SAN
+	// weft://<cluster>/node/<id> and the transport binds each peer's id to
+	// its certificate (see transport/tls.go; `weft certs` makes development
+	// certificates). All three or none. Keys "tls_cert", "tls_key",
+	// "tls_ca"; default "" (no TLS).
+	TLSCert string `toml:"tls_cert"`
+	TLSKey  string `toml:"tls_key"`
+	TLSCA   string `toml:"tls_ca"`
+	// TLSClientCA names the CA bundle client certificates chain to; without
+	// it clients' certificates come from TLSCA and carry the URI SAN
+	// weft://<cluster>/client[/<id>]. A certificate from the client CA is
+	// never accepted as a node's. Key "tls_client_ca"; default "".
+	TLSClientCA string         `toml:"tls_client_ca"`
+	tls         *transport.TLS // loaded by validate (agents)
+	// Insecure lets an agent listen on a non-loopback address with
+	// neither TLS nor a cluster key (anyone who can reach it can join as a
+	// node). Key "insecure"; default false.
+	Insecure bool `toml:"insecure"`
 	// Tick is the protocol's tick. Key "tick" (a duration string such as
 	// "10ms"); default 10ms; between 1ms and 10s.
 	Tick time.Duration `toml:"tick"`
@@ -437,6 +464,9 @@ func (c *Config) validate(kind Kind) error {
 	if err := c.validateKey(); err != nil {
 		return err
 	}
+	if err := c.validateTLS(kind); err != nil {
+		return err
+	}
 	if kind == Cluster {
 		return nil
 	}
@@ -457,7 +487,10 @@ func (c *Config) validate(kind Kind) error {
 			return err
 		}
 	}
-	return c.validateAdmin()
+	if err := c.validateAdmin(); err != nil {
+		return err
+	}
+	return c.validateSecurity()
 }
 
 // ParseLevel parses a log level name.
@@ -525,6 +558,7 @@ func (c *Config) Format() string {
 	fmt.Fprintf(&sb, "compact_bytes = %d\n", c.CompactBytes)
 	fmt.Fprintf(&sb, "log_level = %s\n", q(c.LogLevel))
 	c.formatAdmin(&sb)
+	c.formatTLS(&sb)
 	sb.WriteString("groups = [")
 	for g, ms := range c.Groups {
 		if g > 0 {
