@@ -36,6 +36,7 @@ package client
 import (
 	"context"
 	crand "crypto/rand"
+	"crypto/x509"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -77,6 +78,11 @@ type Config struct {
 	// ClusterKey is the cluster's shared secret, if it has one (see
 	// node.Config.ClusterKey).
 	ClusterKey []byte
+	// TLS, if set, connects over mutual TLS with a client certificate
+	// (transport.Config.TLS): one from the nodes' client CA, or with the
+	// URI SAN weft://<cluster>/client[/<id>]. A certificate bound to one
+	// client id sets ID when ID is 0.
+	TLS *transport.TLS
 	// ID is the client's process id; it must not be a replica id, nor
 	// 2^32-1 (reserved). 0 picks a random id in [2^24, 2^32-1).
 	ID wire.ProcID
@@ -184,6 +190,9 @@ func New(cfg Config) (*Client, error) {
 	if cfg.Tick < time.Millisecond || cfg.RetryTicks < 1 {
 		return nil, fmt.Errorf("client: Tick %v below 1ms or RetryTicks %d below 1", cfg.Tick, cfg.RetryTicks)
 	}
+	if cfg.ID == 0 && cfg.TLS != nil {
+		cfg.ID = certClientID(cfg.TLS, cfg.Cluster)
+	}
 	if cfg.ID == 0 {
 		for {
 			cfg.ID = wire.ProcID(1<<24 + rand.Uint32N(math.MaxUint32-1<<24))
@@ -240,6 +249,7 @@ func New(cfg Config) (*Client, error) {
 		Logger:      cfg.Logger,
 		Seed:        uint64(time.Now().UnixNano()),
 		Key:         cfg.ClusterKey,
+		TLS:         cfg.TLS,
 	})
 	if err != nil {
 		return nil, err
@@ -495,4 +505,22 @@ func (c *Client) ready() {
 	c.mu.Unlock()
 	c.m.Advance()
 	clear(c.hint)
+}
+
+// certClientID returns the client id a TLS certificate is bound to, or 0
+// (any id, or no certificate the client could use: transport.New says
+// why).
+func certClientID(t *transport.TLS, cluster string) wire.ProcID {
+	if len(t.Certificate.Certificate) == 0 {
+		return 0
+	}
+	leaf, err := x509.ParseCertificate(t.Certificate.Certificate[0])
+	if err != nil {
+		return 0
+	}
+	id, found, err := transport.CertIdentity(leaf, cluster)
+	if err != nil || !found || id.Role != transport.RoleClient || id.AnyClient {
+		return 0
+	}
+	return id.ID
 }

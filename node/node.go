@@ -92,6 +92,10 @@ type Config struct {
 	// cluster shares: connections prove they hold it (transport.Config.Key)
 	// and processes without it are refused. Nil: no key.
 	ClusterKey []byte
+	// TLS, if set, runs every connection over mutual TLS with per-node
+	// identity (transport.Config.TLS): its certificate must be this
+	// node's. Nil: no TLS.
+	TLS *transport.TLS
 	// ID is this node's process id; it must be a replica of Topology.
 	ID wire.ProcID
 	// Topology is the group layout, the same at every node.
@@ -417,6 +421,7 @@ func New(cfg Config) (*Node, error) {
 		DialBackoffMax: cfg.DialBackoffMax,
 		Seed:           uint64(time.Now().UnixNano()),
 		Key:            cfg.ClusterKey,
+		TLS:            cfg.TLS,
 		// Limits (inbox.go has the node's own).
 		QueueBytes:       cfg.PeerQueueBytes,
 		ClientQueueBytes: cfg.ClientQueueBytes,

@@ -115,16 +115,23 @@ func (c *cluster) record(ev check.Event) {
 	c.mu.Unlock()
 }
 
-func (c *cluster) client() *client.Client {
+func (c *cluster) client() *client.Client { return c.clientWith(nil) }
+
+// clientWith starts a client whose configuration mutate may adjust.
+func (c *cluster) clientWith(mutate func(*client.Config)) *client.Client {
 	c.t.Helper()
-	cl, err := client.New(client.Config{Cluster: "test", Topology: c.topo, Nodes: c.addrs, RetryTicks: 10,
+	cfg := client.Config{Cluster: "test", Topology: c.topo, Nodes: c.addrs, RetryTicks: 10,
 		OnMulticast: func(m wire.AppMsg, at time.Time) {
 			dest := make([]int, len(m.Dest))
 			for i, g := range m.Dest {
 				dest[i] = int(g)
 			}
 			c.record(check.Event{Ev: check.EvMulticast, ID: m.ID.String(), Dest: dest, T: at.UnixMicro()})
-		}})
+		}}
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	cl, err := client.New(cfg)
 	if err != nil {
 		c.t.Fatal(err)
 	}

@@ -58,6 +58,7 @@ func runAgent(ctx context.Context, path string) error {
 	n, err := node.New(node.Config{
 		Cluster:        cfg.Cluster,
 		ClusterKey:     cfg.ClusterKey(),
+		TLS:            cfg.TLS(),
 		ID:             cfg.ID,
 		Topology:       topo,
 		Protocol:       cfg.Protocol,
@@ -82,7 +83,8 @@ func runAgent(ctx context.Context, path string) error {
 	if err != nil {
 		return err
 	}
-	attrs := []any{"id", uint32(cfg.ID), "protocol", cfg.Protocol, "listen", n.Addr().String(), "data_dir", cfg.DataDir, "pid", os.Getpid()}
+	attrs := []any{"id", uint32(cfg.ID), "protocol", cfg.Protocol, "listen", n.Addr().String(), "data_dir", cfg.DataDir, "pid", os.Getpid(),
+		"security", cfg.Security()}
 	if cfg.Admin != "" {
 		a, err := node.ServeAdmin(n, cfg.Admin, node.AdminOptions{Token: cfg.AdminToken(), Logger: logger})
 		if err != nil {
@@ -95,6 +97,9 @@ func runAgent(ctx context.Context, path string) error {
 	st := n.Status()
 	attrs = append(attrs, "role", st.Role, "ballot", st.Ballot.String())
 	logger.Info("agent running", attrs...)
+	if cfg.Security() == "none" && !config.IsLoopback(cfg.Listen) {
+		logger.Warn("insecure = true: listening off loopback with neither TLS nor a cluster key; anyone who can reach this port can join as a node", "listen", cfg.Listen)
+	}
 	select {
 	case <-ctx.Done():
 		logger.Info("stopping")
