@@ -22,6 +22,7 @@ func multicastCmd() *cobra.Command {
 	var (
 		path, peers, groups, cluster, dest string
 		keyFile                            string
+		tlsCert, tlsKey, tlsCA             string
 		timeout                            time.Duration
 	)
 	c := &cobra.Command{
@@ -39,6 +40,7 @@ The client picks a random id; it retries (same id) until --timeout.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ccfg := client.Config{Cluster: cluster}
+			fileCA := "" // the config file's tls_ca
 			switch {
 			case path != "" && (peers != "" || groups != "" || keyFile != ""):
 				return errors.New("--config excludes --peers, --groups and --cluster-key-file")
@@ -52,6 +54,10 @@ The client picks a random id; it retries (same id) until --timeout.`,
 				}
 				ccfg.Nodes = cfg.Peers()
 				ccfg.ClusterKey = cfg.ClusterKey()
+				fileCA = cfg.TLSCA
+				if fileCA != "" && tlsCert == "" {
+					return fmt.Errorf("the cluster uses TLS (tls_ca in %s): pass a client certificate with --tls-cert and --tls-key (weft certs writes client.crt and client.key)", path)
+				}
 				if !cmd.Flags().Changed("cluster") {
 					ccfg.Cluster = cfg.Cluster
 				}
@@ -70,6 +76,18 @@ The client picks a random id; it retries (same id) until --timeout.`,
 				}
 			default:
 				return errors.New("need --config FILE, or --peers and --groups")
+			}
+			if tlsCert != "" || tlsKey != "" || tlsCA != "" {
+				if tlsCA == "" {
+					tlsCA = fileCA
+				}
+				if tlsCert == "" || tlsKey == "" || tlsCA == "" {
+					return errors.New("--tls-cert, --tls-key and --tls-ca (or the config file's tls_ca) go together")
+				}
+				var err error
+				if ccfg.TLS, err = transport.LoadTLS(tlsCert, tlsKey, tlsCA, ""); err != nil {
+					return fmt.Errorf("TLS: %w", err)
+				}
 			}
 			ds, err := parseGroupList(dest, ccfg.Topology.NumGroups())
 			if err != nil {
@@ -100,6 +118,9 @@ The client picks a random id; it retries (same id) until --timeout.`,
 	c.Flags().StringVar(&cluster, "cluster", config.DefaultCluster, "cluster name (default: the file's)")
 	c.Flags().StringVar(&dest, "dest", "", "destination groups, e.g. 0,2 (required)")
 	c.Flags().StringVar(&keyFile, "cluster-key-file", "", "with --peers: the cluster key file (with --config: the file's cluster_key_file)")
+	c.Flags().StringVar(&tlsCert, "tls-cert", "", "client certificate (PEM) for clusters that use mutual TLS")
+	c.Flags().StringVar(&tlsKey, "tls-key", "", "the client certificate's key (PEM)")
+	c.Flags().StringVar(&tlsCA, "tls-ca", "", "CA bundle the nodes' certificates chain to (default with --config: the file's tls_ca)")
 	c.Flags().DurationVar(&timeout, "timeout", 10*time.Second, "give up after this long")
 	c.MarkFlagRequired("dest")
 	return c
@@ -161,8 +182,13 @@ func dialTrouble(st transport.Stats) string {
 	}
 	slices.Sort(parts)
 	hint := ""
-	if st.DialFailures[transport.ReasonAuth] > 0 {
+	switch {
+	case st.DialFailures[transport.ReasonAuth] > 0:
 		hint = " (the nodes and this client must use the same cluster key: cluster_key_file, --cluster-key-file)"
+	case st.DialFailures[transport.ReasonTLS] > 0:
+		hint = " (TLS on one side only: the nodes' tls_cert, this client's --tls-cert, --tls-key, --tls-ca)"
+	case st.DialFailures[transport.ReasonCertificate]+st.DialFailures[transport.ReasonIdentity] > 0:
+		hint = " (a certificate was refused: the refusing node's log says why)"
 	}
 	return "; connecting to the nodes failed: " + strings.Join(parts, ", ") + hint
 }
