@@ -78,14 +78,20 @@
 // Config.LogEvery. A node accepts from clients only MULTICAST and VIEW_REQUEST messages, and
 // from nobody durable records.
 //
+// # Security
+//
+// With Config.TLS every connection is mutual TLS 1.3 and each side is bound
+// to the identity its certificate names: the dialer checks it reached the
+// node it dialed, the acceptor that the HELLO's role and id are the
+// certificate's (see tls.go). Traffic is then encrypted and
+// integrity-protected. The cluster key (Config.Key) is the simple mode:
+// both ends of every connection prove they hold it (see handshake.go), so
+// a process without the key cannot join, but any key holder can claim any
+// id, and frames are neither encrypted nor MACed. With neither, anyone who
+// can reach the port and knows the cluster name and a node id can join.
+//
 // # Not here yet
 //
-// Authentication is optional and covers processes, not frames: with a
-// cluster key (Config.Key) both ends of every connection prove they hold it
-// (see handshake.go), so a process without the key cannot join or speak as
-// a node; without a key, anyone who can reach the port and knows the
-// cluster name and a node id can. There is no encryption and no per-frame
-// MAC (someone who can rewrite a TCP stream in flight is not stopped: use
-// a private network or a tunnel), and no separate connection for bulk
-// state transfer. Membership gossip travels as ordinary messages (wire.GOSSIP).
+// No separate connection for bulk state transfer. Membership gossip
+// travels as ordinary messages (wire.GOSSIP).
 package transport
