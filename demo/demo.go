@@ -28,7 +28,6 @@
 package demo
 
 import (
-	"bytes"
 	"context"
 	crand "crypto/rand"
 	"encoding/hex"
@@ -193,9 +192,12 @@ type agent struct {
 	dir     string
 	cfgPath string
 	logPath string
-	admin   string
-	cmd     *exec.Cmd
-	exited  chan struct{}
+	// dlogPath is the agent's deliveries log (outside its data directory:
+	// the checks read it whatever happens to the node's state).
+	dlogPath string
+	admin    string
+	cmd      *exec.Cmd
+	exited   chan struct{}
 }
 
 func (a *agent) running() bool {
@@ -356,6 +358,7 @@ func (r *run) setup() error {
 		a := &agent{id: wire.ProcID(p), group: p / r.opt.Replicas, dir: filepath.Join(r.dir, fmt.Sprintf("node%d", p)), admin: addrs[n+p]}
 		a.cfgPath = filepath.Join(r.dir, fmt.Sprintf("node%d.toml", p))
 		a.logPath = filepath.Join(r.dir, fmt.Sprintf("node%d.log", p))
+		a.dlogPath = filepath.Join(r.dir, fmt.Sprintf("node%d-deliveries.jsonl", p))
 		peers := nodes
 		if r.opt.PeerAddr != nil {
 			peers = map[string]string{}
@@ -379,6 +382,8 @@ func (r *run) setup() error {
 			// Gossip's phi-accrual detector drives failover: fast rounds
 			// on loopback convict a killed leader in about 0.4s.
 			Gossip: config.Gossip{Enabled: true, Profile: "local", Interval: r.opt.GossipInterval},
+			// The checks read every delivery: rotate, but keep every file.
+			DeliveryLog: a.dlogPath, DeliveryLogFiles: config.MaxDeliveryLogFiles,
 		}
 		// Check what we write the way the agent will read it.
 		if _, err := config.Parse(cfg.Format(), config.Agent); err != nil {
@@ -940,11 +945,7 @@ func (r *run) history() (*check.History, error) {
 	evs := slices.Clone(r.events)
 	r.mu.Unlock()
 	for _, a := range r.agents {
-		b, err := os.ReadFile(filepath.Join(a.dir, "deliveries.jsonl"))
-		if err != nil {
-			return nil, fmt.Errorf("demo: p%d's deliveries: %w", a.id, err)
-		}
-		ph, err := check.ReadJSONL(bytes.NewReader(b))
+		ph, err := node.ReadDeliveryLog(a.dlogPath)
 		if err != nil {
 			return nil, fmt.Errorf("demo: p%d's deliveries: %w", a.id, err)
 		}

@@ -30,12 +30,13 @@
 // group, persists nothing, and a Skeen node refuses to restart from a data
 // directory an earlier run used.
 //
-// The deliveries log (Config.DeliveryLog) is what test harnesses check
-// after a SIGKILL. A delivery is written there only after its record is
-// durable. After a crash between the WAL sync and the write, the WAL holds
-// deliveries the file lacks: on restart the node writes those (and only
-// those: deliveries are in increasing gts order, so the ones above the
-// file's last gts) and hands them to OnDeliver with Recovered set.
+// The deliveries log (Config.DeliveryLog, off by default; dlog.go) is what
+// test harnesses check after a SIGKILL. A delivery is written there only
+// after its record is durable. After a crash between the WAL sync and the
+// write, the WAL holds deliveries the file lacks: on restart the node
+// writes those (and only those: deliveries are in increasing gts order, so
+// the ones above the log's cursor) and hands them to OnDeliver with
+// Recovered set.
 package node
 
 import (
@@ -50,7 +51,6 @@ import (
 	"time"
 
 	"github.com/weft-dev/weft/amcast"
-	"github.com/weft-dev/weft/internal/check"
 	"github.com/weft-dev/weft/membership"
 	"github.com/weft-dev/weft/storage/vfs"
 	"github.com/weft-dev/weft/storage/wal"
@@ -112,11 +112,16 @@ type Config struct {
 	// if set, is used instead (the node owns it).
 	Listen   string
 	Listener net.Listener
-	// DataDir holds the WAL (DataDir/wal) and the deliveries log.
+	// DataDir holds the WAL (DataDir/wal) and the deliveries log's cursor.
 	DataDir string
-	// DeliveryLog is the path of the deliveries log (default
-	// DataDir/deliveries.jsonl; "-" disables it).
-	DeliveryLog string
+	// DeliveryLog is the path of the deliveries log (see dlog.go; empty:
+	// no log). DeliveryLogMaxBytes (default DefaultDeliveryLogMaxBytes)
+	// and DeliveryLogFiles (default DefaultDeliveryLogFiles) bound it:
+	// the file is rotated before it would outgrow the first, and at most
+	// the second number of files are kept, the current one included.
+	DeliveryLog         string
+	DeliveryLogMaxBytes int64
+	DeliveryLogFiles    int
 	// Tick is the protocol's tick (default DefaultTick).
 	Tick time.Duration
 	// ElectionTicks: a group member silent this many ticks is suspected,
@@ -274,8 +279,14 @@ func (c *Config) validate() error {
 	case c.InboxBytes < 1 || c.ClientInboxBytes < 1:
 		return errors.New("node: InboxBytes and ClientInboxBytes must be positive")
 	}
-	if c.DeliveryLog == "" {
-		c.DeliveryLog = filepath.Join(c.DataDir, "deliveries.jsonl")
+	if c.DeliveryLogMaxBytes == 0 {
+		c.DeliveryLogMaxBytes = DefaultDeliveryLogMaxBytes
+	}
+	if c.DeliveryLogFiles == 0 {
+		c.DeliveryLogFiles = DefaultDeliveryLogFiles
+	}
+	if c.DeliveryLogMaxBytes < 0 || c.DeliveryLogFiles < 0 {
+		return errors.New("node: negative DeliveryLogMaxBytes or DeliveryLogFiles")
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -496,31 +507,7 @@ func (n *Node) open() error {
 			"wal_first", n.w.FirstIndex(), "wal_last", n.w.LastIndex(), "messages", n.m.store().messages(),
 			"ballot", b, "cballot", cb, "max_delivered", n.m.maxDelivered())
 	}
-	if cfg.DeliveryLog == "-" {
-		return nil
-	}
-	hc := check.Config{Protocol: n.proto.name, Groups: cfg.Topology.NumGroups(), Replicas: len(cfg.Topology.Groups[0])}
-	n.dlog, err = openDeliveryLog(cfg.DeliveryLog, hc, int(cfg.ID), int(n.group))
-	if err != nil {
-		return err
-	}
-	// Deliveries durable in the WAL but missing from the file (a crash
-	// between the sync and the write): hand them over now.
-	now := time.Now()
-	for _, d := range durable {
-		if !n.dlog.last.Less(d.GTS) {
-			continue
-		}
-		n.dlog.add(&d.M, d.GTS, now)
-		n.stats.Recovered++
-		if cfg.OnDeliver != nil {
-			cfg.OnDeliver(Delivery{M: d.M, GTS: d.GTS, Recovered: true})
-		}
-	}
-	if n.stats.Recovered > 0 {
-		n.log.Info("handed over deliveries durable before the crash", "count", n.stats.Recovered)
-	}
-	return n.dlog.flush()
+	return n.openDeliveryLog(durable)
 }
 
 func (n *Node) closeStorage() {

@@ -1,11 +1,9 @@
 package node
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net"
-	"os"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -84,7 +82,8 @@ func (c *cluster) start(p wire.ProcID, ln net.Listener) {
 			c.t.Fatal(err)
 		}
 	}
-	cfg := Config{Cluster: "test", ID: p, Topology: c.topo, Peers: c.addrs, Listener: ln, DataDir: c.dirs[p]}
+	cfg := Config{Cluster: "test", ID: p, Topology: c.topo, Peers: c.addrs, Listener: ln, DataDir: c.dirs[p],
+		DeliveryLog: c.dlogPath(p)}
 	if c.tune != nil {
 		c.tune(&cfg)
 	}
@@ -94,6 +93,9 @@ func (c *cluster) start(p wire.ProcID, ln net.Listener) {
 	}
 	c.nodes[p] = n
 }
+
+// dlogPath is node p's deliveries log.
+func (c *cluster) dlogPath(p wire.ProcID) string { return filepath.Join(c.dirs[p], "deliveries.jsonl") }
 
 func (c *cluster) stop(p wire.ProcID) {
 	c.t.Helper()
@@ -194,12 +196,7 @@ func (c *cluster) history(t *testing.T) *check.History {
 	c.mu.Unlock()
 	h := &check.History{Config: check.Config{Protocol: c.protocol, Groups: c.topo.NumGroups(), Replicas: len(c.topo.Groups[0])}}
 	for p := range wire.ProcID(c.topo.NumReplicas()) {
-		f, err := os.Open(filepath.Join(c.dirs[p], "deliveries.jsonl"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		ph, err := check.ReadJSONL(f)
-		f.Close()
+		ph, err := ReadDeliveryLog(c.dlogPath(p))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -330,53 +327,4 @@ func TestNodeTwoGroupsRestartFromSnapshot(t *testing.T) {
 		t.Fatal(rep.Error())
 	}
 	t.Log(rep.Error())
-}
-
-// TestNodeHandsOverDeliveriesMissingFromTheLog simulates a crash between
-// the WAL sync and the write to the deliveries log (and a torn last
-// line): on restart the node writes exactly the missing deliveries.
-func TestNodeHandsOverDeliveriesMissingFromTheLog(t *testing.T) {
-	for _, protocol := range []string{ProtocolWbCast, ProtocolFTSkeen, ProtocolFastCast} {
-		t.Run(protocol, func(t *testing.T) { testHandOver(t, protocol) })
-	}
-}
-
-func testHandOver(t *testing.T, protocol string) {
-	c := newCluster(t, 1, 3, func(cfg *Config) { cfg.Protocol = protocol })
-	cl := c.client()
-	multicast(t, cl, 60, 4, func(int) []wire.GroupID { return []wire.GroupID{0} })
-	c.waitDelivered(t, 60)
-	const p = 2
-	c.stop(p)
-	path := filepath.Join(c.dirs[p], "deliveries.jsonl")
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Drop the last 5 lines and leave half of the one before.
-	lines := bytes.SplitAfter(b, []byte("\n"))
-	lines = lines[:len(lines)-1] // the empty tail after the last newline
-	keep := bytes.Join(lines[:len(lines)-6], nil)
-	torn := lines[len(lines)-6][:10]
-	if err := os.WriteFile(path, append(keep, torn...), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	c.restart(p)
-	st := c.nodes[p].Status()
-	if st.Stats.Recovered != 6 {
-		t.Errorf("recovered %d deliveries, want 6", st.Stats.Recovered)
-	}
-	after, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(bytes.Split(bytes.TrimSpace(after), []byte("\n"))) != 61 || !bytes.HasSuffix(after, []byte("\n")) {
-		t.Errorf("log after restart:\n%s", after)
-	}
-	multicast(t, cl, 20, 4, func(int) []wire.GroupID { return []wire.GroupID{0} })
-	c.waitDelivered(t, 80)
-	rep := check.Check(c.history(t), check.Options{Termination: check.TermAll})
-	if !rep.OK() {
-		t.Fatal(rep.Error())
-	}
 }

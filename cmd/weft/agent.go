@@ -79,6 +79,11 @@ func runAgent(ctx context.Context, path string) error {
 			logger.Info("left the cluster: stopping")
 			stop()
 		},
+
+		// The deliveries log: off unless delivery_log is set.
+		DeliveryLog:         cfg.DeliveryLog,
+		DeliveryLogMaxBytes: cfg.DeliveryLogMaxBytes,
+		DeliveryLogFiles:    cfg.DeliveryLogFiles,
 	})
 	if err != nil {
 		return err
