@@ -23,11 +23,15 @@ import (
 //     peer's send queue, which then drops (queue_full, queue_bytes): a
 //     loss the protocols tolerate, since they retransmit and catch up.
 //   - the client inbox: clients' MULTICASTs (Config.ClientInboxSize,
-//     Config.ClientInboxBytes). When it is full the message is shed
-//     unread: counted (Stats.ClientShed) and answered with OVERLOADED, on
-//     which the client returns client.ErrOverloaded. A reader never waits
-//     for a client's sake, so a client flood cannot hold up anything but
-//     its own connection.
+//     Config.ClientInboxBytes), of which one client may hold at most
+//     Config.ClientShare messages. A message that does not fit is shed
+//     unread: counted (Stats.ClientShed, Stats.ClientShedShare) and
+//     answered with OVERLOADED, on which the client returns
+//     client.ErrOverloaded. A reader never waits for a client's sake, so
+//     a client flood cannot hold up anything but its own connection, and
+//     the share keeps a few greedy clients from taking all the room: a
+//     client with one message in flight is shed only when more than
+//     ClientInboxSize/ClientShare clients are at their share.
 //   - the side queue: gossip frames and clients' view requests (sideQueue,
 //     sideBytes), dropped when full (gossip tolerates loss; a client asks
 //     again).
@@ -151,6 +155,38 @@ func (q *inbox) put(in input, stop <-chan struct{}) bool {
 // got releases the bytes of an input taken out of ch.
 func (q *inbox) got(in input) { q.budget.give(in.size) }
 
+// shares counts the messages each client holds in the client inbox.
+type shares struct {
+	mu  sync.Mutex
+	max int
+	n   map[wire.ProcID]int
+}
+
+// take counts one more message of client id, or reports false if id holds
+// its share already.
+func (s *shares) take(id wire.ProcID) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.n[id] >= s.max {
+		return false
+	}
+	if s.n == nil {
+		s.n = map[wire.ProcID]int{}
+	}
+	s.n[id]++
+	return true
+}
+
+// give counts one message of id less (entries at zero are deleted, so the
+// map holds only clients with queued messages).
+func (s *shares) give(id wire.ProcID) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.n[id]--; s.n[id] <= 0 {
+		delete(s.n, id)
+	}
+}
+
 // handle is the transport's Handler: it sorts inbound messages into the
 // inboxes (see above).
 func (n *Node) handle(from wire.ProcID, m wire.Message) {
@@ -163,21 +199,36 @@ func (n *Node) handle(from wire.ProcID, m wire.Message) {
 		return
 	case *wire.Multicast:
 		if !n.cfg.Topology.IsReplica(from) {
-			if !n.clients.offer(in) {
-				n.clientShed.Add(1)
-				// Best effort: a full reply queue drops it, and the client
-				// retries after its timeout instead.
-				n.tr.Send(from, &wire.Overloaded{ID: m.M.ID})
-			}
+			n.admit(in, m.M.ID)
 			return
 		}
 	}
 	n.inbox.put(in, n.stop)
 }
 
+// admit queues a client's MULTICAST in the client inbox, or sheds it.
+func (n *Node) admit(in input, id wire.MsgID) {
+	switch {
+	case !n.shares.take(in.env.From):
+		n.clientShedShare.Add(1)
+	case !n.clients.offer(in):
+		n.shares.give(in.env.From)
+		n.clientShed.Add(1)
+	default:
+		return
+	}
+	// Best effort: if the client's reply queue is full this is dropped,
+	// and the client retries after its timeout instead.
+	n.tr.Send(in.env.From, &wire.Overloaded{ID: id})
+}
+
 // take steps one input from q.
 func (n *Node) take(q *inbox, in input) {
 	q.got(in)
+	if q == n.clients {
+		n.shares.give(in.env.From)
+		n.stats.ClientSteps++
+	}
 	n.step(in.env)
 }
 
@@ -201,7 +252,6 @@ peers:
 		select {
 		case in := <-n.clients.ch:
 			n.take(n.clients, in)
-			n.stats.ClientSteps++
 			clients++
 		default:
 			return

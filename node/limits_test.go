@@ -39,16 +39,20 @@ func TestClientInboxSheds(t *testing.T) {
 		name    string
 		size    int
 		bytes   int64
+		share   int
 		payload int
 		fit     int // messages that fit
 	}{
-		{"messages", 8, 1 << 20, 10, 8},
+		{"messages", 8, 1 << 20, 64, 10, 8},
 		// 1,000-byte payloads encode to a little over 1,000 bytes: 10 of
 		// them exceed 10,000 bytes, 9 fit.
-		{"bytes", 1000, 10000, 1000, 9},
+		{"bytes", 1000, 10000, 64, 1000, 9},
+		{"share", 1000, 1 << 20, 5, 10, 5},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := newCluster(t, 1, 3, func(cfg *Config) { cfg.ClientInboxSize, cfg.ClientInboxBytes = tc.size, tc.bytes })
+			c := newCluster(t, 1, 3, func(cfg *Config) {
+				cfg.ClientInboxSize, cfg.ClientInboxBytes, cfg.ClientShare = tc.size, tc.bytes, tc.share
+			})
 			cl, err := client.New(client.Config{Cluster: "test", Topology: c.topo, Nodes: c.addrs, RetryTicks: 100000, ViewTicks: -1})
 			if err != nil {
 				t.Fatal(err)
@@ -79,9 +83,13 @@ func TestClientInboxSheds(t *testing.T) {
 			}
 			waitUntil(t, 20*time.Second, "every message queued or shed", func() bool { return overloaded.Load() == n-int64(tc.fit) })
 			used, peak := leader.clients.budget.load()
-			t.Logf("queued %d (%d bytes, peak %d), shed %d", len(leader.clients.ch), used, peak, leader.clientShed.Load())
-			if len(leader.clients.ch) != tc.fit || peak > tc.bytes || leader.clientShed.Load() != uint64(n-tc.fit) {
-				t.Errorf("queued %d, want %d; peak %d bytes of %d; shed %d", len(leader.clients.ch), tc.fit, peak, tc.bytes, leader.clientShed.Load())
+			full, share := leader.clientShed.Load(), leader.clientShedShare.Load()
+			t.Logf("queued %d (%d bytes, peak %d), shed %d (inbox full) + %d (client's share)", len(leader.clients.ch), used, peak, full, share)
+			if tc.share == tc.fit {
+				full, share = share, full // the share is the bound driven here
+			}
+			if len(leader.clients.ch) != tc.fit || peak > tc.bytes || full != uint64(n-tc.fit) || share != 0 {
+				t.Errorf("queued %d, want %d; peak %d bytes of %d; shed %d at this bound, %d at the other", len(leader.clients.ch), tc.fit, peak, tc.bytes, full, share)
 			}
 			release()
 			wg.Wait()

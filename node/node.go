@@ -78,6 +78,7 @@ const (
 	DefaultClientInboxSize  = 1024
 	DefaultClientInboxBytes = 8 << 20
 	DefaultClientBatch      = 64
+	DefaultClientShare      = 64
 	DefaultCompactBytes     = 8 << 20
 	// DefaultDialBackoffMax caps the transport's redial backoff: a
 	// restarted peer is reached again within about this long.
@@ -150,6 +151,9 @@ type Config struct {
 	ClientInboxSize  int
 	ClientInboxBytes int64
 	ClientBatch      int
+	// ClientShare is the most messages one client may hold in the client
+	// inbox (default DefaultClientShare); more are shed (OVERLOADED).
+	ClientShare int
 	// Connection limits, passed to the transport (0: its defaults; see
 	// transport.Config): PeerQueueBytes bounds each peer's send queue
 	// (QueueBytes), ClientQueueBytes each client's reply queue;
@@ -261,6 +265,9 @@ func (c *Config) validate() error {
 	if c.ClientBatch == 0 {
 		c.ClientBatch = DefaultClientBatch
 	}
+	if c.ClientShare == 0 {
+		c.ClientShare = DefaultClientShare
+	}
 	if c.CompactBytes == 0 {
 		c.CompactBytes = DefaultCompactBytes
 	}
@@ -274,8 +281,8 @@ func (c *Config) validate() error {
 		return fmt.Errorf("node: ElectionTicks %d below 2", c.ElectionTicks)
 	case c.HeartbeatTicks < 0 || c.RetryTicks < 0 || c.SessionTicks < 0:
 		return errors.New("node: negative HeartbeatTicks, RetryTicks or SessionTicks")
-	case c.MaxBatch < 1 || c.InboxSize < 1 || c.ClientInboxSize < 1 || c.ClientBatch < 1:
-		return errors.New("node: MaxBatch, InboxSize, ClientInboxSize and ClientBatch must be positive")
+	case c.MaxBatch < 1 || c.InboxSize < 1 || c.ClientInboxSize < 1 || c.ClientBatch < 1 || c.ClientShare < 1:
+		return errors.New("node: MaxBatch, InboxSize, ClientInboxSize, ClientBatch and ClientShare must be positive")
 	case c.InboxBytes < 1 || c.ClientInboxBytes < 1:
 		return errors.New("node: InboxBytes and ClientInboxBytes must be positive")
 	}
@@ -326,7 +333,8 @@ type Node struct {
 	det    *gossipDetector // gossip's detector, if it is the core's
 	ctl    chan func()     // operator requests run on the loop
 
-	sideDrops, clientShed atomic.Uint64
+	shares                                 shares // client inbox messages by client (inbox.go)
+	sideDrops, clientShed, clientShedShare atomic.Uint64
 
 	mu     sync.Mutex
 	status Status
@@ -353,11 +361,12 @@ type Stats struct {
 	InboxBytes, InboxPeakBytes int64
 	// ClientQueued, ClientInboxBytes and ClientInboxPeakBytes describe the
 	// client inbox likewise. ClientSteps counts the client messages
-	// stepped, ClientShed those shed because the client inbox was full
+	// stepped; ClientShed those shed because the client inbox was full,
+	// ClientShedShare those shed because their client held its share
 	// (each answered OVERLOADED).
-	ClientQueued                           int
-	ClientInboxBytes, ClientInboxPeakBytes int64
-	ClientSteps, ClientShed                uint64
+	ClientQueued                             int
+	ClientInboxBytes, ClientInboxPeakBytes   int64
+	ClientSteps, ClientShed, ClientShedShare uint64
 }
 
 // Status is a snapshot of the node's state, as served by the agent's
@@ -400,6 +409,7 @@ func New(cfg Config) (*Node, error) {
 		inbox:   newInbox(cfg.InboxSize, cfg.InboxBytes),
 		clients: newInbox(cfg.ClientInboxSize, cfg.ClientInboxBytes),
 		side:    newInbox(sideQueue, sideBytes),
+		shares:  shares{max: cfg.ClientShare},
 		stop:    make(chan struct{}),
 		done:    make(chan struct{}),
 		ctl:     make(chan func()),
@@ -604,7 +614,6 @@ func (n *Node) run() {
 			n.drain(1, 0)
 		case in := <-n.clients.ch:
 			n.take(n.clients, in)
-			n.stats.ClientSteps++
 			n.drain(0, 1)
 		case <-ticker.C:
 			n.m.Tick()
@@ -751,6 +760,7 @@ func (n *Node) publish() {
 	st.Stats.ClientQueued = len(n.clients.ch)
 	st.Stats.ClientInboxBytes, st.Stats.ClientInboxPeakBytes = n.clients.budget.load()
 	st.Stats.ClientShed = n.clientShed.Load()
+	st.Stats.ClientShedShare = n.clientShedShare.Load()
 	st.Stats.SideDrops = n.sideDrops.Load()
 	n.gossip.publish(roleName(st.Role, st.Leader), st.Ballot)
 	if n.gossip != nil {
