@@ -122,14 +122,7 @@ func (c *cluster) client() *client.Client { return c.clientWith(nil) }
 // clientWith starts a client whose configuration mutate may adjust.
 func (c *cluster) clientWith(mutate func(*client.Config)) *client.Client {
 	c.t.Helper()
-	cfg := client.Config{Cluster: "test", Topology: c.topo, Nodes: c.addrs, RetryTicks: 10,
-		OnMulticast: func(m wire.AppMsg, at time.Time) {
-			dest := make([]int, len(m.Dest))
-			for i, g := range m.Dest {
-				dest[i] = int(g)
-			}
-			c.record(check.Event{Ev: check.EvMulticast, ID: m.ID.String(), Dest: dest, T: at.UnixMicro()})
-		}}
+	cfg := client.Config{Cluster: "test", Topology: c.topo, Nodes: c.addrs, RetryTicks: 10, OnMulticast: c.recordMulticast}
 	if mutate != nil {
 		mutate(&cfg)
 	}
@@ -139,6 +132,15 @@ func (c *cluster) clientWith(mutate func(*client.Config)) *client.Client {
 	}
 	c.t.Cleanup(func() { cl.Close() })
 	return cl
+}
+
+// recordMulticast records a client's multicast event (client.Config.OnMulticast).
+func (c *cluster) recordMulticast(m wire.AppMsg, at time.Time) {
+	dest := make([]int, len(m.Dest))
+	for i, g := range m.Dest {
+		dest[i] = int(g)
+	}
+	c.record(check.Event{Ev: check.EvMulticast, ID: m.ID.String(), Dest: dest, T: at.UnixMicro()})
 }
 
 func (c *cluster) leader(g wire.GroupID) (wire.ProcID, bool) {
