@@ -53,6 +53,7 @@ import (
 	"github.com/weft-dev/weft/config"
 	"github.com/weft-dev/weft/internal/check"
 	"github.com/weft-dev/weft/node"
+	"github.com/weft-dev/weft/transport"
 	"github.com/weft-dev/weft/wire"
 )
 
@@ -101,6 +102,10 @@ type Options struct {
 	// ordered pair of agents through its own fault-injecting proxy. Agents
 	// listen on their own address and clients use it.
 	PeerAddr func(from, to wire.ProcID, addr string) (string, error)
+	// TLS runs every connection over mutual TLS with development
+	// certificates (a CA, one certificate per agent, one for the client,
+	// written to Dir/tls) instead of the cluster key.
+	TLS bool
 }
 
 // ErrCheckFailed is returned by Run when the recorded history fails a
@@ -215,7 +220,9 @@ func (a *agent) running() bool {
 type run struct {
 	opt    Options
 	dir    string
-	key    []byte // the cluster key every agent and client proves
+	key    []byte         // the cluster key every agent and client proves
+	tls    *transport.TLS // with Options.TLS: the client's certificate
+	tlsDir string         // with Options.TLS: the agents' certificates
 	topo   *amcast.Topology
 	agents []*agent
 	hc     *http.Client
@@ -331,15 +338,8 @@ func freePorts(n int) ([]string, error) {
 // setup writes every agent's configuration.
 func (r *run) setup() error {
 	n := r.topo.NumReplicas()
-	// A fresh cluster key: every connection proves it on both sides.
-	var raw [32]byte
-	crand.Read(raw[:])
-	keyPath := filepath.Join(r.dir, "cluster.key")
-	if err := os.WriteFile(keyPath, []byte(hex.EncodeToString(raw[:])+"\n"), 0o600); err != nil {
-		return err
-	}
-	var err error
-	if r.key, err = config.ReadClusterKey(keyPath); err != nil {
+	keyPath, err := r.setupSecurity()
+	if err != nil {
 		return err
 	}
 	addrs, err := freePorts(2 * n)
@@ -385,6 +385,11 @@ func (r *run) setup() error {
 			// The checks read every delivery: rotate, but keep every file.
 			DeliveryLog: a.dlogPath, DeliveryLogFiles: config.MaxDeliveryLogFiles,
 		}
+		if r.tlsDir != "" {
+			cfg.TLSCert = filepath.Join(r.tlsDir, fmt.Sprintf("node-%d.crt", p))
+			cfg.TLSKey = filepath.Join(r.tlsDir, fmt.Sprintf("node-%d.key", p))
+			cfg.TLSCA = filepath.Join(r.tlsDir, "ca.crt")
+		}
 		// Check what we write the way the agent will read it.
 		if _, err := config.Parse(cfg.Format(), config.Agent); err != nil {
 			return err
@@ -395,6 +400,49 @@ func (r *run) setup() error {
 		r.agents = append(r.agents, a)
 	}
 	return nil
+}
+
+// setupSecurity writes a fresh cluster key, or with Options.TLS a CA and
+// every agent's certificate (in r.tlsDir) and makes the client's. It
+// returns the key file's path ("" with TLS).
+func (r *run) setupSecurity() (string, error) {
+	if !r.opt.TLS {
+		// A fresh cluster key: every connection proves it on both sides.
+		var raw [32]byte
+		crand.Read(raw[:])
+		keyPath := filepath.Join(r.dir, "cluster.key")
+		if err := os.WriteFile(keyPath, []byte(hex.EncodeToString(raw[:])+"\n"), 0o600); err != nil {
+			return "", err
+		}
+		var err error
+		r.key, err = config.ReadClusterKey(keyPath)
+		return keyPath, err
+	}
+	r.tlsDir = filepath.Join(r.dir, "tls")
+	if err := os.MkdirAll(r.tlsDir, 0o700); err != nil {
+		return "", err
+	}
+	now := time.Now()
+	ca, err := transport.NewDevCA("weft demo CA", now.Add(-time.Hour), now.Add(24*time.Hour))
+	if err != nil {
+		return "", err
+	}
+	files := map[string][]byte{"ca.crt": ca.CertPEM}
+	for p := range r.topo.NumReplicas() {
+		is, err := ca.Issue(transport.CertSpec{Cluster: "weft-demo", Identity: transport.NodeIdentity(wire.ProcID(p)),
+			Hosts: []string{"127.0.0.1"}, NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour)})
+		if err != nil {
+			return "", err
+		}
+		files[fmt.Sprintf("node-%d.crt", p)], files[fmt.Sprintf("node-%d.key", p)] = is.CertPEM, is.KeyPEM
+	}
+	for name, b := range files {
+		if err := os.WriteFile(filepath.Join(r.tlsDir, name), b, 0o600); err != nil {
+			return "", err
+		}
+	}
+	r.tls, err = transport.DevTLS("weft-demo", transport.AnyClientIdentity(), ca, nil, 24*time.Hour)
+	return "", err
 }
 
 func (r *run) start(a *agent) error {
@@ -579,7 +627,11 @@ func (r *run) main(ctx context.Context) (*Summary, error) {
 		}
 		return nil, fmt.Errorf("demo: the cluster did not come up within 15s%s", b.String())
 	}
-	r.printf("cluster up in %v: %d agents, leaders %s", time.Since(startUp).Round(time.Millisecond), len(r.agents), r.leaders(r.snapshot()))
+	security := "a cluster key"
+	if r.tlsDir != "" {
+		security = "mutual TLS, certificates in " + r.tlsDir
+	}
+	r.printf("cluster up in %v: %d agents (%s), leaders %s", time.Since(startUp).Round(time.Millisecond), len(r.agents), security, r.leaders(r.snapshot()))
 
 	// The workload.
 	nodes := map[wire.ProcID]string{}
@@ -587,7 +639,7 @@ func (r *run) main(ctx context.Context) (*Summary, error) {
 		st := r.snapshot()[a.id]
 		nodes[a.id] = st.Addr
 	}
-	cl, err := client.New(client.Config{Cluster: "weft-demo", ClusterKey: r.key, Topology: r.topo, Nodes: nodes, Tick: opt.Tick, RetryTicks: 10,
+	cl, err := client.New(client.Config{Cluster: "weft-demo", ClusterKey: r.key, TLS: r.tls, Topology: r.topo, Nodes: nodes, Tick: opt.Tick, RetryTicks: 10,
 		OnMulticast: func(m wire.AppMsg, at time.Time) {
 			dest := make([]int, len(m.Dest))
 			for i, g := range m.Dest {

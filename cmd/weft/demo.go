@@ -52,5 +52,6 @@ this binary, re-executed as 'weft agent'.`,
 	f.BoolVar(&opt.Keep, "keep", false, "keep the working directory")
 	f.StringVar(&opt.HistoryFile, "history", "", "also write the checked history to this file (JSON lines)")
 	f.Uint64Var(&opt.Seed, "seed", 0, "workload seed (default: from the clock)")
+	f.BoolVar(&opt.TLS, "tls", false, "connect everything over mutual TLS with development certificates (default: a cluster key)")
 	return c
 }
