@@ -88,6 +88,12 @@ func TestAdminAddress(t *testing.T) {
 }
 
 func TestDeliveryLogKeys(t *testing.T) {
+	// The sample documents every key of this block.
+	for _, key := range []string{"# admin_token_file =", "# delivery_log =", "\ndelivery_log_max_bytes =", "\ndelivery_log_files ="} {
+		if !strings.Contains(Sample, key) {
+			t.Errorf("sample lacks %q", key)
+		}
+	}
 	c, err := Parse("delivery_log = \"/tmp/d.jsonl\"\ndelivery_log_max_bytes = 4096\ndelivery_log_files = 2\n"+minimal, Agent)
 	if err != nil || c.DeliveryLog != "/tmp/d.jsonl" || c.DeliveryLogMaxBytes != 4096 || c.DeliveryLogFiles != 2 {
 		t.Fatalf("%+v %v", c, err)

@@ -136,9 +136,14 @@ func (h *adminHandler) Refused() map[string]uint64 {
 func (h *adminHandler) refuse(w http.ResponseWriter, reason string, code int, format string, args ...any) {
 	h.mu.Lock()
 	h.refused[reason]++
+	count := h.refused[reason]
 	h.mu.Unlock()
 	msg := fmt.Sprintf(format, args...)
-	h.log.Warn("admin: refused a request", "reason", reason, "detail", msg)
+	// Logged at the 1st, 2nd, 4th, 8th, ... refusal for a reason: whoever
+	// sends bad requests cannot flood the agent's log.
+	if count&(count-1) == 0 {
+		h.log.Warn("admin: refused a request", "reason", reason, "detail", msg, "refused_for_this_reason", count)
+	}
 	http.Error(w, "refused ("+reason+"): "+msg, code)
 }
 
