@@ -5,7 +5,9 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"slices"
 	"sync/atomic"
 	"testing"
 
@@ -26,10 +28,15 @@ type expRec struct {
 
 // crashModel is what the log must recover: hist[i] is the record appended
 // with index i+1 (after the last recovery, which truncates hist), durable the
-// index up to which recovery must reach.
+// index up to which recovery must reach. snaps holds the snapshots Cut was
+// asked for, by index (each names its index); the latest one whose Cut
+// returned nil is committed, and recovery must start from it or from a
+// later one whose Cut failed after it became durable.
 type crashModel struct {
-	hist    []expRec
-	durable uint64
+	hist      []expRec
+	durable   uint64
+	snaps     map[uint64][][]byte // a failed Cut may have left its snapshot
+	committed uint64 // 0: none
 }
 
 // check verifies a freshly opened log against the model and then moves the
@@ -51,13 +58,29 @@ func (m *crashModel) check(w *WAL) error {
 	case w.SyncedIndex() != last:
 		return fmt.Errorf("SyncedIndex %d != LastIndex %d after Open", w.SyncedIndex(), last)
 	}
-	// Recovery starts at the latest snapshot at or before the end, or at 1.
-	first := uint64(1)
-	for i := int(last) - 1; i >= 0; i-- {
-		if m.hist[i].typ == RecordSnapshot {
-			first = uint64(i + 1)
-			break
+	var snap []byte
+	idx, has := w.SnapshotIndex()
+	if has {
+		r, err := w.OpenSnapshot()
+		if err == nil {
+			snap, err = io.ReadAll(r)
+			r.Close()
 		}
+		if err != nil {
+			return fmt.Errorf("reading the snapshot: %w", err)
+		}
+	}
+	switch {
+	case m.committed > 0 && (!has || idx < m.committed):
+		return fmt.Errorf("recovered snapshot %d (%v), but the one at %d was committed", idx, has, m.committed)
+	case has && !slices.ContainsFunc(m.snaps[idx], func(b []byte) bool { return bytes.Equal(b, snap) }):
+		return fmt.Errorf("snapshot at %d reads %.40q (%d bytes), not one Cut wrote", idx, snap, len(snap))
+	case has && idx > last:
+		return fmt.Errorf("snapshot at %d beyond the log's end %d", idx, last)
+	}
+	first := uint64(1)
+	if has {
+		first = idx + 1
 	}
 	if w.FirstIndex() != first {
 		return fmt.Errorf("FirstIndex %d, want %d", w.FirstIndex(), first)
@@ -74,6 +97,14 @@ func (m *crashModel) check(w *WAL) error {
 	}
 	m.hist = m.hist[:last]
 	m.durable = last
+	if has {
+		m.committed = idx
+	}
+	for k := range m.snaps {
+		if k > last || k < m.committed {
+			delete(m.snaps, k)
+		}
+	}
 	return nil
 }
 
@@ -140,7 +171,7 @@ func runCrashSeed(seed uint64, st *crashStats) error {
 	})
 	fsys := func() vfs.FS { return vfs.WithErrors(mem, inj) }
 
-	var model crashModel
+	model := crashModel{snaps: map[uint64][][]byte{}}
 	var w *WAL
 	// reopen opens the log (retrying injected failures) and checks it.
 	reopen := func() error {
@@ -201,6 +232,12 @@ func runCrashSeed(seed uint64, st *crashStats) error {
 		if !errors.Is(err, vfs.ErrInjected) {
 			return fmt.Errorf("%s: unexpected error %w", what, err)
 		}
+		if what == "Cut" && !errors.Is(err, ErrFailed) {
+			// The snapshot's own write failed: not sticky, the log goes on.
+			st.failures++
+			trace("%s failed (not sticky): %v", what, err)
+			return nil
+		}
 		if !errors.Is(err, ErrFailed) {
 			return fmt.Errorf("%s: error is not sticky: %w", what, err)
 		}
@@ -243,16 +280,23 @@ func runCrashSeed(seed uint64, st *crashStats) error {
 		case p < 13: // Cut
 			// The snapshot says which records it covers.
 			snap := fmt.Appendf(nil, "snapshot after %d", len(model.hist))
-			model.hist = append(model.hist, expRec{RecordSnapshot, snap})
+			if rng.IntN(500) == 0 { // several frames (rare: crashes copy the whole filesystem)
+				snap = append(snap, bytes.Repeat([]byte{byte(seed)}, snapshotChunk+rng.IntN(snapshotChunk))...)
+			}
+			model.snaps[uint64(len(model.hist))] = append(model.snaps[uint64(len(model.hist))], snap)
 			st.cuts++
 			trace("cut at %d", len(model.hist))
 			if err := w.Cut(snap); err != nil {
 				if err := onErr("Cut", err); err != nil {
 					return err
 				}
+				if !failed { // the snapshot failed, after the records were synced
+					model.durable = uint64(len(model.hist))
+				}
 				continue
 			}
 			model.durable = uint64(len(model.hist))
+			model.committed = model.durable
 		case p < 16: // check without a crash
 			injecting.Store(false)
 			first := w.FirstIndex()
@@ -260,6 +304,9 @@ func runCrashSeed(seed uint64, st *crashStats) error {
 			for r, err := range w.Records() {
 				if err != nil {
 					return fmt.Errorf("Records: %w", err)
+				}
+				if r.Index <= model.committed {
+					return fmt.Errorf("live Records yielded record %d, covered by the snapshot at %d", r.Index, model.committed)
 				}
 				want := model.hist[r.Index-1]
 				if r.Index != first+n || r.Type != want.typ || !bytes.Equal(r.Data, want.data) {

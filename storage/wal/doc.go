@@ -8,7 +8,8 @@
 // A node's Ready loop appends the whole Ready.Persist batch and syncs once:
 //
 //	w, err := wal.Open(vfs.OS(), dir, wal.Options{})
-//	snap, recs, err := w.ReadMessages() // replay into the process's Store
+//	snap, err := w.OpenSnapshot()  // nil, or a reader of the latest snapshot
+//	recs, err := w.ReadMessages()  // the records after it: replay both into the Store
 //	...
 //	for {
 //		rd := m.Ready()
@@ -26,10 +27,16 @@
 // goroutines: each calls Commit, and one flusher makes every batch waiting
 // at that moment durable with one Sync.
 //
-// Cut(snapshot) compacts: it starts a new segment whose first record is the
-// snapshot (a compacted image of the process's state covering every record
-// before it) and deletes the older segments once the new one is durable.
-// Without Cut the log only grows.
+// Snapshots compact the log. A snapshot is a compacted image of the
+// process's state covering every record up to an index, in a file of its
+// own (so it has no size limit and does not stop the log): BeginSnapshot
+// (on the log's goroutine) syncs the log, fixes the index and makes the
+// next record start a new segment; the returned SnapshotWriter writes,
+// finishes (fsync), reads back and commits (rename, directory fsync) the
+// file on any goroutine while the log keeps appending; ReleaseSnapshot (on
+// the log's goroutine again) then deletes the segments and the snapshot
+// it replaced. Cut(snapshot) does all of it in one call. Without
+// snapshots the log only grows.
 //
 // # Guarantees
 //
@@ -66,7 +73,8 @@
 //	off size field
 //	  0    8 magic "weftwal\x00"
 //	  8    2 format version, 1
-//	 10    2 flags: bit 0 set if the segment begins with a snapshot record
+//	 10    2 flags: zero (bit 0 marked an in-segment snapshot, before format
+//	         of snapshot files; refused)
 //	 12    4 reserved, zero
 //	 16    8 seq: segment sequence number (the first segment is 0)
 //	 24    8 first: index of the segment's first record (the log starts at 1)
@@ -100,10 +108,32 @@
 // an index; indexes are consecutive across segments and across Cut, which
 // consumes one index for the snapshot record.
 //
-// A snapshot segment has the snapshot flag and begins with a snapshot
-// record; snapshot records occur nowhere else. Recovery starts at the last
-// snapshot segment (segments before it are obsolete and deleted) or, if
-// there is none, at segment 0, which must have first index 1 and seed 0.
+// Segments hold entry records only. A snapshot is a file
+//
+//	<index>.snap
+//
+// (16 lower-case hex digits: the index of the last record it covers),
+// created as <name>.tmp, fsynced, renamed into place and the directory
+// fsynced. Its header (32 bytes):
+//
+//	off size field
+//	  0    8 magic "weftsnp\x00"
+//	  8    2 version, 1
+//	 10    6 reserved, zero
+//	 16    8 index
+//	 24    4 reserved, zero
+//	 28    4 CRC32C of bytes 0..27
+//
+// then frames as in segments, chained from the header's CRC: data frames
+// (type 2) of at most 1 MiB each, whose payloads concatenated are the
+// snapshot, and one end frame (type 3) whose 8-byte payload counts the
+// snapshot's bytes; the file ends there. Recovery starts from the latest
+// snapshot (verified whole first; any damage is corruption, since it was
+// fsynced before its rename) and the last segment holding the record after
+// its index (earlier segments and snapshots are obsolete and deleted) or,
+// if there is none, at segment 0, which must have first index 1 and seed 0.
+// A segment header with flag bit 0 set is a snapshot segment of the format
+// before snapshot files; such a log is refused.
 //
 // # Recovery
 //
@@ -116,7 +146,7 @@
 //     *CorruptError (ErrCorrupt) naming the segment and the frame's offset.
 //   - A segment header is synced before the segment is renamed into place,
 //     so a bad header is corruption too, in any segment; so is a snapshot
-//     segment whose snapshot record does not verify.
+//     file that does not verify, or a log that ends before its index.
 //   - In the last segment, the first frame that does not verify, or
 //     nonzero bytes after the end marker, are taken to be a torn write: Open
 //     truncates the segment there, preallocates it again (zeros) and syncs

@@ -17,8 +17,10 @@ const (
 	frameHeaderLen = 12
 	frameAlign     = 8
 
-	// flagSnapshot marks a segment whose first record is a snapshot.
-	flagSnapshot = 1 << 0
+	// flagLegacySnapshot marked a segment whose first record was a
+	// snapshot, before snapshots became files of their own (snapshot.go).
+	// Such a log is refused with a clear reason.
+	flagLegacySnapshot = 1 << 0
 
 	segSuffix = ".wal"
 	tmpSuffix = ".tmp"
@@ -36,8 +38,8 @@ type RecordType uint8
 const (
 	// RecordEntry is an ordinary record appended with Append.
 	RecordEntry RecordType = 1
-	// RecordSnapshot is a snapshot written by Cut; it replaces every record
-	// before it.
+	// RecordSnapshot is a frame of a snapshot file (snapshot.go); it never
+	// occurs in a segment.
 	RecordSnapshot RecordType = 2
 )
 
@@ -47,6 +49,8 @@ func (t RecordType) String() string {
 		return "entry"
 	case RecordSnapshot:
 		return "snapshot"
+	case recordSnapshotEnd:
+		return "snapshot end"
 	}
 	return fmt.Sprintf("RecordType(%d)", uint8(t))
 }
@@ -110,7 +114,10 @@ func parseSegHeader(b []byte) (segment, string) {
 		return s, fmt.Sprintf("unsupported format version %d", v)
 	}
 	s.flags = binary.LittleEndian.Uint16(b[10:])
-	if s.flags&^flagSnapshot != 0 || binary.LittleEndian.Uint32(b[12:]) != 0 {
+	if s.flags == flagLegacySnapshot {
+		return s, "a snapshot segment of an earlier weft (snapshots are now separate .snap files); this log cannot be read"
+	}
+	if s.flags != 0 || binary.LittleEndian.Uint32(b[12:]) != 0 {
 		return s, "unknown header flags"
 	}
 	s.seq = binary.LittleEndian.Uint64(b[16:])
@@ -164,7 +171,7 @@ var (
 
 // CorruptError locates corruption found by Open or Records.
 type CorruptError struct {
-	Segment string // base name of the segment file
+	Segment string // base name of the segment or snapshot file
 	Offset  int64  // byte offset of the bad header or frame in the segment
 	Reason  string
 }

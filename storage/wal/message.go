@@ -44,23 +44,20 @@ func DecodeMessage(r Record) (wire.Message, error) {
 	return m, nil
 }
 
-// ReadMessages returns the latest snapshot (nil if none) and the durable
-// entry records after it decoded with wire.Decode, in order: what a
-// restarting process replays into its amcast.Store.
-func (w *WAL) ReadMessages() (snapshot []byte, msgs []wire.Message, err error) {
+// ReadMessages returns the durable entry records after the latest
+// snapshot, decoded with wire.Decode, in order: what a restarting process
+// replays into its amcast.Store after the snapshot (OpenSnapshot).
+func (w *WAL) ReadMessages() ([]wire.Message, error) {
+	var msgs []wire.Message
 	for r, err := range w.Records() {
 		if err != nil {
-			return nil, nil, err
-		}
-		if r.Type == RecordSnapshot {
-			snapshot = r.Data
-			continue
+			return nil, err
 		}
 		m, err := DecodeMessage(r)
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		msgs = append(msgs, m)
 	}
-	return snapshot, msgs, nil
+	return msgs, nil
 }

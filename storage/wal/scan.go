@@ -14,9 +14,19 @@ import (
 // zeroPage is compared against to check that a range of a segment is zero.
 var zeroPage [32 << 10]byte
 
-// scanner reads and verifies the frames of one segment, in order.
+// scanKind says what a scanner reads: a segment or a snapshot file.
+type scanKind uint8
+
+const (
+	scanSegment  scanKind = iota // entry frames, then the zero end marker or EOF
+	scanSnapshot                 // snapshot data frames, then an end frame
+)
+
+// scanner reads and verifies the frames of one segment or snapshot file,
+// in order.
 type scanner struct {
-	seg    segment
+	kind   scanKind
+	name   string // base name, for errors
 	r      *bufio.Reader
 	size   int64 // file size
 	maxRec int
@@ -31,18 +41,25 @@ type scanner struct {
 	hdr [frameHeaderLen]byte
 }
 
-// newScanner positions a scanner on the first frame of seg, whose chain
-// starts at seed. f must stay open while the scanner is used.
-func newScanner(f vfs.File, size int64, seg segment, seed uint32, maxRec int) *scanner {
+// newScanner positions a scanner on the first frame of a file of the
+// given kind, at offset start, whose chain starts at seed and whose first
+// record has index first. f must stay open while the scanner is used.
+func newScanner(f vfs.File, size int64, kind scanKind, name string, start int64, first uint64, seed uint32, maxRec int) *scanner {
 	return &scanner{
-		seg:    seg,
-		r:      bufio.NewReaderSize(io.NewSectionReader(f, segHeaderSize, size-segHeaderSize), int(min(max(size, 4<<10), 64<<10))),
+		kind:   kind,
+		name:   name,
+		r:      bufio.NewReaderSize(io.NewSectionReader(f, start, size-start), int(min(max(size, 4<<10), 64<<10))),
 		size:   size,
 		maxRec: maxRec,
-		off:    segHeaderSize,
+		off:    start,
 		crc:    seed,
-		index:  seg.first,
+		index:  first,
 	}
+}
+
+// segScanner positions a scanner on the first frame of segment seg.
+func segScanner(f vfs.File, size int64, seg segment, seed uint32, maxRec int) *scanner {
+	return newScanner(f, size, scanSegment, seg.name, segHeaderSize, seg.first, seed, maxRec)
 }
 
 // next reads the next frame. It returns ok with the record's type and
@@ -62,7 +79,7 @@ func (s *scanner) next() (typ RecordType, payload []byte, ok bool, err error) {
 		return 0, nil, false, s.ioErr(err)
 	}
 	h := s.hdr[:]
-	if bytes.Equal(h, zeroPage[:frameHeaderLen]) {
+	if s.kind == scanSegment && bytes.Equal(h, zeroPage[:frameHeaderLen]) {
 		// End-of-log marker: the rest of a preallocated segment is zero.
 		return 0, nil, false, s.zerosToEnd(remaining-frameHeaderLen, "data after the end-of-log marker")
 	}
@@ -70,7 +87,8 @@ func (s *scanner) next() (typ RecordType, payload []byte, ok bool, err error) {
 	typ = RecordType(h[4])
 	pad := int64(h[5])
 	switch {
-	case typ != RecordEntry && typ != RecordSnapshot:
+	case s.kind == scanSegment && typ != RecordEntry,
+		s.kind == scanSnapshot && typ != RecordSnapshot && typ != recordSnapshotEnd:
 		return s.invalid("invalid record type %d", h[4])
 	case h[6] != 0 || h[7] != 0:
 		return s.invalid("nonzero reserved header bytes")
@@ -96,13 +114,6 @@ func (s *scanner) next() (typ RecordType, payload []byte, ok bool, err error) {
 	crc = crc32.Update(crc, castagnoli, payload)
 	if crc != binary.LittleEndian.Uint32(h[8:]) {
 		return s.invalid("checksum mismatch")
-	}
-	snapSeg := s.seg.flags&flagSnapshot != 0
-	switch {
-	case typ == RecordSnapshot && (!snapSeg || s.count > 0):
-		return s.invalid("snapshot record that does not begin a snapshot segment")
-	case typ != RecordSnapshot && snapSeg && s.count == 0:
-		return s.invalid("snapshot segment does not begin with a snapshot record")
 	}
 	s.crc = crc
 	s.off += frameHeaderLen + n + pad
@@ -139,9 +150,9 @@ func (s *scanner) ioErr(err error) error {
 	if err == io.EOF || err == io.ErrUnexpectedEOF {
 		err = io.ErrUnexpectedEOF // the file shrank under us
 	}
-	return fmt.Errorf("wal: reading segment %s at offset %d: %w", s.seg.name, s.off, err)
+	return fmt.Errorf("wal: reading %s at offset %d: %w", s.name, s.off, err)
 }
 
 func (s *scanner) corrupt() error {
-	return &CorruptError{Segment: s.seg.name, Offset: s.off, Reason: s.bad}
+	return &CorruptError{Segment: s.name, Offset: s.off, Reason: s.bad}
 }

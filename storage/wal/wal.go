@@ -32,9 +32,10 @@ type Options struct {
 	// gets a segment of its own that grows past it. Zero means
 	// DefaultSegmentSize; otherwise at least MinSegmentSize.
 	SegmentSize int64
-	// MaxRecordSize caps the payload of one record, in bytes, on Append and
-	// Cut (ErrTooLarge) and when reading (a longer length is corruption).
-	// Snapshots are records too. Zero means DefaultMaxRecordSize; at most
+	// MaxRecordSize caps the payload of one record, in bytes, on Append
+	// (ErrTooLarge) and when reading (a longer length is corruption).
+	// Snapshots are not records and have no size limit (snapshot.go).
+	// Zero means DefaultMaxRecordSize; at most
 	// MaxRecordSizeLimit. Reopening a log with a smaller value than it was
 	// written with can make valid records unreadable.
 	MaxRecordSize int
@@ -61,7 +62,7 @@ type Record struct {
 	// Index is the record's position in the log. The first record ever
 	// appended has index 1; indexes are consecutive and survive Cut.
 	Index uint64
-	// Type is RecordEntry or RecordSnapshot.
+	// Type is RecordEntry (Records yields nothing else).
 	Type RecordType
 	// Data is the payload, never nil. It is owned by the caller.
 	Data []byte
@@ -102,6 +103,11 @@ type WAL struct {
 	fDirty bool   // f has writes not yet synced
 	synced uint64 // index of the last durable record (0: none)
 
+	// The latest snapshot (snapshot.go): it covers the records up to snap.
+	snap     uint64
+	hasSnap  bool
+	rollNext bool // the next record appended starts a new segment (BeginSnapshot)
+
 	repair *RepairInfo
 	err    error // sticky: every later write returns it
 	closed bool
@@ -141,9 +147,11 @@ func Open(fsys vfs.FS, dir string, opts Options) (*WAL, error) {
 		return nil, fmt.Errorf("wal: %w", err)
 	}
 	var segs []segment
+	var snaps []uint64
 	for _, n := range names {
-		if strings.HasSuffix(n, segSuffix+tmpSuffix) {
-			// A segment that was never renamed into place: not part of the log.
+		if strings.HasSuffix(n, tmpSuffix) && (strings.HasSuffix(n, segSuffix+tmpSuffix) || strings.HasSuffix(n, snapSuffix+tmpSuffix)) {
+			// A segment or snapshot that was never renamed into place: not
+			// part of the log.
 			if err := fsys.Remove(w.path(n)); err != nil {
 				return nil, fmt.Errorf("wal: removing leftover %s: %w", n, err)
 			}
@@ -152,8 +160,25 @@ func Open(fsys vfs.FS, dir string, opts Options) (*WAL, error) {
 		if seq, first, ok := parseSegName(n); ok {
 			segs = append(segs, segment{name: n, seq: seq, first: first})
 		}
+		if idx, ok := parseSnapName(n); ok {
+			snaps = append(snaps, idx) // sorted, like names
+		}
+	}
+	// The latest snapshot is in charge; it was verified before it was
+	// renamed into place, so any damage is corruption. Older ones are
+	// obsolete.
+	var obsoleteSnaps []uint64
+	if len(snaps) > 0 {
+		w.snap, w.hasSnap = snaps[len(snaps)-1], true
+		obsoleteSnaps = snaps[:len(snaps)-1]
+		if err := verifySnapshot(fsys, w.path(snapName(w.snap)), snapName(w.snap), w.snap); err != nil {
+			return nil, err
+		}
 	}
 	if len(segs) == 0 {
+		if w.hasSnap {
+			return nil, &CorruptError{Segment: snapName(w.snap), Reason: "no log segment after the snapshot: segments are missing"}
+		}
 		seg := segment{seq: 0, first: 1}
 		seg.name = segName(seg.seq, seg.first)
 		f, err := w.createSegment(seg, nil) // syncs dir
@@ -165,21 +190,27 @@ func Open(fsys vfs.FS, dir string, opts Options) (*WAL, error) {
 		return w, nil
 	}
 	// List is sorted and names are fixed-width hex, so segs is sorted by
-	// seq. Read headers backwards to the last snapshot segment; everything
-	// before it is obsolete.
-	start := 0
-	for i := len(segs) - 1; i >= 0; i-- {
-		if segs[i], err = w.readHeader(segs[i]); err != nil {
-			return nil, err
-		}
-		if segs[i].flags&flagSnapshot != 0 {
+	// seq. Recovery starts at the last segment holding the first record
+	// after the snapshot (or record 1); the segments before it hold only
+	// records the snapshot covers, and are obsolete.
+	want := w.snap + 1
+	start := -1
+	for i, s := range segs {
+		if s.first <= want {
 			start = i
-			break
 		}
 	}
+	if start < 0 {
+		return nil, &CorruptError{Segment: segs[0].name, Reason: fmt.Sprintf("log starts at record %d, but recovery needs record %d on: segments are missing", segs[0].first, want)}
+	}
 	obsolete, live := segs[:start], segs[start:]
-	if s := live[0]; s.flags&flagSnapshot == 0 && (s.seq != 0 || s.first != 1 || s.seed != 0) {
-		return nil, &CorruptError{Segment: s.name, Reason: "log starts neither at index 1 nor with a snapshot: segments are missing"}
+	for i := range live {
+		if live[i], err = w.readHeader(live[i]); err != nil {
+			return nil, err
+		}
+	}
+	if s := live[0]; !w.hasSnap && (s.seq != 0 || s.first != 1 || s.seed != 0) {
+		return nil, &CorruptError{Segment: s.name, Reason: "log starts neither at index 1 nor after a snapshot: segments are missing"}
 	}
 	crc, next := live[0].seed, live[0].first
 	var last *scanner
@@ -198,13 +229,18 @@ func Open(fsys vfs.FS, dir string, opts Options) (*WAL, error) {
 		if err != nil {
 			return nil, err
 		}
-		if sc.bad != "" && (i < len(live)-1 || (s.flags&flagSnapshot != 0 && sc.count == 0)) {
+		if sc.bad != "" && i < len(live)-1 {
 			// Only the tail of the last segment can be torn: earlier segments
-			// were synced before the next one was created, and a snapshot
-			// segment before it was renamed into place.
+			// were synced before the next one was created.
 			return nil, sc.corrupt()
 		}
 		crc, next, last = sc.crc, sc.index, sc
+	}
+	if w.hasSnap && next <= w.snap {
+		// The snapshot was taken after its records were synced: a log
+		// ending before it lost synced records.
+		return nil, &CorruptError{Segment: live[len(live)-1].name, Offset: last.off,
+			Reason: fmt.Sprintf("log ends at record %d, before the snapshot's index %d", next-1, w.snap)}
 	}
 
 	// Open the last segment, cut off a torn tail, and make what we are
@@ -232,6 +268,13 @@ func Open(fsys vfs.FS, dir string, opts Options) (*WAL, error) {
 	}
 	if err == nil && len(obsolete) > 0 {
 		err = w.removeSegments(obsolete)
+	}
+	for _, idx := range obsoleteSnaps {
+		if err == nil {
+			if err = fsys.Remove(w.path(snapName(idx))); errors.Is(err, fs.ErrNotExist) {
+				err = nil
+			}
+		}
 	}
 	if err != nil {
 		f.Close()
@@ -307,7 +350,7 @@ func (w *WAL) scanSegmentTo(s segment, seed uint32, limit uint64, fn func(Record
 	if err != nil {
 		return nil, fmt.Errorf("wal: %w", err)
 	}
-	sc := newScanner(f, fi.Size(), s, seed, MaxRecordSizeLimit)
+	sc := segScanner(f, fi.Size(), s, seed, MaxRecordSizeLimit)
 	for limit == 0 || sc.index <= limit {
 		typ, payload, ok, err := sc.next()
 		if err != nil {
@@ -419,7 +462,8 @@ func (w *WAL) endFrame(start int) {
 	prev := w.crc
 	w.pend, w.crc = finishFrame(w.pend, start, RecordEntry, w.crc)
 	n := int64(len(w.pend) - start)
-	if w.segRecs > 0 && w.segUsed+n > w.opts.SegmentSize {
+	if w.segRecs > 0 && (w.rollNext || w.segUsed+n > w.opts.SegmentSize) {
+		w.rollNext = false
 		seq := w.segs[len(w.segs)-1].seq
 		if len(w.rolls) > 0 {
 			seq = w.rolls[len(w.rolls)-1].seg.seq
@@ -509,47 +553,36 @@ func (w *WAL) write(b []byte) error {
 	return nil
 }
 
-// Cut compacts the log. It syncs any appended records, then starts a new
-// segment whose first record is snapshot, makes it durable, and deletes
-// every older segment. After Cut returns nil, recovery begins with the
-// snapshot and the records appended after it; the records before it are
-// gone for good.
+// Cut compacts the log in one call: BeginSnapshot, then the snapshot
+// written, finished, committed and released (snapshot.go). After Cut
+// returns nil, recovery begins with the snapshot and the records appended
+// after it; the records before it are gone for good. A caller that must
+// not stall while the snapshot is written uses those steps itself.
 //
 // REQUIRES: snapshot reflects every record appended before the call.
 //
-// An error is sticky, as for Sync. If Cut fails the snapshot may or may not
-// have become durable; either way the log recovers consistently (from the
-// new snapshot or from the old one plus the records before the Cut).
+// A failure to sync the appended records is sticky, as for Sync; a
+// failure to write the snapshot is not (the log goes on without it). If
+// Cut fails the snapshot may or may not have become durable; either way
+// the log recovers consistently (from the new snapshot, or from the old
+// one plus the records before the Cut).
 func (w *WAL) Cut(snapshot []byte) error {
-	if err := w.writable(); err != nil {
-		return err
-	}
-	if len(snapshot) > w.opts.MaxRecordSize {
-		return fmt.Errorf("%w: snapshot of %d bytes, maximum %d", ErrTooLarge, len(snapshot), w.opts.MaxRecordSize)
-	}
-	if err := w.Sync(); err != nil {
-		return err
-	}
-	seg := segment{seq: w.segs[len(w.segs)-1].seq + 1, first: w.next, seed: w.crc, flags: flagSnapshot}
-	seg.name = segName(seg.seq, seg.first)
-	body := make([]byte, 0, frameLen(len(snapshot)))
-	body = append(body, frameHeaderPlaceholder[:]...)
-	body = append(body, snapshot...)
-	body, crc := finishFrame(body, 0, RecordSnapshot, w.crc)
-	f, err := w.createSegment(seg, body)
+	s, err := w.BeginSnapshot()
 	if err != nil {
-		return w.fail(err)
+		return err
 	}
-	w.f.Close()
-	old := w.segs
-	w.segs, w.f, w.off, w.fDirty = []segment{seg}, f, segHeaderSize+int64(len(body)), false
-	w.crc, w.next = crc, w.next+1
-	w.synced = w.next - 1
-	w.segUsed, w.segRecs = w.off, 1
-	if err := w.removeSegments(old); err != nil {
-		return w.fail(err)
+	_, err = s.Write(snapshot)
+	if err == nil {
+		err = s.Finish()
 	}
-	return nil
+	if err == nil {
+		err = s.Commit()
+	}
+	if err != nil {
+		s.Abort()
+		return err
+	}
+	return w.ReleaseSnapshot(s)
 }
 
 // Close syncs any appended records (unless the log has failed) and closes
@@ -568,9 +601,9 @@ func (w *WAL) Close() error {
 	return err
 }
 
-// FirstIndex returns the index of the first record in the log: the latest
-// snapshot's, or 1 if there has never been a Cut.
-func (w *WAL) FirstIndex() uint64 { return w.segs[0].first }
+// FirstIndex returns the index of the first record in the log: the one
+// after the latest snapshot, or 1 if there has never been a snapshot.
+func (w *WAL) FirstIndex() uint64 { return w.snap + 1 }
 
 // LastIndex returns the index of the last record appended, durable or not
 // (0 if the log is empty).
@@ -583,8 +616,8 @@ func (w *WAL) SyncedIndex() uint64 { return w.synced }
 // log ended cleanly.
 func (w *WAL) Repaired() *RepairInfo { return w.repair }
 
-// Records iterates over the durable records in index order, starting with
-// the latest snapshot (if any). It rereads and reverifies the segments;
+// Records iterates over the durable records after the latest snapshot (if
+// any; see OpenSnapshot), in index order. It rereads and reverifies the segments;
 // records appended but not yet synced are not included. Do not write to the
 // log during the iteration. A failure yields one non-nil error and ends the
 // iteration.
@@ -594,13 +627,16 @@ func (w *WAL) Records() iter.Seq2[Record, error] {
 			yield(Record{}, err)
 			return
 		}
-		if w.synced < w.segs[0].first {
+		if w.synced < w.FirstIndex() {
 			return
 		}
 		stop := errors.New("stop")
 		crc := w.segs[0].seed
 		for _, s := range w.segs {
 			sc, err := w.scanSegmentTo(s, crc, w.synced, func(r Record) error {
+				if r.Index <= w.snap {
+					return nil // covered by the snapshot
+				}
 				if !yield(r, nil) {
 					return stop
 				}
@@ -624,17 +660,30 @@ func (w *WAL) Records() iter.Seq2[Record, error] {
 	}
 }
 
-// ReadAll returns the latest snapshot (nil if the log has none, non-nil if
-// it is empty) and the
-// payloads of the durable entry records after it, in order.
+// ReadAll returns the latest snapshot, read whole (nil if the log has
+// none, non-nil if it is empty), and the payloads of the durable entry
+// records after it, in order.
 func (w *WAL) ReadAll() (snapshot []byte, entries [][]byte, err error) {
-	for r, err := range w.Records() {
+	if err := w.writable(); err != nil {
+		return nil, nil, err
+	}
+	if w.hasSnap {
+		r, err := w.OpenSnapshot()
 		if err != nil {
 			return nil, nil, err
 		}
-		if r.Type == RecordSnapshot {
-			snapshot = r.Data
-			continue
+		snapshot, err = io.ReadAll(r)
+		r.Close()
+		if err != nil {
+			return nil, nil, err
+		}
+		if snapshot == nil {
+			snapshot = []byte{}
+		}
+	}
+	for r, err := range w.Records() {
+		if err != nil {
+			return nil, nil, err
 		}
 		entries = append(entries, r.Data)
 	}

@@ -221,16 +221,21 @@ func TestCut(t *testing.T) {
 	if err := w.Cut([]byte("snap-50")); err != nil {
 		t.Fatal(err)
 	}
-	if w.FirstIndex() != 51 || w.LastIndex() != 51 || w.SyncedIndex() != 51 {
-		t.Fatalf("after Cut: first %d last %d synced %d", w.FirstIndex(), w.LastIndex(), w.SyncedIndex())
+	if idx, ok := w.SnapshotIndex(); w.FirstIndex() != 51 || w.LastIndex() != 50 || w.SyncedIndex() != 50 || idx != 50 || !ok {
+		t.Fatalf("after Cut: first %d last %d synced %d snapshot %d %v", w.FirstIndex(), w.LastIndex(), w.SyncedIndex(), idx, ok)
 	}
-	if segs := segments(t, m); len(segs) != 1 || firstOf(t, segs[0]) != 51 {
+	// The segments holding only records before the last one are gone; the
+	// last (it holds record 50) stays until a record after it rolls over.
+	if segs := segments(t, m); len(segs) != 1 {
 		t.Fatalf("segments after Cut: %v", segs)
 	}
 	for i := 50; i < 80; i++ {
 		w.Append(rec(i))
 	}
 	w.Sync()
+	if segs := segments(t, m); len(segs) < 2 || firstOf(t, segs[1]) != 51 {
+		t.Fatalf("the first record after a Cut must start a segment: %v", segs)
+	}
 	snap, got := mustReadAll(t, w)
 	if string(snap) != "snap-50" {
 		t.Fatalf("snapshot %q", snap)
@@ -249,12 +254,18 @@ func TestCut(t *testing.T) {
 		first = r
 		break
 	}
-	if first.Index != 51 || first.Type != RecordSnapshot {
+	if first.Index != 51 || first.Type != RecordEntry {
 		t.Fatalf("first record %+v", first)
 	}
 	// A second Cut replaces the first; an empty snapshot is allowed.
 	if err := w.Cut(nil); err != nil {
 		t.Fatal(err)
+	}
+	if names := snapshots(t, m); len(names) != 1 || names[0] != snapName(80) {
+		t.Fatalf("snapshot files after the second Cut: %v", names)
+	}
+	if segs := segments(t, m); len(segs) != 1 {
+		t.Fatalf("segments after the second Cut: %v", segs)
 	}
 	w.Close()
 	w = mustOpen(t, m, opts)
@@ -263,9 +274,24 @@ func TestCut(t *testing.T) {
 	if snap == nil || len(snap) != 0 || len(got) != 0 {
 		t.Fatalf("after empty Cut: snap %q, %d records", snap, len(got))
 	}
-	if w.FirstIndex() != 82 {
-		t.Fatalf("FirstIndex = %d, want 82", w.FirstIndex())
+	if w.FirstIndex() != 81 || w.LastIndex() != 80 {
+		t.Fatalf("FirstIndex = %d LastIndex = %d, want 81 and 80", w.FirstIndex(), w.LastIndex())
 	}
+}
+
+func snapshots(t testing.TB, fsys vfs.FS) []string {
+	t.Helper()
+	names, err := fsys.List(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, n := range names {
+		if strings.Contains(n, snapSuffix) {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 func firstOf(t *testing.T, name string) uint64 {
@@ -276,20 +302,23 @@ func firstOf(t *testing.T, name string) uint64 {
 	return first
 }
 
-// TestCutLeftovers: a crash after the snapshot segment is durable but before
-// the old segments are deleted leaves them behind; Open ignores and deletes
-// them.
+// TestCutLeftovers: a crash after the snapshot is durable but before the
+// old segments and the old snapshot are deleted leaves them behind; Open
+// ignores and deletes them, and a leftover temporary snapshot too.
 func TestCutLeftovers(t *testing.T) {
 	m := vfs.NewCrashableMem()
 	opts := Options{SegmentSize: 256}
 	w := mustOpen(t, m, opts)
-	for i := range 40 {
+	for i := range 20 {
+		w.Append(rec(i))
+	}
+	w.Cut([]byte("old"))
+	for i := 20; i < 40; i++ {
 		w.Append(rec(i))
 	}
 	w.Sync()
-	before := segments(t, m)
 	saved := map[string][]byte{}
-	for _, s := range before {
+	for _, s := range append(segments(t, m), snapshots(t, m)...) {
 		saved[s] = readFile(t, m, filepath.Join(dir, s))
 	}
 	w.Cut([]byte("S"))
@@ -298,6 +327,7 @@ func TestCutLeftovers(t *testing.T) {
 	for s, b := range saved { // resurrect
 		writeFile(t, m, filepath.Join(dir, s), b)
 	}
+	writeFile(t, m, filepath.Join(dir, snapName(41)+tmpSuffix), []byte("half a snapshot"))
 	vfs.SyncDir(m, dir)
 	w = mustOpen(t, m, opts)
 	snap, got := mustReadAll(t, w)
@@ -305,10 +335,163 @@ func TestCutLeftovers(t *testing.T) {
 		t.Fatalf("snapshot %q", snap)
 	}
 	wantRecs(t, got, 40, 41)
-	if n := len(segments(t, m)); n != 1 {
-		t.Fatalf("%d segments after Open, want 1", n)
+	if segs, snaps := segments(t, m), snapshots(t, m); len(segs) != 1 || len(snaps) != 1 || snaps[0] != snapName(40) {
+		t.Fatalf("after Open: segments %v snapshots %v, want 1 and [%s]", segs, snaps, snapName(40))
 	}
 	w.Close()
+}
+
+// TestSnapshotWhileAppending writes a snapshot from another goroutine
+// while the log keeps appending and syncing, as a node compacts off its
+// loop; a power loss before the commit recovers the old state, after the
+// release the new one, and the records appended meanwhile survive both.
+func TestSnapshotWhileAppending(t *testing.T) {
+	m := vfs.NewCrashableMem()
+	opts := Options{SegmentSize: 512}
+	w := mustOpen(t, m, opts)
+	for i := range 100 {
+		w.Append(rec(i))
+	}
+	s, err := w.BeginSnapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Index() != 100 || w.SyncedIndex() != 100 {
+		t.Fatalf("snapshot index %d synced %d, want 100", s.Index(), w.SyncedIndex())
+	}
+	image := bytes.Repeat([]byte("image of 100 records;"), 200_000) // 4 MiB: several frames
+	finished := make(chan error)
+	commit := make(chan struct{})
+	go func() {
+		for b := image; len(b) > 0; b = b[min(len(b), 100_000):] {
+			if _, err := s.Write(b[:min(len(b), 100_000)]); err != nil {
+				finished <- err
+				return
+			}
+		}
+		err := s.Finish()
+		if err == nil {
+			var r io.ReadCloser
+			if r, err = s.Reader(); err == nil {
+				var back []byte
+				back, err = io.ReadAll(r)
+				r.Close()
+				if err == nil && !bytes.Equal(back, image) {
+					err = errors.New("read back a different snapshot")
+				}
+			}
+		}
+		finished <- err
+		<-commit
+		finished <- s.Commit()
+	}()
+	for i := 100; i < 150; i++ {
+		w.Append(rec(i))
+		if err := w.Sync(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := <-finished; err != nil {
+		t.Fatal(err)
+	}
+	// Power loss before the commit: no snapshot, every record.
+	w2 := mustOpen(t, m.CrashClone(nil), opts)
+	if snap, got := mustReadAll(t, w2); snap != nil {
+		t.Fatal("an uncommitted snapshot was recovered")
+	} else {
+		wantRecs(t, got, 0, 150)
+	}
+	w2.Close()
+	close(commit)
+	if err := <-finished; err != nil {
+		t.Fatal(err)
+	}
+	before := len(segments(t, m))
+	if err := w.ReleaseSnapshot(s); err != nil {
+		t.Fatal(err)
+	}
+	if after := len(segments(t, m)); after >= before || firstOf(t, segments(t, m)[0]) != 101 {
+		t.Fatalf("release kept %v (had %d segments)", segments(t, m), before)
+	}
+	w.Append(rec(150))
+	w.Sync()
+	w2 = mustOpen(t, m.CrashClone(nil), opts)
+	defer w2.Close()
+	snap, got := mustReadAll(t, w2)
+	if !bytes.Equal(snap, image) {
+		t.Fatalf("snapshot of %d bytes recovered, want %d", len(snap), len(image))
+	}
+	wantRecs(t, got, 100, 151)
+	w.Close()
+}
+
+// TestSnapshotCorrupt: damage to the snapshot in charge is corruption, and
+// so is a log that lost the segments after it.
+func TestSnapshotCorrupt(t *testing.T) {
+	opts := Options{SegmentSize: 256}
+	build := func() *vfs.MemFS {
+		m := vfs.NewCrashableMem()
+		w := mustOpen(t, m, opts)
+		for i := range 30 {
+			w.Append(rec(i))
+		}
+		if err := w.Cut(bytes.Repeat([]byte("s"), 3*snapshotChunk/2)); err != nil {
+			t.Fatal(err)
+		}
+		for i := 30; i < 40; i++ {
+			w.Append(rec(i))
+		}
+		w.Close()
+		return m
+	}
+	path := filepath.Join(dir, snapName(30))
+	for _, tc := range []struct {
+		name   string
+		mutate func(b []byte) []byte
+		reason string
+	}{
+		{"bit flip in the first frame", func(b []byte) []byte { b[snapHeaderSize+frameHeaderLen+7] ^= 1; return b }, "checksum"},
+		{"bit flip in the header", func(b []byte) []byte { b[17] ^= 1; return b }, "header checksum"},
+		{"truncated", func(b []byte) []byte { return b[:len(b)-frameLen(8)] }, "without an end frame"},
+		{"truncated mid-frame", func(b []byte) []byte { return b[:snapHeaderSize+frameHeaderLen+100] }, "past the end"},
+		{"garbage after the end", func(b []byte) []byte { return append(b, make([]byte, 16)...) }, "after the end frame"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := build()
+			writeFile(t, m, path, tc.mutate(readFile(t, m, path)))
+			_, err := Open(m, dir, opts)
+			var ce *CorruptError
+			if !errors.As(err, &ce) || ce.Segment != snapName(30) || !strings.Contains(ce.Reason, tc.reason) {
+				t.Fatalf("Open = %v, want a CorruptError in %s about %q", err, snapName(30), tc.reason)
+			}
+		})
+	}
+	t.Run("segments after the snapshot missing", func(t *testing.T) {
+		m := build()
+		for _, s := range segments(t, m) {
+			m.Remove(filepath.Join(dir, s))
+		}
+		if _, err := Open(m, dir, opts); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "missing") {
+			t.Fatalf("Open = %v", err)
+		}
+	})
+}
+
+// TestLegacySnapshotSegment: a log with a snapshot inside a segment (the
+// format before snapshot files) is refused with a reason saying so.
+func TestLegacySnapshotSegment(t *testing.T) {
+	m := vfs.NewCrashableMem()
+	w := mustOpen(t, m, Options{})
+	w.Append(rec(0))
+	w.Close()
+	name := filepath.Join(dir, segments(t, m)[0])
+	b := readFile(t, m, name)
+	b[10] = flagLegacySnapshot
+	copy(b[:segHeaderSize], appendSegHeader(nil, segment{seq: 0, first: 1, flags: flagLegacySnapshot}))
+	writeFile(t, m, name, b)
+	if _, err := Open(m, dir, Options{}); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "earlier weft") {
+		t.Fatalf("Open = %v", err)
+	}
 }
 
 func lastSegment(t testing.TB, fsys vfs.FS) string {
@@ -410,7 +593,7 @@ func TestCorruptMiddle(t *testing.T) {
 		}, -1, "checksum"},
 		{"header", 1, func(b []byte) { b[20] ^= 1 }, 0, "header"},
 		{"garbage after end marker", 0, func(b []byte) { b[len(b)-1] = 1 }, -1, "after the end"},
-		{"snapshot record in plain segment", 2, func(b []byte) { b[segHeaderSize+4] = byte(RecordSnapshot) }, segHeaderSize, "checksum"},
+		{"snapshot record in plain segment", 2, func(b []byte) { b[segHeaderSize+4] = byte(RecordSnapshot) }, segHeaderSize, "invalid record type"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m, segs := build()
@@ -604,8 +787,14 @@ func TestTooLarge(t *testing.T) {
 	if w.LastIndex() != 0 {
 		t.Fatal("a failed Append appended records")
 	}
-	if err := w.Cut(make([]byte, 11)); !errors.Is(err, ErrTooLarge) {
-		t.Fatalf("Cut = %v", err)
+	// A snapshot is not a record: it may be larger than MaxRecordSize, and
+	// larger than a snapshot frame.
+	big := bytes.Repeat([]byte("0123456789"), snapshotChunk/4)
+	if err := w.Cut(big); err != nil {
+		t.Fatalf("Cut of a %d-byte snapshot = %v", len(big), err)
+	}
+	if snap, _ := mustReadAll(t, w); !bytes.Equal(snap, big) {
+		t.Fatalf("snapshot read back: %d bytes, want %d", len(snap), len(big))
 	}
 	if err := w.Append([]byte("0123456789")); err != nil {
 		t.Fatalf("Append after ErrTooLarge = %v", err)
@@ -673,18 +862,18 @@ func TestMessages(t *testing.T) {
 	w.Close()
 	w = mustOpen(t, m, Options{SegmentSize: 512})
 	defer w.Close()
-	if _, _, err := w.ReadMessages(); !errors.Is(err, wire.ErrVersion) && !errors.Is(err, wire.ErrMalformed) {
+	if _, err := w.ReadMessages(); !errors.Is(err, wire.ErrVersion) && !errors.Is(err, wire.ErrMalformed) {
 		t.Fatalf("ReadMessages over a non-message = %v", err)
 	}
 	w.Cut([]byte("image"))
 	w.AppendMessages(msgs...)
 	w.Sync()
-	snap, got, err := w.ReadMessages()
+	got, err := w.ReadMessages()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if string(snap) != "image" || !reflect.DeepEqual(got, msgs) {
-		t.Fatalf("ReadMessages = %q %v", snap, got)
+	if !reflect.DeepEqual(got, msgs) {
+		t.Fatalf("ReadMessages = %v", got)
 	}
 	if _, err := DecodeMessage(Record{Type: RecordSnapshot}); err == nil {
 		t.Fatal("DecodeMessage accepted a snapshot")
