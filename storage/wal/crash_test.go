@@ -36,7 +36,7 @@ type crashModel struct {
 	hist      []expRec
 	durable   uint64
 	snaps     map[uint64][][]byte // a failed Cut may have left its snapshot
-	committed uint64 // 0: none
+	committed uint64              // 0: none
 }
 
 // check verifies a freshly opened log against the model and then moves the

@@ -121,7 +121,7 @@ func (s *SnapshotWriter) Index() uint64 { return s.index }
 func (s *SnapshotWriter) Size() int64 { return s.off }
 
 func (s *SnapshotWriter) tmpPath() string { return s.path() + tmpSuffix }
-func (s *SnapshotWriter) path() string   { return filepath.Join(s.dir, snapName(s.index)) }
+func (s *SnapshotWriter) path() string    { return filepath.Join(s.dir, snapName(s.index)) }
 
 func (s *SnapshotWriter) fail(err error) error {
 	if s.err == nil {
