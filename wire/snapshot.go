@@ -1,0 +1,133 @@
+package wire
+
+import (
+	"fmt"
+	"slices"
+)
+
+// Snapshot pages. A REC_SNAPSHOT holds a process's whole image, which
+// can outgrow what Decode accepts (MaxStateEntries per list; 2M client
+// sessions are twice that). Written to disk it is split into pages:
+// REC_SNAPSHOTs that each carry the image's scalar fields and a slice of
+// its lists, every list within MaxStateEntries and every page within a
+// byte budget, so every page decodes under the caps Decode enforces. The
+// pages, applied as one (JoinSnapshotPages), are the image: one set of
+// limits serves the encoder and the decoder.
+
+// SnapshotPages splits r into pages of at most budget encoded bytes
+// (Size) and MaxStateEntries entries per list; a page holds at least one
+// entry, so a single entry larger than budget gets a page of its own.
+// A client's Above list longer than a page allows continues on the next
+// page in an entry with the same Client and Session. The pages share r's
+// slices; r with nothing to split is one page.
+func SnapshotPages(r *RecSnapshot, budget int) []*RecSnapshot {
+	head := func() *RecSnapshot {
+		return &RecSnapshot{Ballot: r.Ballot, CBallot: r.CBallot, Clock: r.Clock, MaxDelivered: r.MaxDelivered}
+	}
+	// The fixed part of a page, with room for three list lengths at their
+	// largest.
+	base := Size(head()) + 3*uvarintLen(MaxStateEntries)
+	var pages []*RecSnapshot
+	p, used := head(), base
+	full := func(n int) bool { return used+n > budget && used > base }
+	next := func() {
+		pages = append(pages, p)
+		p, used = head(), base
+	}
+	for i := range r.Msgs {
+		n := sizeState(&r.Msgs[i]) + 1
+		if full(n) || len(p.Msgs) == MaxStateEntries {
+			next()
+		}
+		p.Msgs = append(p.Msgs, r.Msgs[i])
+		p.Delivered = append(p.Delivered, r.Delivered[i])
+		used += n
+	}
+	for _, c := range r.Done {
+		above := c.Above
+		for first := true; first || len(above) > 0; first = false {
+			n := sizeDone(&ClientDone{Client: c.Client, Session: c.Session, Floor: c.Floor, W: c.W})
+			// A continuation starts a page: JoinSnapshotPages merges a
+			// page's first entry into the one before.
+			if !first || full(n+uvarintLen(aboveOrZero(above))) || len(p.Done) == MaxStateEntries {
+				next()
+			}
+			d := ClientDone{Client: c.Client, Session: c.Session, Floor: c.Floor, W: c.W}
+			k := 0
+			for k < len(above) && k < MaxStateEntries && (k == 0 || !full(n+uvarintLen(above[k]))) {
+				n += uvarintLen(above[k])
+				k++
+			}
+			if k > 0 {
+				d.Above = above[:k:k]
+			}
+			above = above[k:]
+			p.Done = append(p.Done, d)
+			used += n
+		}
+	}
+	return append(pages, p)
+}
+
+func aboveOrZero(a []uint64) uint64 {
+	if len(a) == 0 {
+		return 0
+	}
+	return a[0]
+}
+
+// sizeDone is the encoded size of one ClientDone in a REC_SNAPSHOT.
+func sizeDone(c *ClientDone) int {
+	n := uvarintLen(uint64(c.Client)) + uvarintLen(c.Session) + uvarintLen(c.Floor) + uvarintLen(c.W) + uvarintLen(uint64(len(c.Above)))
+	for _, a := range c.Above {
+		n += uvarintLen(a)
+	}
+	return n
+}
+
+// JoinSnapshotPages reassembles the image SnapshotPages split: the pages'
+// lists concatenated, and consecutive Done entries of one client session
+// merged. Every page must carry the same scalar fields, as SnapshotPages
+// writes them; pages of different images are refused.
+func JoinSnapshotPages(pages []*RecSnapshot) (*RecSnapshot, error) {
+	if len(pages) == 0 {
+		return nil, fmt.Errorf("wire: a snapshot of no pages")
+	}
+	if len(pages) == 1 {
+		return pages[0], nil
+	}
+	f := pages[0]
+	out := &RecSnapshot{Ballot: f.Ballot, CBallot: f.CBallot, Clock: f.Clock, MaxDelivered: f.MaxDelivered}
+	var msgs, done int
+	for _, p := range pages {
+		msgs += len(p.Msgs)
+		done += len(p.Done)
+	}
+	out.Msgs = make([]MsgState, 0, msgs)
+	out.Delivered = make([]bool, 0, msgs)
+	out.Done = make([]ClientDone, 0, done)
+	for i, p := range pages {
+		if p.Ballot != f.Ballot || p.CBallot != f.CBallot || p.Clock != f.Clock || p.MaxDelivered != f.MaxDelivered {
+			return nil, fmt.Errorf("wire: snapshot page %d of %d belongs to another image (ballot %s clock %d, page 0: ballot %s clock %d)",
+				i, len(pages), p.Ballot, p.Clock, f.Ballot, f.Clock)
+		}
+		if len(p.Delivered) != len(p.Msgs) {
+			return nil, fmt.Errorf("wire: snapshot page %d of %d: %d messages and %d delivered flags", i, len(pages), len(p.Msgs), len(p.Delivered))
+		}
+		out.Msgs = append(out.Msgs, p.Msgs...)
+		out.Delivered = append(out.Delivered, p.Delivered...)
+		for j, d := range p.Done {
+			if j == 0 && len(out.Done) > 0 {
+				if last := &out.Done[len(out.Done)-1]; last.Client == d.Client && last.Session == d.Session {
+					if last.W != d.W || last.Floor != d.Floor {
+						return nil, fmt.Errorf("wire: snapshot page %d of %d continues session %d/%d with another high-water mark", i, len(pages), d.Client, d.Session)
+					}
+					last.Above = append(slices.Clip(last.Above), d.Above...)
+					continue
+				}
+			}
+			out.Done = append(out.Done, d)
+		}
+	}
+	return out, nil
+}

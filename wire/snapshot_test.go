@@ -1,0 +1,67 @@
+package wire
+
+import (
+	"errors"
+	"reflect"
+	"testing"
+)
+
+// TestSnapshotPages: an image whose lists exceed what Decode accepts (more
+// than MaxStateEntries client sessions, one session's Above list longer
+// than that too) splits into pages that each decode under the caps and
+// within the byte budget, and that join back into the same image.
+func TestSnapshotPages(t *testing.T) {
+	r := &RecSnapshot{Ballot: Ballot{N: 3, P: 1}, CBallot: Ballot{N: 2, P: 1}, Clock: 77, MaxDelivered: Timestamp{T: 70, G: 1}}
+	for i := range 5 {
+		m := AppMsg{ID: MsgID{Client: 9, Session: 1, Seq: uint64(i + 1)}, Dest: []GroupID{0, 1}, Payload: make([]byte, 300_000)}
+		r.Msgs = append(r.Msgs, MsgState{M: m, Phase: PhaseCommitted, LTS: Timestamp{T: uint64(i), G: 0}, GTS: Timestamp{T: uint64(i), G: 1}})
+		r.Delivered = append(r.Delivered, i%2 == 0)
+	}
+	for i := range MaxStateEntries + 10 {
+		r.Done = append(r.Done, ClientDone{Client: ProcID(i%1000 + 100), Session: uint64(i), Floor: 4, W: uint64(i % 17)})
+		if i == 500_000 {
+			big := &r.Done[len(r.Done)-1]
+			for j := range MaxStateEntries + 3 {
+				big.Above = append(big.Above, uint64(100+2*j))
+			}
+		}
+	}
+	if _, err := Decode(Append(nil, r)); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("the whole image decodes (%v): the test no longer exceeds the caps", err)
+	}
+	const budget = 1 << 20
+	pages := SnapshotPages(r, budget)
+	decoded := make([]*RecSnapshot, len(pages))
+	for i, p := range pages {
+		b := Append(nil, p)
+		entries := len(p.Msgs) + len(p.Done)
+		if len(b) > budget && entries > 1 {
+			t.Fatalf("page %d: %d bytes with %d entries, over the budget %d", i, len(b), entries, budget)
+		}
+		m, err := Decode(b)
+		if err != nil {
+			t.Fatalf("page %d of %d does not decode: %v", i, len(pages), err)
+		}
+		decoded[i] = m.(*RecSnapshot)
+	}
+	got, err := JoinSnapshotPages(decoded)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, r) {
+		t.Fatalf("joined image differs: %d msgs %d done (want %d, %d)", len(got.Msgs), len(got.Done), len(r.Msgs), len(r.Done))
+	}
+	t.Logf("%d pages", len(pages))
+
+	// Pages of another image are refused.
+	other := *decoded[1]
+	other.Clock++
+	if _, err := JoinSnapshotPages([]*RecSnapshot{decoded[0], &other}); err == nil {
+		t.Fatal("joined pages of two images")
+	}
+	// A small image is one page, itself.
+	small := &RecSnapshot{Clock: 1, Done: []ClientDone{{Client: 1, Session: 1, W: 3}}}
+	if ps := SnapshotPages(small, budget); len(ps) != 1 || !reflect.DeepEqual(ps[0], small) {
+		t.Fatalf("small image split into %d pages", len(ps))
+	}
+}
