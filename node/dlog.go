@@ -596,7 +596,7 @@ const cursorFile = "deliveries.cursor"
 // enabled later hand over deliveries made while it was off.
 func (n *Node) openDeliveryLog(durable []*wire.RecDelivered) error {
 	cfg := &n.cfg
-	fsys := vfs.OS()
+	fsys := cfg.FS
 	cursorPath := filepath.Join(cfg.DataDir, cursorFile)
 	if cfg.DeliveryLog == "" {
 		if err := fsys.Remove(cursorPath); err != nil && !errors.Is(err, fs.ErrNotExist) {

@@ -33,8 +33,9 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"runtime/debug"
 	"slices"
@@ -44,6 +45,7 @@ import (
 
 	"github.com/weft-dev/weft/amcast"
 	"github.com/weft-dev/weft/membership"
+	"github.com/weft-dev/weft/storage/vfs"
 	"github.com/weft-dev/weft/wire"
 )
 
@@ -156,7 +158,7 @@ func (n *Node) openGossip() error {
 		det = newGossipDetector(n.cfg.ElectionTicks)
 	}
 	gs := &gossiper{n: n, genPath: filepath.Join(n.cfg.DataDir, genFile), det: det}
-	stored, err := readGeneration(gs.genPath)
+	stored, err := readGeneration(n.cfg.FS, gs.genPath)
 	if err != nil {
 		return err
 	}
@@ -255,7 +257,7 @@ func (gs *gossiper) flush() error {
 	}
 	rd := gs.g.Ready()
 	if rd.Generation != 0 {
-		if err := writeGeneration(gs.genPath, rd.Generation); err != nil {
+		if err := writeGeneration(gs.n.cfg.FS, gs.genPath, rd.Generation); err != nil {
 			return err
 		}
 	}
@@ -410,11 +412,16 @@ func ParseBallot(s string) (wire.Ballot, error) {
 }
 
 // readGeneration reads the stored gossip generation (0 if there is none).
-func readGeneration(path string) (uint64, error) {
-	b, err := os.ReadFile(path)
-	if errors.Is(err, os.ErrNotExist) {
+func readGeneration(fsys vfs.FS, path string) (uint64, error) {
+	f, err := fsys.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
 		return 0, nil
 	}
+	if err != nil {
+		return 0, fmt.Errorf("node: gossip generation: %w", err)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, 64))
+	f.Close()
 	if err != nil {
 		return 0, fmt.Errorf("node: gossip generation: %w", err)
 	}
@@ -427,13 +434,13 @@ func readGeneration(path string) (uint64, error) {
 
 // writeGeneration stores the gossip generation durably: a temporary file,
 // fsync, rename, fsync of the directory.
-func writeGeneration(path string, gen uint64) error {
+func writeGeneration(fsys vfs.FS, path string, gen uint64) error {
 	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+	f, err := fsys.Create(tmp)
 	if err != nil {
 		return fmt.Errorf("node: gossip generation: %w", err)
 	}
-	_, err = f.WriteString(strconv.FormatUint(gen, 10) + "\n")
+	_, err = f.Write([]byte(strconv.FormatUint(gen, 10) + "\n"))
 	if err == nil {
 		err = f.Sync()
 	}
@@ -441,14 +448,10 @@ func writeGeneration(path string, gen uint64) error {
 		err = cerr
 	}
 	if err == nil {
-		err = os.Rename(tmp, path)
+		err = fsys.Rename(tmp, path)
 	}
 	if err == nil {
-		var d *os.File
-		if d, err = os.Open(filepath.Dir(path)); err == nil {
-			err = d.Sync()
-			d.Close()
-		}
+		err = vfs.SyncDir(fsys, filepath.Dir(path))
 	}
 	if err != nil {
 		return fmt.Errorf("node: gossip generation: %w", err)

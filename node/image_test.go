@@ -1,7 +1,10 @@
 package node
 
 import (
+	"bytes"
+	"encoding/binary"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"reflect"
 	"strings"
@@ -119,7 +122,7 @@ func TestSnapshotRebuildsStore(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		snap, err := decodeSnapshot(encodeSnapshot([]wire.Message{st.Snapshot()}))
+		snap, err := roundTrip(t, []wire.Message{st.Snapshot()})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -138,10 +141,31 @@ func TestSnapshotRebuildsStore(t *testing.T) {
 	}
 }
 
+// roundTrip encodes recs as a snapshot and decodes them back.
+func roundTrip(t *testing.T, recs []wire.Message) ([]wire.Message, error) {
+	t.Helper()
+	var b bytes.Buffer
+	if err := writeSnapshot(&b, recs); err != nil {
+		t.Fatal(err)
+	}
+	return readSnapshot(&b)
+}
+
 func TestSnapshotRejectsGarbage(t *testing.T) {
-	for _, b := range [][]byte{nil, []byte("weftsnap"), []byte("weftsnap\x01\x05ab"), append([]byte("weftsnap\x01\x02"), 9, 9)} {
-		if _, err := decodeSnapshot(b); err == nil {
-			t.Errorf("decodeSnapshot(%q) succeeded", b)
+	for _, b := range [][]byte{nil, []byte("weftsnap"), []byte("weftsnap\x01"), []byte("weftsnap\x02\x05ab"),
+		append([]byte("weftsnap\x02\x02"), 9, 9), binary.AppendUvarint([]byte("weftsnap\x02"), maxImageRecord+1)} {
+		if _, err := readSnapshot(bytes.NewReader(b)); err == nil {
+			t.Errorf("readSnapshot(%q) succeeded", b)
 		}
+	}
+}
+
+// TestSnapshotEncoderRefusesWhatTheDecoderWould: a record over the
+// per-record limit is refused when writing, not discovered when reading.
+func TestSnapshotEncoderRefusesWhatTheDecoderWould(t *testing.T) {
+	big := &wire.RecDelivered{M: wire.AppMsg{ID: wire.MsgID{Client: 1, Seq: 1}, Dest: []wire.GroupID{0}, Payload: make([]byte, maxImageRecord)}}
+	err := writeSnapshot(io.Discard, []wire.Message{big})
+	if err == nil || !strings.Contains(err.Error(), "exceeds the limit") {
+		t.Fatalf("writeSnapshot = %v", err)
 	}
 }

@@ -42,6 +42,7 @@ package node
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net"
 	"os"
@@ -115,6 +116,11 @@ type Config struct {
 	Listener net.Listener
 	// DataDir holds the WAL (DataDir/wal) and the deliveries log's cursor.
 	DataDir string
+	// FS is the filesystem every file of the node goes through: the WAL
+	// and its snapshots, the deliveries log and its cursor, the gossip
+	// generation (nil: vfs.OS(), the real one). Tests pass vfs.WithErrors
+	// or a crashable vfs.MemFS.
+	FS vfs.FS
 	// DeliveryLog is the path of the deliveries log (see dlog.go; empty:
 	// no log). DeliveryLogMaxBytes (default DefaultDeliveryLogMaxBytes)
 	// and DeliveryLogFiles (default DefaultDeliveryLogFiles) bound it:
@@ -295,6 +301,9 @@ func (c *Config) validate() error {
 	if c.DeliveryLogMaxBytes < 0 || c.DeliveryLogFiles < 0 {
 		return errors.New("node: negative DeliveryLogMaxBytes or DeliveryLogFiles")
 	}
+	if c.FS == nil {
+		c.FS = vfs.OS()
+	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -323,9 +332,15 @@ type Node struct {
 	err      error // set before done is closed
 
 	// Loop-owned counters.
-	sinceCut     int64 // bytes appended since the last snapshot
+	sinceCut     int64 // bytes appended since the last snapshot began
 	lastSnapshot int64
 	stats        Stats
+
+	// Compaction (compact.go): the one in flight, if any, and where its
+	// goroutine reports.
+	cc          coreConfig
+	compaction  *compaction
+	compactDone chan error
 
 	leaderSince time.Time
 
@@ -342,11 +357,14 @@ type Node struct {
 
 // Stats counts what the node's loop did.
 type Stats struct {
-	Steps, StepErrors, Ticks  uint64
-	Readies, Syncs, Records   uint64
-	Sent, SendErrors          uint64
-	Delivered, Recovered      uint64
-	Compactions               uint64
+	Steps, StepErrors, Ticks uint64
+	Readies, Syncs, Records  uint64
+	Sent, SendErrors         uint64
+	Delivered, Recovered     uint64
+	Compactions              uint64
+	// CompactionErrors counts compactions given up (the node kept its
+	// log; see compact.go).
+	CompactionErrors          uint64
 	LastSnapshotBytes         int64
 	RestoredRecords           int // records replayed on start (snapshot records included)
 	RestoredSnapshotBytes     int // size of the snapshot restored from (0: none)
@@ -413,6 +431,8 @@ func New(cfg Config) (*Node, error) {
 		stop:    make(chan struct{}),
 		done:    make(chan struct{}),
 		ctl:     make(chan func()),
+
+		compactDone: make(chan error, 1),
 	}
 	if cfg.Gossip != nil && cfg.Detector == nil {
 		n.det = newGossipDetector(cfg.ElectionTicks)
@@ -472,48 +492,46 @@ func New(cfg Config) (*Node, error) {
 // open opens the WAL and the deliveries log and restores the process.
 func (n *Node) open() error {
 	cfg := &n.cfg
-	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+	if err := cfg.FS.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return fmt.Errorf("node: %w", err)
 	}
 	dir, err := filepath.Abs(filepath.Join(cfg.DataDir, "wal"))
 	if err != nil {
 		return fmt.Errorf("node: %w", err)
 	}
-	_, statErr := os.Stat(dir)
-	fresh := errors.Is(statErr, os.ErrNotExist)
-	n.w, err = wal.Open(vfs.OS(), dir, cfg.WAL)
+	_, statErr := cfg.FS.Stat(dir)
+	fresh := errors.Is(statErr, fs.ErrNotExist)
+	n.w, err = wal.Open(cfg.FS, dir, cfg.WAL)
 	if err != nil {
 		return err
 	}
 	if r := n.w.Repaired(); r != nil {
 		n.log.Warn("wal: cut a torn tail", "segment", r.Segment, "offset", r.Offset, "reason", r.Reason)
 	}
-	snap, msgs, err := n.w.ReadMessages()
+	recs, snapBytes, err := restoreSnapshot(n.w)
 	if err != nil {
 		return err
 	}
-	var recs []wire.Message
-	if snap != nil {
-		if recs, err = decodeSnapshot(snap); err != nil {
-			return err
-		}
-		n.lastSnapshot = int64(len(snap))
+	n.lastSnapshot = snapBytes
+	msgs, err := n.w.ReadMessages()
+	if err != nil {
+		return err
 	}
 	recs = append(recs, msgs...)
 	durable := durableDeliveries(recs)
 	n.stats.RestoredRecords = len(recs)
-	n.stats.RestoredSnapshotBytes = len(snap)
+	n.stats.RestoredSnapshotBytes = int(snapBytes)
 	if n.proto, err = lookupProtocol(cfg.Protocol); err != nil {
 		return err
 	}
-	cc := coreConfig{Topology: cfg.Topology, ID: cfg.ID, HeartbeatTicks: cfg.HeartbeatTicks,
+	n.cc = coreConfig{Topology: cfg.Topology, ID: cfg.ID, HeartbeatTicks: cfg.HeartbeatTicks,
 		ElectionTicks: cfg.ElectionTicks, RetryTicks: cfg.RetryTicks, SessionTicks: cfg.SessionTicks}
-	if n.m, err = newCore(n.proto, cc, cfg.Detector, fresh, recs); err != nil {
+	if n.m, err = newCore(n.proto, n.cc, cfg.Detector, fresh, recs); err != nil {
 		return err
 	}
 	if !fresh || len(recs) > 0 {
 		b, cb := n.m.ballots()
-		n.log.Info("restored from the log", "protocol", n.proto.name, "records", len(recs), "snapshot_bytes", len(snap),
+		n.log.Info("restored from the log", "protocol", n.proto.name, "records", len(recs), "snapshot_bytes", snapBytes,
 			"wal_first", n.w.FirstIndex(), "wal_last", n.w.LastIndex(), "messages", n.m.store().messages(),
 			"ballot", b, "cballot", cb, "max_delivered", n.m.maxDelivered())
 	}
@@ -595,11 +613,17 @@ func (n *Node) run() {
 	ticker := time.NewTicker(n.cfg.Tick)
 	defer ticker.Stop()
 	defer n.gossip.stop()
+	defer n.abandonCompaction()
 	for {
 		select {
 		case <-n.stop:
 			err = errClosed
 			return
+		case cerr := <-n.compactDone:
+			if err = n.finishCompaction(cerr); err != nil {
+				n.log.Error("stopping: storage failed", "err", err)
+				return
+			}
 		case <-n.gossip.tickC():
 			if err = n.gossip.tick(); err != nil {
 				n.log.Error("stopping: storing the gossip generation failed", "err", err)
@@ -667,11 +691,8 @@ func (n *Node) ready() error {
 		}
 		n.stats.Syncs++
 		n.stats.Records += uint64(len(rd.Persist))
-		for _, r := range rd.Persist {
-			n.sinceCut += int64(wire.Size(r))
-			if err := n.m.store().Apply(r); err != nil {
-				return fmt.Errorf("node: mirroring a persisted record: %w", err)
-			}
+		if err := n.mirror(rd.Persist); err != nil {
+			return err
 		}
 	}
 	for _, env := range rd.Messages {
@@ -702,41 +723,7 @@ func (n *Node) ready() error {
 		}
 	}
 	n.m.Advance()
-	if n.cfg.CompactBytes > 0 && n.sinceCut >= max(n.cfg.CompactBytes, 2*n.lastSnapshot) {
-		return n.compact()
-	}
-	return nil
-}
-
-// compact writes a snapshot of the store and cuts the log. A protocol
-// whose store cannot produce a snapshot keeps its whole log (compaction
-// is then disabled for the rest of the run).
-func (n *Node) compact() error {
-	start := time.Now()
-	recs, ok := n.m.store().snapshot()
-	if !ok {
-		n.cfg.CompactBytes = -1
-		n.log.Info("log compaction disabled: the protocol's store cannot produce a snapshot", "protocol", n.proto.name)
-		return nil
-	}
-	// The deliveries the cut drops from the WAL must be durable in the
-	// deliveries log first: after a power loss the WAL could not restore
-	// them there.
-	if n.dlog != nil {
-		if err := n.dlog.sync(); err != nil {
-			return err
-		}
-	}
-	snap := encodeSnapshot(recs)
-	if err := n.w.Cut(snap); err != nil {
-		return err
-	}
-	n.stats.Compactions++
-	n.stats.LastSnapshotBytes = int64(len(snap))
-	n.lastSnapshot = int64(len(snap))
-	n.log.Debug("compacted the log", "snapshot_bytes", len(snap), "replaced_bytes", n.sinceCut, "took", time.Since(start))
-	n.sinceCut = 0
-	return nil
+	return n.maybeCompact()
 }
 
 func (n *Node) publish() {

@@ -84,7 +84,8 @@ type SnapshotWriter struct {
 // the records appended so far (the snapshot must reflect every one of
 // them: REQUIRES the caller's image includes them all) and makes the next
 // record appended start a new segment, so that once the snapshot is
-// released the segments it replaces can be deleted whole.
+// released the segments it replaces can be deleted whole. It does no
+// other I/O: the snapshot's file is created by its first write.
 //
 // A failure of the sync is sticky, as for Sync. Failures of the
 // snapshot's own writes are not: the log is unaffected, and the caller
@@ -97,21 +98,28 @@ func (w *WAL) BeginSnapshot() (*SnapshotWriter, error) {
 		return nil, err
 	}
 	s := &SnapshotWriter{fs: w.fs, dir: w.dir, index: w.next - 1}
-	f, err := w.fs.Create(s.tmpPath())
+	s.frame = append([]byte(nil), frameHeaderPlaceholder[:]...) // grows to a chunk as needed
+	w.rollNext = true
+	return s, nil
+}
+
+// create creates the temporary file and writes the header. It is done on
+// the first write, not in BeginSnapshot, so that the log's goroutine does
+// no file I/O for a snapshot.
+func (s *SnapshotWriter) create() error {
+	f, err := s.fs.Create(s.tmpPath())
 	if err != nil {
-		return nil, fmt.Errorf("wal: snapshot %d: %w", s.index, err)
+		return s.fail(err)
 	}
 	hdr := appendSnapHeader(nil, s.index)
 	if _, err := f.WriteAt(hdr, 0); err != nil {
 		f.Close()
-		w.fs.Remove(s.tmpPath())
-		return nil, fmt.Errorf("wal: snapshot %d: %w", s.index, err)
+		s.fs.Remove(s.tmpPath())
+		return s.fail(err)
 	}
 	s.f, s.off = f, snapHeaderSize
 	s.crc = binary.LittleEndian.Uint32(hdr[snapHeaderSize-4:])
-	s.frame = append([]byte(nil), frameHeaderPlaceholder[:]...) // grows to a chunk as needed
-	w.rollNext = true
-	return s, nil
+	return nil
 }
 
 // Index returns the index of the last record the snapshot covers.
@@ -158,6 +166,11 @@ func (s *SnapshotWriter) Write(p []byte) (int, error) {
 
 // writeFrame seals the frame being filled as typ and writes it.
 func (s *SnapshotWriter) writeFrame(typ RecordType) error {
+	if s.f == nil {
+		if err := s.create(); err != nil {
+			return err
+		}
+	}
 	var b []byte
 	b, s.crc = finishFrame(s.frame, 0, typ, s.crc)
 	if _, err := s.f.WriteAt(b, s.off); err != nil {

@@ -1,0 +1,234 @@
+package node
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/weft-dev/weft/storage/wal"
+	"github.com/weft-dev/weft/wire"
+)
+
+// Log compaction, off the loop.
+//
+// The node mirrors every record it makes durable into its protocol's
+// store (the durable image; the process itself does not use it). When the
+// log has grown by Config.CompactBytes since the last compaction began
+// (and by twice the last snapshot), the loop starts one:
+//
+//  1. on the loop: the deliveries log is fsynced (the deliveries the cut
+//     drops from the WAL must be durable there first), and
+//     wal.BeginSnapshot fixes the snapshot's index (the log is already
+//     synced: compaction starts after a Ready) and makes the next record
+//     start a new segment. No other I/O, nothing proportional to the state;
+//  2. on a goroutine: the store, handed over whole, is turned into records
+//     (its snapshot), encoded (image.go) and written to the snapshot file,
+//     which is fsynced, read back, decoded and restored into a scratch
+//     process; only a snapshot that restores, to a store holding as many
+//     messages as the live one, is committed (renamed into place). The
+//     loop meanwhile keeps stepping, ticking, heartbeating and syncing;
+//     the records it makes durable are kept aside, not mirrored, since
+//     the goroutine owns the store;
+//  3. on the loop again: the records kept aside are applied to the store,
+//     and wal.ReleaseSnapshot deletes the segments the snapshot replaced.
+//
+// A compaction that fails (a write or sync error of the snapshot, or a
+// snapshot that does not restore) is given up: the node keeps its log,
+// logs the error, counts it (Stats.CompactionErrors) and tries again after
+// another CompactBytes. Only the log's own failures stop the node.
+type compaction struct {
+	sw       *wal.SnapshotWriter
+	st       coreStore      // owned by the goroutine until it reports
+	deferred []wire.Message // records made durable meanwhile, for st
+	cancel   chan struct{}  // closed when the node stops
+	start    time.Time
+	replaced int64 // bytes of records the snapshot covers, since the last one
+
+	// Set by the goroutine before it reports.
+	size     int64
+	disabled bool // the protocol's store cannot produce a snapshot
+}
+
+// mirror applies records just made durable to the store, or keeps them
+// aside while a compaction owns it.
+func (n *Node) mirror(recs []wire.Message) error {
+	for _, r := range recs {
+		n.sinceCut += int64(wire.Size(r))
+		if c := n.compaction; c != nil {
+			c.deferred = append(c.deferred, r)
+			continue
+		}
+		if err := n.m.store().Apply(r); err != nil {
+			return fmt.Errorf("node: mirroring a persisted record: %w", err)
+		}
+	}
+	return nil
+}
+
+// maybeCompact starts a compaction when the log has grown enough.
+func (n *Node) maybeCompact() error {
+	if n.cfg.CompactBytes <= 0 || n.compaction != nil || n.sinceCut < max(n.cfg.CompactBytes, 2*n.lastSnapshot) {
+		return nil
+	}
+	return n.startCompaction()
+}
+
+// startCompaction is step 1. An error it returns stops the node.
+func (n *Node) startCompaction() error {
+	if n.compaction != nil {
+		return nil
+	}
+	if n.dlog != nil {
+		if err := n.dlog.sync(); err != nil {
+			return err
+		}
+	}
+	sw, err := n.w.BeginSnapshot()
+	if err != nil {
+		return err // the log's sync failed: sticky
+	}
+	c := &compaction{sw: sw, st: n.m.store(), cancel: make(chan struct{}), start: time.Now(), replaced: n.sinceCut}
+	n.compaction = c
+	n.sinceCut = 0
+	go func() { n.compactDone <- n.writeCompaction(c) }()
+	return nil
+}
+
+// errCompactionCanceled ends a compaction when the node stops.
+var errCompactionCanceled = errors.New("node: compaction canceled: the node is stopping")
+
+// cancelWriter fails writes once cancel is closed.
+type cancelWriter struct {
+	w      io.Writer
+	cancel chan struct{}
+}
+
+func (c cancelWriter) Write(p []byte) (int, error) {
+	select {
+	case <-c.cancel:
+		return 0, errCompactionCanceled
+	default:
+	}
+	return c.w.Write(p)
+}
+
+// writeCompaction is step 2, on its own goroutine: it may touch only c.
+func (n *Node) writeCompaction(c *compaction) error {
+	recs, ok := c.st.snapshot()
+	if !ok {
+		c.disabled = true
+		return nil
+	}
+	if err := writeSnapshot(cancelWriter{c.sw, c.cancel}, recs); err != nil {
+		return err
+	}
+	recs = nil
+	if err := c.sw.Finish(); err != nil {
+		return err
+	}
+	// Read it back from disk and restore a scratch process from it: a
+	// snapshot replaces the log only if it restores.
+	r, err := c.sw.Reader()
+	if err != nil {
+		return err
+	}
+	back, err := readSnapshot(r)
+	r.Close()
+	if err != nil {
+		return fmt.Errorf("node: the snapshot just written does not decode: %w", err)
+	}
+	scratch, err := newCore(n.proto, n.cc, nil, false, back)
+	if err != nil {
+		return fmt.Errorf("node: the snapshot just written does not restore: %w", err)
+	}
+	if got, want := scratch.store().messages(), c.st.messages(); got != want {
+		return fmt.Errorf("node: the snapshot just written restores %d messages, the store holds %d", got, want)
+	}
+	scratch, back = nil, nil
+	select {
+	case <-c.cancel:
+		return errCompactionCanceled
+	default:
+	}
+	c.size = c.sw.Size()
+	return c.sw.Commit()
+}
+
+// finishCompaction is step 3, when the goroutine reported err. An error
+// it returns stops the node.
+func (n *Node) finishCompaction(err error) error {
+	c := n.compaction
+	n.compaction = nil
+	for _, r := range c.deferred {
+		if aerr := c.st.Apply(r); aerr != nil {
+			c.sw.Abort()
+			return fmt.Errorf("node: mirroring a persisted record: %w", aerr)
+		}
+	}
+	switch {
+	case c.disabled:
+		c.sw.Abort()
+		n.cfg.CompactBytes = -1
+		n.log.Info("log compaction disabled: the protocol's store cannot produce a snapshot", "protocol", n.proto.name)
+		return nil
+	case err != nil:
+		c.sw.Abort()
+		n.stats.CompactionErrors++
+		n.log.Error("compaction failed; keeping the log", "err", err, "snapshot_index", c.sw.Index(), "took", time.Since(c.start))
+		return nil
+	}
+	if err := n.w.ReleaseSnapshot(c.sw); err != nil {
+		if errors.Is(err, wal.ErrFailed) || errors.Is(err, wal.ErrClosed) {
+			return err
+		}
+		n.log.Warn("compaction: deleting replaced files failed (retried at the next compaction or start)", "err", err)
+	}
+	n.stats.Compactions++
+	n.stats.LastSnapshotBytes = c.size
+	n.lastSnapshot = c.size
+	n.log.Debug("compacted the log", "snapshot_bytes", c.size, "snapshot_index", c.sw.Index(),
+		"replaced_bytes", c.replaced, "records_meanwhile", len(c.deferred), "took", time.Since(c.start))
+	return nil
+}
+
+// abandonCompaction cancels the compaction in flight, if any, and waits
+// for its goroutine, when the loop stops.
+func (n *Node) abandonCompaction() {
+	c := n.compaction
+	if c == nil {
+		return
+	}
+	close(c.cancel)
+	<-n.compactDone
+	c.sw.Abort() // nothing after a commit: the next start recovers from it
+	n.compaction = nil
+}
+
+// restoreSnapshot reads the log's latest snapshot, if any: its records and
+// its size in bytes.
+func restoreSnapshot(w *wal.WAL) ([]wire.Message, int64, error) {
+	r, err := w.OpenSnapshot()
+	if err != nil || r == nil {
+		return nil, 0, err
+	}
+	defer r.Close()
+	cr := &countingReader{r: r}
+	recs, err := readSnapshot(cr)
+	if err != nil {
+		idx, _ := w.SnapshotIndex()
+		return nil, 0, fmt.Errorf("node: restoring from the snapshot at record %d: %w", idx, err)
+	}
+	return recs, cr.n, nil
+}
+
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	k, err := c.r.Read(p)
+	c.n += int64(k)
+	return k, err
+}
