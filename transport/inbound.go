@@ -220,8 +220,9 @@ func (t *Transport) acceptHandshake(conn net.Conn, remote string) (net.Conn, Hel
 	if typ == FrameReject {
 		// The dialer refuses us (with TLS: our certificate).
 		n, err := DecodeNotice(payload)
-		if err != nil || n.Reason == ReasonNone || n.Reason >= reasonEnd {
-			return reject(ReasonBadHandshake, fmt.Sprintf("malformed REJECT from the dialer: %v", err), false)
+		if err != nil || (n.Reason != ReasonCertificate && n.Reason != ReasonWrongPeer) {
+			// Only a TLS dialer refuses, for one of those reasons.
+			return reject(ReasonBadHandshake, fmt.Sprintf("REJECT frame instead of HELLO (%s, %v)", n.Reason, err), false)
 		}
 		return reject(n.Reason, "refused by the dialer: "+n.Text, false)
 	}
