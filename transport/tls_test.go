@@ -415,3 +415,27 @@ func TestCertIdentity(t *testing.T) {
 		}
 	}
 }
+
+// TestDialerRejectReason: a REJECT in place of a HELLO counts under its
+// reason only for the refusals a TLS dialer sends; anything else a dialer
+// claims is a bad handshake.
+func TestDialerRejectReason(t *testing.T) {
+	checkLeaks(t)
+	cfg := baseConfig(t, 2)
+	cfg.Listen = "127.0.0.1:0"
+	cfg.Peers = map[wire.ProcID]string{2: ""}
+	n := startNode(t, cfg)
+	for i, claimed := range []Reason{ReasonAuth, ReasonCertificate} {
+		r := dialRaw(t, n.tr.Addr().String())
+		r.write(AppendFrame(AppendPreamble(nil), FrameReject, AppendNotice(nil, Notice{Reason: claimed, Text: "no"})))
+		r.expectClosed()
+		want := ReasonBadHandshake
+		if claimed == ReasonCertificate {
+			want = ReasonCertificate
+		}
+		waitFor(t, "counted", func() bool { return n.tr.Stats().Rejected[want] == 1 })
+		if st := n.tr.Stats(); st.Rejected[claimed] != uint64(i) {
+			t.Errorf("after a REJECT claiming %s: %v", claimed, st.Rejected)
+		}
+	}
+}
