@@ -208,3 +208,23 @@ func TestAgentsOverMutualTLS(t *testing.T) {
 		t.Errorf("plain multicast: %v\n%s", err, out)
 	}
 }
+
+// TestAgentRefusesToRunOpen: an agent listening off loopback with neither
+// TLS nor a cluster key does not start, and says what to do.
+func TestAgentRefusesToRunOpen(t *testing.T) {
+	dir := t.TempDir()
+	cfg := "id = 0\ndata_dir = " + fmt.Sprintf("%q", filepath.Join(dir, "n0")) + "\nlisten = \"0.0.0.0:0\"\ngroups = [[0]]\n[nodes]\n0 = \"127.0.0.1:7100\"\n"
+	path := filepath.Join(dir, "open.toml")
+	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := execCmd(agentCmd, "--config", path)
+	for _, want := range []string{"not a loopback address", "tls_cert, tls_key, tls_ca", "cluster_key_file", "insecure = true"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("agent listening on 0.0.0.0 with no security: %v, want it to mention %q", err, want)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "n0")); err == nil {
+		t.Error("the refused agent created its data directory")
+	}
+}
