@@ -40,6 +40,18 @@
 //	phi_threshold = 8              # conviction threshold (default: the profile's; (0, 100])
 //	seeds = [0, 3]                 # default: the first member of every group
 //
+//	[limits]                       # byte budgets and admission control (optional table)
+//	inbox_bytes = 67108864         # other nodes' messages waiting for the loop (default 64 MiB)
+//	peer_queue_bytes = 8388608     # send queue to each other node (default 8 MiB)
+//	client_inbox_bytes = 8388608   # clients' MULTICASTs waiting (default 8 MiB); beyond: OVERLOADED
+//	client_inbox_messages = 1024   # the same in messages (default 1024)
+//	client_share = 64              # most messages one client may have waiting (default 64)
+//	client_queue_bytes = 262144    # replies waiting for each client (default 256 KiB)
+//	max_conns = 1024               # inbound connections handshaking or of clients (default 1024)
+//	max_conns_per_host = 256       # the same from one IP address (default 256)
+//	handshake_timeout = "5s"       # default 5s
+//	idle_timeout = "1m"            # an accepted connection silent this long is closed (default 1m)
+//
 // (sample.toml, also available as Sample, is a complete commented file.)
 //
 // Keys are checked strictly: an unknown key, a value of the wrong type,
@@ -202,6 +214,8 @@ type Config struct {
 	Nodes map[string]string `toml:"nodes"`
 	// Gossip is the [gossip] table (see Gossip).
 	Gossip Gossip `toml:"gossip"`
+	// Limits is the [limits] table (see Limits).
+	Limits Limits `toml:"limits"`
 
 	// The admin endpoint's token and the deliveries log (config/admin.go).
 
@@ -327,6 +341,7 @@ func (c *Config) setDefaults(md toml.MetaData, kind Kind) error {
 	str(&c.Protocol, "protocol", DefaultProtocol)
 	str(&c.LogLevel, "log_level", DefaultLogLevel)
 	c.setGossipDefaults(md)
+	c.setLimitsDefaults(md)
 	c.setAdminDefaults(md)
 	if !md.IsDefined("wal_segment_size") {
 		c.WALSegmentSize = DefaultWALSegmentSize
@@ -461,6 +476,9 @@ func (c *Config) validate(kind Kind) error {
 	if err := c.validateGossip(seen); err != nil {
 		return err
 	}
+	if err := c.validateLimits(); err != nil {
+		return err
+	}
 	if err := c.validateKey(); err != nil {
 		return err
 	}
@@ -584,5 +602,6 @@ func (c *Config) Format() string {
 		fmt.Fprintf(&sb, "%d = %s\n", id, q(c.Nodes[strconv.FormatUint(id, 10)]))
 	}
 	c.formatGossip(&sb)
+	c.formatLimits(&sb)
 	return sb.String()
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/weft-dev/weft/client"
+	"github.com/weft-dev/weft/config"
 	"github.com/weft-dev/weft/transport"
 	"github.com/weft-dev/weft/wire"
 )
@@ -144,4 +145,31 @@ func TestPeerInboxBytes(t *testing.T) {
 	release()
 	multicast(t, cl, 10, 2, one)
 	c.waitDelivered(t, 20+int(sent.Load()))
+}
+
+// TestLimitsDefaultsAgree: the defaults config documents for [limits] are
+// the node's and the transport's own.
+func TestLimitsDefaultsAgree(t *testing.T) {
+	for _, d := range []struct {
+		name         string
+		config, here int64
+	}{
+		{"inbox_bytes", config.DefaultInboxBytes, DefaultInboxBytes},
+		{"peer_queue_bytes", config.DefaultPeerQueueBytes, transport.DefaultQueueBytes},
+		{"client_inbox_bytes", config.DefaultClientInboxBytes, DefaultClientInboxBytes},
+		{"client_inbox_messages", config.DefaultClientInboxMessages, DefaultClientInboxSize},
+		{"client_share", config.DefaultClientShare, DefaultClientShare},
+		{"client_queue_bytes", config.DefaultClientQueueBytes, transport.DefaultClientQueueBytes},
+		{"max_conns", config.DefaultMaxConns, transport.DefaultMaxConns},
+		{"max_conns_per_host", config.DefaultMaxConnsPerHost, transport.DefaultMaxConnsPerHost},
+		{"handshake_timeout", int64(config.DefaultHandshakeTimeout), int64(transport.DefaultHandshakeTimeout)},
+		{"idle_timeout", int64(config.DefaultIdleTimeout), int64(transport.DefaultIdleTimeout)},
+	} {
+		if d.config != d.here {
+			t.Errorf("%s: config's default %d, the node's %d", d.name, d.config, d.here)
+		}
+	}
+	if config.MinIdleTimeout < 3*transport.DefaultPingEvery {
+		t.Errorf("config's smallest idle_timeout %v is below three pings (%v)", config.MinIdleTimeout, transport.DefaultPingEvery)
+	}
 }

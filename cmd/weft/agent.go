@@ -84,6 +84,18 @@ func runAgent(ctx context.Context, path string) error {
 		DeliveryLog:         cfg.DeliveryLog,
 		DeliveryLogMaxBytes: cfg.DeliveryLogMaxBytes,
 		DeliveryLogFiles:    cfg.DeliveryLogFiles,
+
+		// [limits]: byte budgets and admission control.
+		InboxBytes:       cfg.Limits.InboxBytes,
+		PeerQueueBytes:   int(cfg.Limits.PeerQueueBytes),
+		ClientInboxBytes: cfg.Limits.ClientInboxBytes,
+		ClientInboxSize:  cfg.Limits.ClientInboxMessages,
+		ClientShare:      cfg.Limits.ClientShare,
+		ClientQueueBytes: int(cfg.Limits.ClientQueueBytes),
+		MaxConns:         cfg.Limits.MaxConns,
+		MaxConnsPerHost:  cfg.Limits.MaxConnsPerHost,
+		HandshakeTimeout: cfg.Limits.HandshakeTimeout,
+		IdleTimeout:      cfg.Limits.IdleTimeout,
 	})
 	if err != nil {
 		return err
