@@ -27,6 +27,8 @@
 //	wal_segment_size = 67108864    # WAL segment size in bytes (default 64 MiB; 4 KiB..1 GiB)
 //	compact_bytes = 8388608        # compact the WAL after this many bytes (default 8 MiB; 0: never)
 //	log_level = "info"             # debug, info, warn or error (default info)
+//	initial_state = "new"          # an empty data_dir: "new" member, or "existing" (refused; see --rejoin)
+//	bootstrap_probe = "1s"         # how long an empty data_dir asks peers whether they saw this member (0: no probe)
 //	groups = [[0, 1, 2], [3, 4, 5]]  # group g's members; the first is the initial leader (required)
 //
 //	[nodes]                        # every node's address, by id (required)
@@ -241,6 +243,20 @@ type Config struct {
 	// the current one included (the oldest is deleted at a rotation). Key
 	// "delivery_log_files"; default 4; 1 to 1000.
 	DeliveryLogFiles int `toml:"delivery_log_files"`
+
+	// Data directory and member identity (docs/operations.md).
+
+	// InitialState says what an empty data_dir means: "new" (a new member
+	// of a new cluster, unless a peer's gossip has seen this member run:
+	// the bootstrap probe) or "existing" (the cluster runs: an empty
+	// data_dir is a lost one and the agent refuses to start, unless run
+	// with --rejoin). A data_dir that holds state is used whatever this
+	// says. Key "initial_state"; default "new".
+	InitialState string `toml:"initial_state"`
+	// BootstrapProbe is how long an agent with an empty data_dir asks its
+	// peers whether they have seen it before it starts as a new member. Key
+	// "bootstrap_probe" (a duration); default 1s; 0 (no probe) or 10ms to 1m.
+	BootstrapProbe time.Duration `toml:"bootstrap_probe"`
 }
 
 // FieldError is a configuration error about one key.
@@ -355,6 +371,7 @@ func (c *Config) setDefaults(md toml.MetaData, kind Kind) error {
 	if !md.IsDefined("session_lease") {
 		c.SessionLease = DefaultSessionLease
 	}
+	c.setDataDirDefaults(md)
 	for _, f := range []struct {
 		v   *int
 		key string
@@ -429,6 +446,9 @@ func (c *Config) validate(kind Kind) error {
 	}
 	if _, err := ParseLevel(c.LogLevel); err != nil {
 		return &FieldError{Field: "log_level", Msg: err.Error()}
+	}
+	if err := c.validateDataDir(); err != nil {
+		return err
 	}
 	if len(c.Groups) == 0 {
 		return &FieldError{Field: "groups", Msg: "no groups"}
@@ -577,6 +597,7 @@ func (c *Config) Format() string {
 	fmt.Fprintf(&sb, "log_level = %s\n", q(c.LogLevel))
 	c.formatAdmin(&sb)
 	c.formatTLS(&sb)
+	c.formatDataDir(&sb)
 	sb.WriteString("groups = [")
 	for g, ms := range c.Groups {
 		if g > 0 {

@@ -80,11 +80,15 @@ type protocolSpec struct {
 	// open builds a fresh core (st nil) or restores one from st. det is
 	// the failure detector (nil: the protocol's tick timeout).
 	open func(cc coreConfig, det Detector, st coreStore) (core, error)
+	// amnesiac builds the core of a member whose durable state was lost
+	// (Config.Rejoin; datadir.go): inert until it is replaced. nil: the
+	// protocol has no disk-loss path and the node refuses a rejoin.
+	amnesiac func(cc coreConfig, det Detector) (core, error)
 }
 
 var protocolSpecs = map[string]*protocolSpec{
 	ProtocolWbCast: {name: ProtocolWbCast, faultTolerant: true,
-		newStore: func() coreStore { return wbcastStore{wbcast.NewStore()} }, open: openWbCast},
+		newStore: func() coreStore { return wbcastStore{wbcast.NewStore()} }, open: openWbCast, amnesiac: openWbCastAmnesiac},
 	ProtocolFTSkeen: {name: ProtocolFTSkeen, faultTolerant: true,
 		newStore: func() coreStore { return rskeenStore{ftskeen.NewStore()} }, open: openFTSkeen},
 	ProtocolFastCast: {name: ProtocolFastCast, faultTolerant: true,
@@ -187,12 +191,28 @@ func (s wbcastStore) snapshot() ([]wire.Message, bool) {
 	return []wire.Message{s.Snapshot()}, true
 }
 
-func openWbCast(cc coreConfig, det Detector, st coreStore) (core, error) {
+func wbcastConfig(cc coreConfig, det Detector) wbcast.Config {
 	cfg := wbcast.Config{Topology: cc.Topology, ID: cc.ID, HeartbeatTicks: cc.HeartbeatTicks,
 		ElectionTicks: cc.ElectionTicks, RetryTicks: cc.RetryTicks, SessionTicks: cc.SessionTicks}
 	if det != nil {
 		cfg.Detector = det
 	}
+	return cfg
+}
+
+// openWbCastAmnesiac restores a WbCast replica that lost its store
+// (wbcast.RestoreAmnesiac, docs/disk-loss.md): inert, its store empty for
+// good (an amnesiac persists nothing).
+func openWbCastAmnesiac(cc coreConfig, det Detector) (core, error) {
+	p, err := wbcast.RestoreAmnesiac(wbcastConfig(cc, det))
+	if err != nil {
+		return nil, err
+	}
+	return &wbcastCore{Process: p, st: wbcastStore{wbcast.NewStore()}}, nil
+}
+
+func openWbCast(cc coreConfig, det Detector, st coreStore) (core, error) {
+	cfg := wbcastConfig(cc, det)
 	c := &wbcastCore{}
 	var err error
 	if st == nil {

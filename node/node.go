@@ -42,7 +42,6 @@ package node
 import (
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"net"
 	"os"
@@ -114,13 +113,28 @@ type Config struct {
 	// if set, is used instead (the node owns it).
 	Listen   string
 	Listener net.Listener
-	// DataDir holds the WAL (DataDir/wal) and the deliveries log's cursor.
+	// DataDir holds the WAL (DataDir/wal), the deliveries log's cursor,
+	// the lock and the member's identity (see datadir.go).
 	DataDir string
 	// FS is the filesystem every file of the node goes through: the WAL
 	// and its snapshots, the deliveries log and its cursor, the gossip
 	// generation (nil: vfs.OS(), the real one). Tests pass vfs.WithErrors
 	// or a crashable vfs.MemFS.
 	FS vfs.FS
+	// InitialState says what an empty DataDir means: InitialNew ("" is
+	// the same) bootstraps a new member unless the bootstrap probe finds a
+	// peer that has seen this member run; InitialExisting refuses (the
+	// member's state is lost). See openDataDir.
+	InitialState string
+	// Rejoin starts a member whose data directory was lost through the
+	// protocol's disk-loss path: inert, never voting, acking or leading
+	// (wbcast.RestoreAmnesiac). Only WbCast has one; the other protocols
+	// refuse it.
+	Rejoin bool
+	// BootstrapProbe is how long a node with an empty DataDir asks its
+	// peers whether they have seen it before it bootstraps (0: it does not
+	// ask; the agent's default is DefaultBootstrapProbe).
+	BootstrapProbe time.Duration
 	// DeliveryLog is the path of the deliveries log (see dlog.go; empty:
 	// no log). DeliveryLogMaxBytes (default DefaultDeliveryLogMaxBytes)
 	// and DeliveryLogFiles (default DefaultDeliveryLogFiles) bound it:
@@ -240,6 +254,19 @@ func (c *Config) validate() error {
 	if err := ps.checkTopology(c.Topology); err != nil {
 		return err
 	}
+	switch c.InitialState {
+	case "":
+		c.InitialState = InitialNew
+	case InitialNew, InitialExisting:
+	default:
+		return fmt.Errorf("node: Config.InitialState %q is not %q or %q", c.InitialState, InitialNew, InitialExisting)
+	}
+	if c.Rejoin && ps.amnesiac == nil {
+		return fmt.Errorf("node: --rejoin: %s has no disk-loss path: a replica that lost its data directory cannot come back inert (only wbcast can); the member stays down (docs/disk-loss.md)", ps.name)
+	}
+	if c.BootstrapProbe < 0 {
+		return fmt.Errorf("node: negative BootstrapProbe %v", c.BootstrapProbe)
+	}
 	for g := range c.Topology.Groups {
 		for _, p := range c.Topology.Members(wire.GroupID(g)) {
 			if p != c.ID && c.Peers[p] == "" {
@@ -316,7 +343,9 @@ type Node struct {
 	log   *slog.Logger
 	group wire.GroupID
 	proto *protocolSpec
-	m     core // the process, with its durable image (mirrored to write snapshots)
+	m     core     // the process, with its durable image (mirrored to write snapshots)
+	lock  *dirLock // the data directory's lock, held until Close
+	ident identity // the data directory's identity
 	w     *wal.WAL
 	tr    *transport.Transport
 	dlog  *deliveryLog
@@ -411,6 +440,11 @@ type Status struct {
 	// Gossip holds the gossip core's counters (nil without gossip).
 	Gossip *membership.Stats `json:"gossip,omitempty"`
 	Pid    int               `json:"pid"`
+	// Incarnation is the data directory's (see identity).
+	Incarnation uint64 `json:"incarnation"`
+	// Amnesiac: the member lost its data directory and was rejoined; it is
+	// inert (never votes, acks or leads) until state transfer exists.
+	Amnesiac bool `json:"amnesiac,omitempty"`
 }
 
 // New opens the node's log, restores its process and starts it.
@@ -439,6 +473,7 @@ func New(cfg Config) (*Node, error) {
 		n.cfg.Detector = n.det
 	}
 	n.group, _ = cfg.Topology.GroupOf(cfg.ID)
+	n.proto, _ = lookupProtocol(cfg.Protocol) // validated
 	n.stats.Started = time.Now()
 	err := n.open()
 	if err == nil {
@@ -489,21 +524,30 @@ func New(cfg Config) (*Node, error) {
 	return n, nil
 }
 
-// open opens the WAL and the deliveries log and restores the process.
+// open locks the data directory and checks its identity (datadir.go),
+// opens the WAL and the deliveries log and restores the process.
 func (n *Node) open() error {
 	cfg := &n.cfg
-	if err := cfg.FS.MkdirAll(cfg.DataDir, 0o755); err != nil {
-		return fmt.Errorf("node: %w", err)
+	mode, pending, err := n.openDataDir()
+	if err != nil {
+		return err
 	}
-	dir, err := filepath.Abs(filepath.Join(cfg.DataDir, "wal"))
+	dir, err := filepath.Abs(filepath.Join(cfg.DataDir, walDir))
 	if err != nil {
 		return fmt.Errorf("node: %w", err)
 	}
-	_, statErr := cfg.FS.Stat(dir)
-	fresh := errors.Is(statErr, fs.ErrNotExist)
+	fresh := mode == startNew
 	n.w, err = wal.Open(cfg.FS, dir, cfg.WAL)
 	if err != nil {
 		return err
+	}
+	// A new member's identity is written once its WAL exists (see
+	// openDataDir: a crash in between leaves a WAL without an identity,
+	// which is adopted).
+	if pending != nil {
+		if err := writeIdentity(cfg.FS, cfg.DataDir, pending); err != nil {
+			return err
+		}
 	}
 	if r := n.w.Repaired(); r != nil {
 		n.log.Warn("wal: cut a torn tail", "segment", r.Segment, "offset", r.Offset, "reason", r.Reason)
@@ -521,15 +565,24 @@ func (n *Node) open() error {
 	durable := durableDeliveries(recs)
 	n.stats.RestoredRecords = len(recs)
 	n.stats.RestoredSnapshotBytes = int(snapBytes)
-	if n.proto, err = lookupProtocol(cfg.Protocol); err != nil {
-		return err
-	}
 	n.cc = coreConfig{Topology: cfg.Topology, ID: cfg.ID, HeartbeatTicks: cfg.HeartbeatTicks,
 		ElectionTicks: cfg.ElectionTicks, RetryTicks: cfg.RetryTicks, SessionTicks: cfg.SessionTicks}
-	if n.m, err = newCore(n.proto, n.cc, cfg.Detector, fresh, recs); err != nil {
+	if mode == startAmnesiac {
+		// The store is lost: nothing in this directory's WAL (an amnesiac
+		// persists nothing) is state to restore.
+		if n.m, err = n.proto.amnesiac(n.cc, cfg.Detector); err != nil {
+			return err
+		}
+		n.log.Warn("AMNESIAC: this member lost its data directory and was rejoined: it is INERT: it never votes, acks, "+
+			"leads or delivers, and its group tolerates one fewer failure, until state transfer (issue #12) exists; "+
+			"see docs/disk-loss.md", "member", uint32(cfg.ID), "incarnation", n.ident.Incarnation)
+	} else if n.m, err = newCore(n.proto, n.cc, cfg.Detector, fresh, recs); err != nil {
 		return err
 	}
-	if !fresh || len(recs) > 0 {
+	if mode == startNew {
+		n.log.Info("bootstrapped a new member", "identity", n.ident.String())
+	}
+	if mode == startRestore {
 		b, cb := n.m.ballots()
 		n.log.Info("restored from the log", "protocol", n.proto.name, "records", len(recs), "snapshot_bytes", snapBytes,
 			"wal_first", n.w.FirstIndex(), "wal_last", n.w.LastIndex(), "messages", n.m.store().messages(),
@@ -547,6 +600,7 @@ func (n *Node) closeStorage() {
 		n.dlog.close()
 		n.dlog = nil
 	}
+	n.lock.release()
 }
 
 // ID returns the node's id.
@@ -600,6 +654,7 @@ func (n *Node) Close() error {
 			err = cerr
 		}
 	}
+	n.lock.release() // last: nothing in the directory is open any more
 	return err
 }
 
@@ -741,6 +796,7 @@ func (n *Node) publish() {
 		Ballot: b, CBallot: cb, Clock: n.m.clock(), MaxDelivered: n.m.maxDelivered(),
 		Retained: n.m.retained(), Coverage: n.m.coverage(),
 		WALFirst: n.w.FirstIndex(), WALLast: n.w.LastIndex(), Stats: n.stats, Pid: os.Getpid(), LeaderSince: n.leaderSince,
+		Incarnation: n.ident.Incarnation, Amnesiac: n.ident.Amnesiac,
 	}
 	st.Stats.InboxQueued = len(n.inbox.ch)
 	st.Stats.InboxBytes, st.Stats.InboxPeakBytes = n.inbox.budget.load()

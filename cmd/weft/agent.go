@@ -17,25 +17,37 @@ import (
 
 func agentCmd() *cobra.Command {
 	var path string
+	var rejoin bool
 	c := &cobra.Command{
-		Use:   "agent --config FILE",
+		Use:   "agent --config FILE [--rejoin]",
 		Short: "Run one weft node until SIGINT or SIGTERM",
 		Long: `Run one weft node (a replica of the configured protocol: WbCast by default,
 or the FT-Skeen, FastCast or Skeen baselines) as configured in a TOML file;
 see config/sample.toml for every key and its default. The node recovers from
 its write-ahead log in data_dir if there is one. It stops cleanly on SIGINT
-or SIGTERM, and exits non-zero if its storage fails.`,
+or SIGTERM, and exits non-zero if its storage fails.
+
+data_dir is locked (data_dir/LOCK) while the agent runs, and records the
+cluster, the member id and an incarnation (data_dir/IDENTITY): the agent
+refuses a data_dir another agent holds, or that belongs to another cluster
+or member, and refuses to start an existing member on an empty data_dir (a
+lost disk, or a wrong path; see initial_state and bootstrap_probe in
+config/sample.toml). --rejoin starts a member whose data_dir was lost:
+WbCast brings it back inert, a non-voting amnesiac that never acks, leads or
+delivers, until state transfer exists (docs/disk-loss.md); the other
+protocols refuse it.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runAgent(cmd.Context(), path)
+			return runAgent(cmd.Context(), path, rejoin)
 		},
 	}
 	c.Flags().StringVar(&path, "config", "", "agent configuration file (TOML)")
+	c.Flags().BoolVar(&rejoin, "rejoin", false, "this member lost its data_dir: start it inert (wbcast only; docs/disk-loss.md)")
 	c.MarkFlagRequired("config")
 	return c
 }
 
-func runAgent(ctx context.Context, path string) error {
+func runAgent(ctx context.Context, path string, rejoin bool) error {
 	cfg, err := config.Load(path)
 	if err != nil {
 		return err
@@ -65,6 +77,9 @@ func runAgent(ctx context.Context, path string) error {
 		Peers:          cfg.Peers(),
 		Listen:         cfg.Listen,
 		DataDir:        cfg.DataDir,
+		InitialState:   cfg.InitialState,
+		BootstrapProbe: cfg.BootstrapProbe,
+		Rejoin:         rejoin,
 		Tick:           cfg.Tick,
 		ElectionTicks:  cfg.ElectionTicks,
 		HeartbeatTicks: cfg.HeartbeatTicks,
@@ -112,7 +127,10 @@ func runAgent(ctx context.Context, path string) error {
 		attrs = append(attrs, "admin", a.Addr().String())
 	}
 	st := n.Status()
-	attrs = append(attrs, "role", st.Role, "ballot", st.Ballot.String())
+	attrs = append(attrs, "role", st.Role, "ballot", st.Ballot.String(), "incarnation", st.Incarnation)
+	if st.Amnesiac {
+		attrs = append(attrs, "amnesiac", true)
+	}
 	logger.Info("agent running", attrs...)
 	if cfg.Security() == "none" && !config.IsLoopback(cfg.Listen) {
 		logger.Warn("insecure = true: listening off loopback with neither TLS nor a cluster key; anyone who can reach this port can join as a node", "listen", cfg.Listen)
