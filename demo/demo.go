@@ -384,6 +384,9 @@ func (r *run) setup() error {
 			Gossip: config.Gossip{Enabled: true, Profile: "local", Interval: r.opt.GossipInterval},
 			// The checks read every delivery: rotate, but keep every file.
 			DeliveryLog: a.dlogPath, DeliveryLogFiles: config.MaxDeliveryLogFiles,
+			// A member whose data directory is empty asks its peers
+			// whether they saw it run before it starts as a new one.
+			BootstrapProbe: config.DefaultBootstrapProbe,
 		}
 		if r.tlsDir != "" {
 			cfg.TLSCert = filepath.Join(r.tlsDir, fmt.Sprintf("node-%d.crt", p))
@@ -445,12 +448,13 @@ func (r *run) setupSecurity() (string, error) {
 	return "", err
 }
 
-func (r *run) start(a *agent) error {
+// start starts agent a's process, with flags after its --config.
+func (r *run) start(a *agent, flags ...string) error {
 	logf, err := os.OpenFile(a.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command(r.opt.Exe, "agent", "--config", a.cfgPath)
+	cmd := exec.Command(r.opt.Exe, append([]string{"agent", "--config", a.cfgPath}, flags...)...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = sysProcAttr()
 	if err := cmd.Start(); err != nil {
@@ -810,7 +814,8 @@ loop:
 }
 
 // settled reports whether every group's members are all up and agree on
-// their last delivery.
+// their last delivery (an amnesiac member, inert, is left out: it never
+// delivers).
 func (r *run) settled() func(map[wire.ProcID]node.Status) bool {
 	prev := map[wire.ProcID]wire.Timestamp{}
 	stable := 0
@@ -819,7 +824,7 @@ func (r *run) settled() func(map[wire.ProcID]node.Status) bool {
 			return false
 		}
 		for g := range r.topo.Groups {
-			ms := r.topo.Members(wire.GroupID(g))
+			ms := slices.DeleteFunc(slices.Clone(r.topo.Members(wire.GroupID(g))), func(p wire.ProcID) bool { return sts[p].Amnesiac })
 			for _, p := range ms {
 				if sts[p].MaxDelivered != sts[ms[0]].MaxDelivered {
 					stable = 0

@@ -396,18 +396,19 @@ func (c *cluster) kill(p wire.ProcID) {
 	c.logf("killed p%d (g%d) with SIGKILL", p, a.group)
 }
 
-// restart restarts agent p from its data directory and records it.
-func (c *cluster) restart(p wire.ProcID) {
+// restart restarts agent p from its data directory, with flags after its
+// --config, and records it.
+func (c *cluster) restart(p wire.ProcID, flags ...string) {
 	c.t.Helper()
 	a := c.agent(p)
 	now := time.Now()
 	c.r.mu.Lock()
 	c.r.events = append(c.r.events, check.Event{Ev: check.EvRestart, Proc: int(p), T: now.UnixMicro()})
 	c.r.mu.Unlock()
-	if err := c.r.start(a); err != nil {
+	if err := c.r.start(a, flags...); err != nil {
 		c.t.Fatal(err)
 	}
-	c.logf("restarted p%d (g%d) from its data directory", p, a.group)
+	c.logf("restarted p%d (g%d) from its data directory %v", p, a.group, flags)
 }
 
 // cut cuts the streams between every agent of a and every agent of b, in

@@ -152,7 +152,7 @@ func (n *Node) openDataDir() (mode startMode, pending *identity, err error) {
 			return 0, nil, fmt.Errorf("node: data_dir %s is empty, but member %d already ran in cluster %q: the gossip of peers %v has seen it. A member that lost its data directory must not start as if new (it would forget its promises and acks). %s",
 				dir, cfg.ID, cfg.Cluster, res.knownBy, n.proto.lostAdvice())
 		}
-		n.log.Info("bootstrap probe: no peer has seen this member; starting as a new member", "answered", res.answered, "peers", len(cfg.Peers), "waited_at_most", cfg.BootstrapProbe)
+		n.log.Info("bootstrap probe: no peer has seen this member; starting as a new member", "asked", res.asked, "answered", res.answered, "waited_at_most", cfg.BootstrapProbe)
 	}
 	n.ident = *want
 	return startNew, want, nil

@@ -14,6 +14,7 @@ import (
 // probeResult is what a bootstrap probe learnt: which peers answered, and
 // which of them have seen this member run (their gossip lists it).
 type probeResult struct {
+	asked    int // peers asked
 	answered []wire.ProcID
 	knownBy  []wire.ProcID
 }
@@ -40,6 +41,7 @@ func probePeers(cfg *Config, d time.Duration) (probeResult, error) {
 			peers[p] = addr
 		}
 	}
+	res.asked = len(peers)
 	if len(peers) == 0 {
 		return res, nil
 	}
@@ -91,7 +93,7 @@ func probePeers(cfg *Config, d time.Duration) (probeResult, error) {
 	tr.Close()
 	mu.Lock()
 	defer mu.Unlock()
-	out := probeResult{answered: slices.Clone(res.answered), knownBy: slices.Clone(res.knownBy)}
+	out := probeResult{asked: res.asked, answered: slices.Clone(res.answered), knownBy: slices.Clone(res.knownBy)}
 	slices.Sort(out.answered)
 	slices.Sort(out.knownBy)
 	return out, nil
