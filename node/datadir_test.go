@@ -249,7 +249,7 @@ func TestDataDirBootstrapProbe(t *testing.T) {
 		cfg.BootstrapProbe = 500 * time.Millisecond
 		cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 	})
-	if !strings.Contains(logs.String(), `bootstrap probe: no peer has seen this member; starting as a new member" node=2 answered="[0 1]"`) {
+	if !strings.Contains(logs.String(), `bootstrap probe: no peer has seen this member; starting as a new member" node=2 asked=2 answered="[0 1]"`) {
 		t.Errorf("p2 did not start after an answer from p0 and p1:\n%s", logs.String())
 	}
 	waitUntil(t, 10*time.Second, "every member up at p0 and p1", func() bool { return allUp(c, 0, 1, 2) && allUp(c, 1, 0, 2) })
