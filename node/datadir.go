@@ -143,7 +143,9 @@ func (n *Node) openDataDir() (mode startMode, pending *identity, err error) {
 		return 0, nil, fmt.Errorf("node: data_dir %s is empty and initial_state is %q: member %d of cluster %q ran before, so its state is lost (or data_dir is wrong); it must not start as if new. %s",
 			dir, InitialExisting, cfg.ID, cfg.Cluster, n.proto.lostAdvice())
 	}
-	if cfg.BootstrapProbe > 0 {
+	if cfg.BootstrapProbe > 0 && cfg.Listener != nil {
+		n.log.Warn("bootstrap probe skipped: the node was given a Listener (the probe listens on Config.Listen)")
+	} else if cfg.BootstrapProbe > 0 {
 		res, err := probePeers(cfg, cfg.BootstrapProbe)
 		if err != nil {
 			return 0, nil, fmt.Errorf("node: bootstrap probe: %w", err)

@@ -1,8 +1,7 @@
 package node
 
 import (
-	"math"
-	"math/rand/v2"
+	"log/slog"
 	"slices"
 	"sync"
 	"time"
@@ -19,16 +18,20 @@ type probeResult struct {
 	knownBy  []wire.ProcID
 }
 
-// probePeers asks every peer, the way a client asks for the leaders, for
-// its gossip view (VIEW_REQUEST), and reports the peers whose view lists
-// cfg.ID: they have heard this member's gossip, so it ran in this cluster
-// before, with a data directory of its own. It returns once every peer
-// answered or after d. A peer that is down, or runs without gossip, knows
-// nothing; see openDataDir for what that leaves uncovered.
+// probePeers asks every peer for its gossip view (VIEW_REQUEST, the
+// question a client asks to find the leaders) and reports the peers whose
+// view lists cfg.ID: they have heard this member's gossip, so it ran in
+// this cluster before, with a data directory of its own. It returns once
+// every peer answered or after d. A peer that is down, or runs without
+// gossip, knows nothing; see openDataDir for what that leaves uncovered.
 //
-// The probe dials as a client with a random id: the node's own id would
-// displace nothing (its transport is not up) but would make the peers
-// count a connection from a member that is not running.
+// The probe is a short-lived transport of the node itself, on its own
+// address, id, key and certificate (under mutual TLS only a node's
+// certificate is at hand, and a node certificate may not connect as a
+// client): a peer answers a node's VIEW_REQUEST over its own stream to the
+// node, so the probe listens for the answers. Nothing else is done with
+// what arrives. A node given a Listener (Config.Listener) cannot lend it
+// to a probe: it is not probed.
 func probePeers(cfg *Config, d time.Duration) (probeResult, error) {
 	var (
 		mu  sync.Mutex
@@ -45,17 +48,14 @@ func probePeers(cfg *Config, d time.Duration) (probeResult, error) {
 	if len(peers) == 0 {
 		return res, nil
 	}
-	var self wire.ProcID
-	for self == 0 || cfg.Topology.IsReplica(self) {
-		self = wire.ProcID(1<<24 + rand.Uint32N(math.MaxUint32-1<<24))
-	}
 	tr, err := transport.New(transport.Config{
 		ClusterName:    cfg.Cluster,
-		Self:           self,
-		Role:           transport.RoleClient,
+		Self:           cfg.ID,
+		Listen:         cfg.Listen,
 		Peers:          peers,
 		Key:            cfg.ClusterKey,
-		Logger:         cfg.Logger,
+		TLS:            cfg.TLS,
+		Logger:         slog.New(slog.DiscardHandler), // dial failures of peers not up yet are expected
 		DialBackoffMax: 100 * time.Millisecond,
 		Seed:           uint64(time.Now().UnixNano()),
 		Handler: func(from wire.ProcID, m wire.Message) {
@@ -65,7 +65,7 @@ func probePeers(cfg *Config, d time.Duration) (probeResult, error) {
 			}
 			mu.Lock()
 			defer mu.Unlock()
-			if slices.Contains(res.answered, from) {
+			if _, ok := peers[from]; !ok || slices.Contains(res.answered, from) {
 				return
 			}
 			res.answered = append(res.answered, from)
