@@ -27,7 +27,8 @@ import (
 //     heartbeats);
 //   - the flood's clients are told to back off: ErrOverloaded at least once;
 //   - the well-behaved client is served: all its messages complete, and it
-//     is never shed (its share of the client inbox is never full);
+//     is never shed (its share of the client inbox is never full, and the
+//     flood's shares, 4 x 32, never fill the inbox's 1,024 messages);
 //   - memory stays bounded: every inbox's peak bytes are within its budget,
 //     and the heap in use (sampled at every well-behaved completion) stays
 //     under heapBound;
@@ -40,8 +41,9 @@ import (
 func TestClientFlood(t *testing.T) {
 	const (
 		floodClients  = 4
-		floodWorkers  = 128 // per client: twice its share of a client inbox
-		goodMessages  = 20
+		floodWorkers  = 128 // per client: 4 times its share of a client inbox
+		clientShare   = 32
+		goodMessages  = 12
 		inboxBytes    = 4 << 20
 		clientInbox   = 1 << 20
 		peerQueue     = 1 << 20
@@ -51,7 +53,7 @@ func TestClientFlood(t *testing.T) {
 	)
 	c := newCluster(t, 3, 3, func(cfg *Config) {
 		cfg.InboxBytes, cfg.ClientInboxBytes, cfg.PeerQueueBytes = inboxBytes, clientInbox, peerQueue
-		cfg.ClientInboxSize = clientInboxSz
+		cfg.ClientInboxSize, cfg.ClientShare = clientInboxSz, clientShare
 	})
 	good := c.client()
 	all := []wire.GroupID{0, 1, 2}
