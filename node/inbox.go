@@ -237,7 +237,10 @@ func (n *Node) take(q *inbox, in input) {
 // already stepped this pass), then at most ClientBatch client messages
 // (clients counts those already stepped this pass).
 func (n *Node) drain(have, clients int) {
-	defer func() { n.stats.MaxBatchSeen = max(n.stats.MaxBatchSeen, have+clients) }()
+	defer func() {
+		n.stats.MaxBatchSeen = max(n.stats.MaxBatchSeen, have+clients)
+		n.stats.MaxClientBatchSeen = max(n.stats.MaxClientBatchSeen, clients)
+	}()
 peers:
 	for have < n.cfg.MaxBatch {
 		select {

@@ -173,3 +173,38 @@ func TestLimitsDefaultsAgree(t *testing.T) {
 		t.Errorf("config's smallest idle_timeout %v is below three pings (%v)", config.MinIdleTimeout, transport.DefaultPingEvery)
 	}
 }
+
+// TestClientBatchPerPass queues 300 client messages behind a stalled loop:
+// once it runs, it steps them at most ClientBatch per pass.
+func TestClientBatchPerPass(t *testing.T) {
+	const batch = 16
+	c := newCluster(t, 1, 3, func(cfg *Config) { cfg.ClientBatch, cfg.ClientShare = batch, 1000 })
+	cl, err := client.New(client.Config{Cluster: "test", Topology: c.topo, Nodes: c.addrs, RetryTicks: 100000, ViewTicks: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := cl.Multicast(ctx, []wire.GroupID{0}, nil); err != nil {
+		t.Fatal(err)
+	}
+	leader := c.nodes[0]
+	release := stall(t, leader)
+	var wg sync.WaitGroup
+	for range 300 {
+		wg.Go(func() {
+			if _, err := cl.Multicast(ctx, []wire.GroupID{0}, nil); err != nil {
+				t.Errorf("multicast: %v", err)
+			}
+		})
+	}
+	waitUntil(t, 20*time.Second, "300 client messages queued", func() bool { return len(leader.clients.ch) == 300 })
+	release()
+	wg.Wait()
+	st := leader.Status().Stats
+	t.Logf("client steps %d, most per pass %d (batch %d), most inputs per pass %d", st.ClientSteps, st.MaxClientBatchSeen, batch, st.MaxBatchSeen)
+	if st.MaxClientBatchSeen != batch {
+		t.Errorf("at most %d client messages per pass, want exactly %d (300 were queued)", st.MaxClientBatchSeen, batch)
+	}
+}

@@ -411,7 +411,9 @@ type Stats struct {
 	// stepped; ClientShed those shed because the client inbox was full,
 	// ClientShedShare those shed because their client held its share
 	// (each answered OVERLOADED).
-	ClientQueued                             int
+	// MaxClientBatchSeen is the most client messages stepped in one pass
+	// (at most Config.ClientBatch).
+	ClientQueued, MaxClientBatchSeen         int
 	ClientInboxBytes, ClientInboxPeakBytes   int64
 	ClientSteps, ClientShed, ClientShedShare uint64
 }

@@ -159,3 +159,31 @@ func TestIdleTimeout(t *testing.T) {
 	sendSeq(t, a.tr, 1, 2, 2, 2)
 	waitFor(t, "second message", func() bool { return b.rec.count(1) == 2 })
 }
+
+// TestClientQueueBytes: replies to a client that does not read pile up in
+// its queue only to ClientQueueBytes; the rest is dropped (queue_bytes).
+func TestClientQueueBytes(t *testing.T) {
+	checkLeaks(t)
+	cfg := baseConfig(t, 1)
+	cfg.Listen = "127.0.0.1:0"
+	cfg.ClientQueueBytes = 32 << 10
+	n := startNode(t, cfg)
+	r := dialRaw(t, n.tr.Addr().String())
+	r.handshake(Hello{WireVersion: wire.Version, Role: RoleClient, ID: 100, To: 1, Cluster: "test"})
+	waitFor(t, "client connected", func() bool { return n.tr.Stats().Clients == 1 })
+	// The client never reads: the socket buffers fill, then the queue.
+	sent := 0
+	for s := uint64(1); n.tr.Stats().Drops[DropQueueBytes] == 0; s++ {
+		if s > 1_000_000 {
+			t.Fatal("a million replies and no queue_bytes drop")
+		}
+		if n.tr.Send(100, bigMsg(1, s, 1000)) == nil {
+			sent++
+		}
+	}
+	st := n.tr.Stats()
+	t.Logf("%d replies queued or written before the first drop; client queue %d bytes", sent, st.ClientQueueBytes)
+	if st.ClientQueueBytes > 32<<10 || st.ClientQueueBytes < 30<<10 {
+		t.Errorf("client queue holds %d bytes, budget %d", st.ClientQueueBytes, 32<<10)
+	}
+}
