@@ -16,6 +16,7 @@ import (
 	"github.com/weft-dev/weft/amcast"
 	"github.com/weft-dev/weft/storage/vfs"
 	"github.com/weft-dev/weft/storage/wal"
+	"github.com/weft-dev/weft/transport"
 	"github.com/weft-dev/weft/wire"
 )
 
@@ -242,11 +243,37 @@ func (s *syncBuffer) String() string {
 
 // The bootstrap probe: members of a new cluster start (their peers answer
 // but have never seen them); a member whose directory was wiped is refused
-// because its peers' gossip saw it run.
+// because its peers' gossip saw it run. With mutual TLS too: the probe
+// connects with the node's own certificate (a node certificate may not
+// connect as a client).
 func TestDataDirBootstrapProbe(t *testing.T) {
+	t.Run("plain", func(t *testing.T) { testBootstrapProbe(t, func(*Config) {}) })
+	t.Run("mtls", func(t *testing.T) {
+		now := time.Now()
+		ca, err := transport.NewDevCA("test CA", now.Add(-time.Hour), now.Add(time.Hour))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var mu sync.Mutex
+		certs := map[wire.ProcID]*transport.TLS{}
+		testBootstrapProbe(t, func(cfg *Config) {
+			mu.Lock()
+			defer mu.Unlock()
+			if certs[cfg.ID] == nil {
+				if certs[cfg.ID], err = transport.DevTLS("test", transport.NodeIdentity(cfg.ID), ca, nil, time.Hour); err != nil {
+					t.Fatal(err)
+				}
+			}
+			cfg.TLS = certs[cfg.ID]
+		})
+	})
+}
+
+func testBootstrapProbe(t *testing.T, secure func(*Config)) {
 	var logs syncBuffer
 	c := newCluster(t, 1, 3, func(cfg *Config) {
 		gossipTune(cfg)
+		secure(cfg)
 		// The probe listens on the node's address: trade the listener
 		// newCluster made for its address.
 		if cfg.Listener != nil {
@@ -269,6 +296,7 @@ func TestDataDirBootstrapProbe(t *testing.T) {
 	}
 	cfg := Config{Cluster: "test", ID: 2, Topology: c.topo, Peers: c.addrs, Listen: c.addrs[2], DataDir: c.dirs[2],
 		BootstrapProbe: 5 * time.Second}
+	secure(&cfg)
 	mustRefuse(t, cfg, "is empty, but member 2 already ran in cluster \"test\": the gossip of peers [0 1] has seen it", "--rejoin")
 	cfg.Rejoin = true
 	n := mustStart(t, cfg)
