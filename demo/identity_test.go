@@ -136,7 +136,8 @@ func (c *cluster) refuseThenRejoin(p wire.ProcID) {
 
 // A 3x3 WbCast cluster under load: a follower's and then a leader's data
 // directory are wiped; each restart without --rejoin is refused, and with
-// --rejoin the member runs inert while its group goes on. A second agent on
+// --rejoin the member runs inert while its group goes on, also through a
+// crash and restart of its leader. A second agent on
 // a running member's directory, and agents on another member's or another
 // cluster's directory, are refused. Every checker passes over the whole
 // history (the wiped members' deliveries before the wipe included) and no
@@ -176,6 +177,21 @@ func TestIdentityWipeAndRejoin(t *testing.T) {
 	c.waitDelivering(1, c.members(1, l.ID))
 	c.wipe(l.ID)
 	c.refuseThenRejoin(l.ID)
+	c.load(time.Second, 50)
+
+	// g0, with its inert member, loses its leader too: with one member
+	// down and one inert it has no quorum until the leader restarts from
+	// its WAL; then the members that remember elect a leader and g0
+	// delivers again.
+	l0 := c.leader(0)
+	c.kill(l0.ID)
+	c.restart(l0.ID)
+	c.waitFor("g0 to elect a leader above "+l0.Ballot.String(), leaderWithin, func(sts map[wire.ProcID]node.Status) bool {
+		ld, ok := c.r.leaderOf(sts, 0)
+		return ok && l0.Ballot.Less(ld.Ballot) && !ld.Amnesiac
+	})
+	c.waitDelivering(0, c.members(0, f.ID))
+	c.waitRejoin(l0.ID)
 	c.load(time.Second, 50)
 	for _, p := range []wire.ProcID{f.ID, l.ID} {
 		if st := c.r.snapshot()[p]; !st.Amnesiac || st.Leader || st.Stats.Delivered != 0 || st.Stats.Records != 0 {
