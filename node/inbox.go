@@ -32,9 +32,11 @@ import (
 //     the share keeps a few greedy clients from taking all the room: a
 //     client with one message in flight is shed only when more than
 //     ClientInboxSize/ClientShare clients are at their share.
-//   - the side queue: gossip frames and clients' view requests (sideQueue,
-//     sideBytes), dropped when full (gossip tolerates loss; a client asks
-//     again).
+//   - the side queue: gossip frames (sideQueue, sideBytes), and the view
+//     queue: clients' view requests (viewQueue), each dropped when full
+//     (gossip tolerates loss; a client asks again). They are apart so that
+//     a client flooding view requests cannot crowd gossip out (gossip's
+//     failure detector would then convict live members).
 //
 // The loop serves peers first: every pass drains the peer inbox (up to
 // MaxBatch) before it steps at most Config.ClientBatch client messages, so
@@ -192,9 +194,14 @@ func (s *shares) give(id wire.ProcID) {
 func (n *Node) handle(from wire.ProcID, m wire.Message) {
 	in := input{env: wire.Envelope{From: from, To: n.cfg.ID, Msg: m}, size: int64(wire.Size(m))}
 	switch m := m.(type) {
-	case *wire.Gossip, *wire.ViewRequest:
+	case *wire.Gossip:
 		if !n.side.offer(in) {
 			n.sideDrops.Add(1)
+		}
+		return
+	case *wire.ViewRequest:
+		if !n.views.offer(in) {
+			n.viewDrops.Add(1)
 		}
 		return
 	case *wire.Multicast:

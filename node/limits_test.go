@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"errors"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -214,5 +215,33 @@ func TestClientBatchPerPass(t *testing.T) {
 	t.Logf("client steps %d, most per pass %d (batch %d), most inputs per pass %d", st.ClientSteps, st.MaxClientBatchSeen, batch, st.MaxBatchSeen)
 	if st.MaxClientBatchSeen != batch {
 		t.Errorf("at most %d client messages per pass, want exactly %d (300 were queued)", st.MaxClientBatchSeen, batch)
+	}
+}
+
+// TestViewRequestFloodSparesGossip floods a node whose loop is stalled
+// with clients' view requests: they are dropped once their own queue is
+// full, and gossip frames from the other nodes still get queued.
+func TestViewRequestFloodSparesGossip(t *testing.T) {
+	c := newCluster(t, 1, 3, gossipTune)
+	n := c.nodes[0]
+	waitUntil(t, 10*time.Second, "gossip flowing", func() bool { return n.Status().Gossip != nil && n.Status().Gossip.Rounds > 2 })
+	release := stall(t, n)
+	defer release()
+	tr, err := transport.New(transport.Config{ClusterName: "test", Self: 1000, Role: transport.RoleClient,
+		Peers: map[wire.ProcID]string{0: c.addrs[0]}, Handler: func(wire.ProcID, wire.Message) {}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	for n.viewDrops.Load() < 100 {
+		if err := tr.Send(0, &wire.ViewRequest{}); err != nil && !errors.Is(err, transport.ErrQueueFull) {
+			t.Fatal(err)
+		}
+		runtime.Gosched()
+	}
+	gossip := len(n.side.ch)
+	waitUntil(t, 10*time.Second, "a gossip frame queued after the flood", func() bool { return len(n.side.ch) > gossip })
+	if d := n.sideDrops.Load(); d != 0 || len(n.views.ch) != viewQueue {
+		t.Errorf("%d gossip frames dropped, %d view requests queued (want 0 and %d)", d, len(n.views.ch), viewQueue)
 	}
 }

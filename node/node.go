@@ -58,11 +58,13 @@ import (
 	"github.com/weft-dev/weft/wire"
 )
 
-// sideQueue and sideBytes bound the queue of gossip frames and view
-// requests (a few rounds of a large cluster's gossip).
+// sideQueue and sideBytes bound the queue of gossip frames (a few rounds
+// of a large cluster's gossip); viewQueue bounds clients' view requests
+// (which carry no payload).
 const (
 	sideQueue = 1024
 	sideBytes = 16 << 20
+	viewQueue = 256
 )
 
 // Defaults for zero Config fields.
@@ -350,10 +352,11 @@ type Node struct {
 	tr    *transport.Transport
 	dlog  *deliveryLog
 	// The inboxes (inbox.go): protocol messages from nodes, clients'
-	// MULTICASTs, and the side queue, which carries gossip and clients'
-	// view requests past the protocol's backlog (a deep inbox must not
-	// delay heartbeat arrivals into phi convictions of live members).
-	inbox, clients, side *inbox
+	// MULTICASTs, the side queue, which carries gossip past the protocol's
+	// backlog (a deep inbox must not delay heartbeat arrivals into phi
+	// convictions of live members), and clients' view requests (apart, so
+	// that clients cannot crowd gossip out).
+	inbox, clients, side, views *inbox
 
 	stop     chan struct{}
 	done     chan struct{}
@@ -377,8 +380,8 @@ type Node struct {
 	det    *gossipDetector // gossip's detector, if it is the core's
 	ctl    chan func()     // operator requests run on the loop
 
-	shares                                 shares // client inbox messages by client (inbox.go)
-	sideDrops, clientShed, clientShedShare atomic.Uint64
+	shares                                            shares // client inbox messages by client (inbox.go)
+	sideDrops, viewDrops, clientShed, clientShedShare atomic.Uint64
 
 	mu     sync.Mutex
 	status Status
@@ -399,9 +402,10 @@ type Stats struct {
 	RestoredSnapshotBytes     int // size of the snapshot restored from (0: none)
 	Started                   time.Time
 	MaxBatchSeen, InboxQueued int
-	// SideDrops counts gossip frames and view requests dropped because the
-	// side queue was full.
-	SideDrops uint64
+	// SideDrops counts gossip frames dropped because the side queue was
+	// full, ViewDrops clients' view requests dropped because their queue
+	// was full (the client asks again).
+	SideDrops, ViewDrops uint64
 	// InboxBytes is the encoded size of the messages in the peer inbox,
 	// InboxPeakBytes the most it ever held (at most Config.InboxBytes,
 	// plus one message when it was empty).
@@ -463,6 +467,7 @@ func New(cfg Config) (*Node, error) {
 		inbox:   newInbox(cfg.InboxSize, cfg.InboxBytes),
 		clients: newInbox(cfg.ClientInboxSize, cfg.ClientInboxBytes),
 		side:    newInbox(sideQueue, sideBytes),
+		views:   newInbox(viewQueue, 64<<10),
 		shares:  shares{max: cfg.ClientShare},
 		stop:    make(chan struct{}),
 		done:    make(chan struct{}),
@@ -690,6 +695,8 @@ func (n *Node) run() {
 			f()
 		case in := <-n.side.ch:
 			n.take(n.side, in)
+		case in := <-n.views.ch:
+			n.take(n.views, in)
 		case in := <-n.inbox.ch:
 			n.take(n.inbox, in)
 			n.drain(1, 0)
@@ -807,6 +814,7 @@ func (n *Node) publish() {
 	st.Stats.ClientShed = n.clientShed.Load()
 	st.Stats.ClientShedShare = n.clientShedShare.Load()
 	st.Stats.SideDrops = n.sideDrops.Load()
+	st.Stats.ViewDrops = n.viewDrops.Load()
 	n.gossip.publish(roleName(st.Role, st.Leader), st.Ballot)
 	if n.gossip != nil {
 		gst := n.gossip.stats
