@@ -2,6 +2,7 @@ package node
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/weft-dev/weft/transport"
@@ -12,16 +13,17 @@ import (
 // "Limits and admission control").
 //
 // The transport's readers hand every inbound message to handle, which
-// queues it for the node's loop in one of three bounded queues, each
+// queues it for the node's loop in one of four bounded queues, each
 // bounded in messages (a channel's capacity) and in encoded bytes (a
 // budget: wire.Size of the messages, the figure the transport's frame
 // limit and send queues use):
 //
 //   - the peer inbox: protocol messages from the other nodes and from this
 //     process itself (Config.InboxSize, Config.InboxBytes). When it is
-//     full the reader waits: back-pressure through TCP into the sending
-//     peer's send queue, which then drops (queue_full, queue_bytes): a
-//     loss the protocols tolerate, since they retransmit and catch up.
+//     full the reader waits (counted: Stats.InboxWaits): back-pressure
+//     through TCP into the sending peer's send queue, which then drops
+//     (queue_full, queue_bytes): a loss the protocols tolerate, since they
+//     retransmit and catch up.
 //   - the client inbox: clients' MULTICASTs (Config.ClientInboxSize,
 //     Config.ClientInboxBytes), of which one client may hold at most
 //     Config.ClientShare messages. A message that does not fit is shed
@@ -77,13 +79,16 @@ func (b *budget) admitLocked(n int64) bool {
 }
 
 // wait admits n bytes, waiting until they fit; it reports false if stop
-// closes first.
-func (b *budget) wait(n int64, stop <-chan struct{}) bool {
-	for {
+// closes first. waited counts the calls that had to wait.
+func (b *budget) wait(n int64, stop <-chan struct{}, waited *atomic.Uint64) bool {
+	for first := true; ; first = false {
 		b.mu.Lock()
 		if b.admitLocked(n) {
 			b.mu.Unlock()
 			return true
+		}
+		if first {
+			waited.Add(1)
 		}
 		if b.wake == nil {
 			b.wake = make(chan struct{})
@@ -140,11 +145,18 @@ func (q *inbox) offer(in input) bool {
 	}
 }
 
-// put queues in, waiting for room; false if stop closed first.
-func (q *inbox) put(in input, stop <-chan struct{}) bool {
-	if !q.budget.wait(in.size, stop) {
+// put queues in, waiting for room; false if stop closed first. waited
+// counts the calls that had to wait.
+func (q *inbox) put(in input, stop <-chan struct{}, waited *atomic.Uint64) bool {
+	if !q.budget.wait(in.size, stop, waited) {
 		return false
 	}
+	select {
+	case q.ch <- in:
+		return true
+	default:
+	}
+	waited.Add(1)
 	select {
 	case q.ch <- in:
 		return true
@@ -210,7 +222,7 @@ func (n *Node) handle(from wire.ProcID, m wire.Message) {
 			return
 		}
 	}
-	n.inbox.put(in, n.stop)
+	n.inbox.put(in, n.stop, &n.inboxWaits)
 }
 
 // admit queues a client's MULTICAST in the client inbox, or sheds it.

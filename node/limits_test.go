@@ -148,6 +148,9 @@ func TestPeerInboxBytes(t *testing.T) {
 	if peak > inboxBytes { // every message here is far smaller than the budget
 		t.Errorf("p1 inbox peak %d bytes, over its budget %d", peak, inboxBytes)
 	}
+	if follower.inboxWaits.Load() == 0 {
+		t.Error("p1's readers never waited for room in its inbox")
+	}
 	if p := lst.Peers[1].PeakBytes; p > queueBytes {
 		t.Errorf("p0's queue to p1 peaked at %d bytes, budget %d", p, queueBytes)
 	}

@@ -380,8 +380,8 @@ type Node struct {
 	det    *gossipDetector // gossip's detector, if it is the core's
 	ctl    chan func()     // operator requests run on the loop
 
-	shares                                            shares // client inbox messages by client (inbox.go)
-	sideDrops, viewDrops, clientShed, clientShedShare atomic.Uint64
+	shares                                                        shares // client inbox messages by client (inbox.go)
+	sideDrops, viewDrops, clientShed, clientShedShare, inboxWaits atomic.Uint64
 
 	mu     sync.Mutex
 	status Status
@@ -410,6 +410,9 @@ type Stats struct {
 	// InboxPeakBytes the most it ever held (at most Config.InboxBytes,
 	// plus one message when it was empty).
 	InboxBytes, InboxPeakBytes int64
+	// InboxWaits counts the messages whose reader had to wait for room in
+	// the peer inbox (back-pressure on that connection).
+	InboxWaits uint64
 	// ClientQueued, ClientInboxBytes and ClientInboxPeakBytes describe the
 	// client inbox likewise. ClientSteps counts the client messages
 	// stepped; ClientShed those shed because the client inbox was full,
@@ -815,6 +818,7 @@ func (n *Node) publish() {
 	st.Stats.ClientShedShare = n.clientShedShare.Load()
 	st.Stats.SideDrops = n.sideDrops.Load()
 	st.Stats.ViewDrops = n.viewDrops.Load()
+	st.Stats.InboxWaits = n.inboxWaits.Load()
 	n.gossip.publish(roleName(st.Role, st.Leader), st.Ballot)
 	if n.gossip != nil {
 		gst := n.gossip.stats
