@@ -14,11 +14,14 @@ import (
 	"mime"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"strconv"
 	"strings"
 	"sync"
 	"text/tabwriter"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/weft-dev/weft/wire"
 )
@@ -42,8 +45,12 @@ const maxAdminBody = 4 << 10
 
 // AdminHandler serves the node's status and gossip operations:
 //
-//	GET  /status                  Status as JSON
+//	GET  /status                  Report (Status, readiness, fsync p99, send queues) as JSON
 //	GET  /members                 the gossip view ([]Member) as JSON
+//	GET  /metrics                 Prometheus metrics (metrics.go)
+//	GET  /healthz                 200 while the node runs (no token needed)
+//	GET  /readyz                  Readiness as JSON: 200 if ready, else 503 (no token needed)
+//	GET  /debug/pprof/...         net/http/pprof: always needs the token
 //	POST /leave        {}         announce this node's departure (Leave)
 //	POST /assassinate  {"id":N}   remove member N from gossip (Assassinate);
 //	POST /assassinate  {"addr":A} the same, naming the member by its address
@@ -58,6 +65,12 @@ const maxAdminBody = 4 << 10
 // name rebound to 127.0.0.1 by a web page cannot read the status either).
 // Refusals and errors are plain text with a 4xx/5xx status; refusals are
 // counted by reason (Admin.Refused).
+//
+// /healthz and /readyz answer anyone, on any Host, without the token: load
+// balancers and orchestrators probe them without credentials, and they
+// disclose only whether the node is up and ready (and why not). The
+// profiler needs the token even on loopback: a profile reveals memory
+// contents and costs CPU.
 func AdminHandler(n *Node, opt AdminOptions) http.Handler { return newAdminHandler(n, opt) }
 
 // adminHandler is AdminHandler's http.Handler.
@@ -82,8 +95,32 @@ func newAdminHandler(n *Node, opt AdminOptions) *adminHandler {
 		h.log = slog.New(slog.DiscardHandler)
 	}
 	h.mux.HandleFunc("/status", h.read(func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, n.Status())
+		writeJSON(w, n.Report())
 	}))
+	h.mux.Handle("/metrics", h.read(promhttp.HandlerFor(n.Registry(), promhttp.HandlerOpts{}).ServeHTTP))
+	h.mux.HandleFunc("/healthz", h.probe(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-n.Done():
+			http.Error(w, fmt.Sprintf("stopped: %v", n.Err()), http.StatusServiceUnavailable)
+		default:
+			fmt.Fprintln(w, "ok")
+		}
+	}))
+	h.mux.HandleFunc("/readyz", h.probe(func(w http.ResponseWriter, r *http.Request) {
+		rd := n.Readiness()
+		if !rd.Ready {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			json.NewEncoder(w).Encode(rd)
+			return
+		}
+		writeJSON(w, rd)
+	}))
+	h.mux.HandleFunc("/debug/pprof/", h.profile(pprof.Index))
+	h.mux.HandleFunc("/debug/pprof/cmdline", h.profile(pprof.Cmdline))
+	h.mux.HandleFunc("/debug/pprof/profile", h.profile(pprof.Profile))
+	h.mux.HandleFunc("/debug/pprof/symbol", h.profile(pprof.Symbol))
+	h.mux.HandleFunc("/debug/pprof/trace", h.profile(pprof.Trace))
 	h.mux.HandleFunc("/members", h.read(func(w http.ResponseWriter, r *http.Request) {
 		if n.cfg.Gossip == nil {
 			http.Error(w, errNoGossip.Error(), http.StatusConflict)
@@ -185,6 +222,35 @@ func (h *adminHandler) read(f http.HandlerFunc) http.HandlerFunc {
 			}
 		} else if !loopbackHost(r.Host) {
 			h.refuse(w, "non_loopback_host", http.StatusForbidden, "Host %q is not a loopback address (without the admin token, only loopback names are answered)", r.Host)
+			return
+		}
+		f(w, r)
+	}
+}
+
+// probe guards a health probe: GET (or HEAD) only; no token, any Host
+// (see AdminHandler).
+func (h *adminHandler) probe(f http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			w.Header().Set("Allow", "GET, HEAD")
+			h.refuse(w, "wrong_method", http.StatusMethodNotAllowed, "%s is read-only: use GET", r.URL.Path)
+			return
+		}
+		f(w, r)
+	}
+}
+
+// profile guards the profiler: the token, always (even on loopback).
+// pprof's symbol lookup is a POST; the others are GETs.
+func (h *adminHandler) profile(f http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead && r.Method != http.MethodPost {
+			w.Header().Set("Allow", "GET, HEAD, POST")
+			h.refuse(w, "wrong_method", http.StatusMethodNotAllowed, "%s: use GET", r.URL.Path)
+			return
+		}
+		if !h.authorized(w, r) {
 			return
 		}
 		f(w, r)
@@ -345,6 +411,14 @@ func (c *AdminClient) Status(ctx context.Context) (Status, error) {
 	var st Status
 	err := c.call(ctx, http.MethodGet, "/status", nil, &st)
 	return st, err
+}
+
+// Report asks the node for its status with readiness, fsync p99 and send
+// queues (weft status).
+func (c *AdminClient) Report(ctx context.Context) (Report, error) {
+	var rep Report
+	err := c.call(ctx, http.MethodGet, "/status", nil, &rep)
+	return rep, err
 }
 
 // Members asks the node for its gossip view.

@@ -240,11 +240,16 @@ func (gs *gossiper) publishLoad(now time.Time) {
 func (gs *gossiper) step(from wire.ProcID, m *wire.Gossip) error {
 	msg, err := membership.Decode(m.Data)
 	if err != nil {
+		gs.n.met.gossipRejected("bad_frame")
 		gs.n.log.Debug("gossip: refused a frame", "from", uint32(from), "err", err)
 		return nil
 	}
-	if err := gs.g.Step(time.Now().UnixNano(), from, msg); err != nil {
+	now := time.Now().UnixNano()
+	if err := gs.g.Step(now, from, msg); err != nil {
+		gs.n.met.gossipRejected("bad_message")
 		gs.n.log.Debug("gossip: refused a message", "from", uint32(from), "msg", membership.Describe(msg), "err", err)
+	} else if _, ok := msg.(*membership.Ack); ok {
+		gs.n.met.ackReceived(from, now, gs.n.cfg.Gossip.ExchangeTimeout)
 	}
 	return gs.flush()
 }
@@ -261,12 +266,17 @@ func (gs *gossiper) flush() error {
 			return err
 		}
 	}
+	now := time.Now().UnixNano()
 	for _, env := range rd.Messages {
+		if _, ok := env.Msg.(*membership.Syn); ok {
+			gs.n.met.synSent(env.To, now)
+		}
 		if err := gs.n.tr.Send(env.To, &wire.Gossip{Data: membership.Append(nil, env.Msg)}); err != nil {
 			gs.n.stats.SendErrors++
 		}
 	}
 	for _, e := range rd.Events {
+		gs.n.met.gossipEvent(e)
 		gs.event(e)
 	}
 	gs.g.Advance()

@@ -49,6 +49,7 @@ import (
 type input struct {
 	env  wire.Envelope
 	size int64
+	at   int64 // a client's MULTICAST: when it arrived (Unix ns; delivery latency, metrics.go)
 }
 
 // budget bounds the bytes queued in one inbox. A message is admitted when
@@ -218,6 +219,7 @@ func (n *Node) handle(from wire.ProcID, m wire.Message) {
 		return
 	case *wire.Multicast:
 		if !n.cfg.Topology.IsReplica(from) {
+			in.at = time.Now().UnixNano()
 			n.admit(in, m.M.ID)
 			return
 		}
@@ -247,6 +249,9 @@ func (n *Node) take(q *inbox, in input) {
 	if q == n.clients {
 		n.shares.give(in.env.From)
 		n.stats.ClientSteps++
+		if mc, ok := in.env.Msg.(*wire.Multicast); ok {
+			n.met.clientMulticast(mc.M.ID, in.at)
+		}
 	}
 	n.step(in.env)
 }

@@ -383,6 +383,8 @@ type Node struct {
 	shares                                                        shares // client inbox messages by client (inbox.go)
 	sideDrops, viewDrops, clientShed, clientShedShare, inboxWaits atomic.Uint64
 
+	met *metrics // Prometheus metrics and readiness (metrics.go)
+
 	mu     sync.Mutex
 	status Status
 }
@@ -478,6 +480,7 @@ func New(cfg Config) (*Node, error) {
 
 		compactDone: make(chan error, 1),
 	}
+	n.met = newMetrics(n)
 	if cfg.Gossip != nil && cfg.Detector == nil {
 		n.det = newGossipDetector(cfg.ElectionTicks)
 		n.cfg.Detector = n.det
@@ -739,6 +742,7 @@ func (n *Node) step(env wire.Envelope) {
 		return
 	}
 	n.stats.Steps++
+	n.met.observe(env)
 	if err := n.m.Step(env); err != nil {
 		n.stats.StepErrors++
 		n.log.Debug("refused a message", "from", uint32(env.From), "msg", wire.Describe(env.Msg), "err", err)
@@ -750,12 +754,14 @@ func (n *Node) ready() error {
 	rd := n.m.Ready()
 	n.stats.Readies++
 	if len(rd.Persist) > 0 {
+		start := time.Now()
 		if err := n.w.AppendMessages(rd.Persist...); err != nil {
 			return err
 		}
 		if err := n.w.Sync(); err != nil {
 			return err
 		}
+		n.met.synced(time.Since(start), rd.Persist)
 		n.stats.Syncs++
 		n.stats.Records += uint64(len(rd.Persist))
 		if err := n.mirror(rd.Persist); err != nil {
@@ -773,6 +779,7 @@ func (n *Node) ready() error {
 		for i := range rd.Deliveries {
 			d := &rd.Deliveries[i]
 			n.stats.Delivered++
+			n.met.delivered(d.M.ID, now)
 			if n.dlog != nil {
 				n.dlog.add(&d.M, d.GTS, now)
 			}
@@ -831,4 +838,5 @@ func (n *Node) publish() {
 	n.status = st
 	n.status.Stats = st.Stats
 	n.mu.Unlock()
+	n.met.published(&st)
 }
