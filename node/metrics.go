@@ -287,7 +287,9 @@ var (
 	descInboxN   = desc("weft_inbox_messages", "Messages queued for the node's loop, by inbox.", "inbox")
 	descInboxB   = desc("weft_inbox_bytes", "Encoded bytes queued for the node's loop, by inbox.", "inbox")
 	descInboxPk  = desc("weft_inbox_peak_bytes", "The most encoded bytes an inbox ever held.", "inbox")
-	descSideDrop = desc("weft_side_drops_total", "Gossip frames and view requests dropped because the side queue was full.")
+	descSideDrop = desc("weft_side_drops_total", "Gossip frames dropped because the side queue was full.")
+	descViewDrop = desc("weft_view_drops_total", "Clients' view requests dropped because their queue was full.")
+	descInboxW   = desc("weft_inbox_waits_total", "Peer messages whose reader waited for room in the peer inbox (back-pressure).")
 	descStepErr  = desc("weft_step_errors_total", "Inputs the protocol refused (any reason; see weft_rejected_inputs_total).")
 	descRejected = desc("weft_rejected_inputs_total", "Remote inputs the protocol core refused, by reason (amcast.Rejects).", "reason")
 	descPeerQN   = desc("weft_transport_peer_queue_messages", "Messages waiting in the send queue to a peer.", "peer")
@@ -315,7 +317,7 @@ var (
 
 var allDescs = []*prometheus.Desc{descInfo, descLeader, descBallot, descBallotCh, descRecStart, descRecDone, descRetried, descRemc,
 	descCatchUp, descColl, descRetries, descRecv, descShed, descDeliv, descUntrack, descRetained, descSyncs, descRecords, descCompact,
-	descInboxN, descInboxB, descInboxPk, descSideDrop, descStepErr, descRejected, descPeerQN, descPeerQB, descPeerUp, descCliQB,
+	descInboxN, descInboxB, descInboxPk, descSideDrop, descViewDrop, descInboxW, descStepErr, descRejected, descPeerQN, descPeerQB, descPeerUp, descCliQB,
 	descClients, descConns, descBytes, descDrops, descHsRej, descDialF, descConnE, descPhi, descMemUp, descFlaps, descConv,
 	descReviv, descRounds, descLive, descGossRej, descReady, descLag}
 
@@ -362,6 +364,8 @@ func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descInboxB, float64(s.ClientInboxBytes), "client")
 	gauge(descInboxPk, float64(s.ClientInboxPeakBytes), "client")
 	counter(descSideDrop, float64(s.SideDrops))
+	counter(descViewDrop, float64(s.ViewDrops))
+	counter(descInboxW, float64(s.InboxWaits))
 	counter(descStepErr, float64(s.StepErrors))
 	if g := st.Gossip; g != nil {
 		counter(descRounds, float64(g.Rounds))
