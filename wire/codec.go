@@ -122,6 +122,9 @@ func Append(buf []byte, m Message) []byte {
 		buf = binary.AppendUvarint(buf, uint64(m.G))
 		buf = appendTS(buf, m.GTS)
 		buf = binary.AppendUvarint(buf, uint64(m.Leader))
+		buf = appendBool(buf, m.HasResult)
+		buf = binary.AppendUvarint(buf, uint64(len(m.Result)))
+		buf = append(buf, m.Result...)
 	case *NewLeader:
 		buf = appendBallot(buf, m.B)
 	case *NewLeaderAck:
@@ -303,7 +306,8 @@ func Size(m Message) int {
 		}
 	case *Delivered:
 		if m != nil {
-			return n + sizeMsgID(m.ID) + uvarintLen(uint64(m.G)) + sizeTS(m.GTS) + uvarintLen(uint64(m.Leader))
+			return n + sizeMsgID(m.ID) + uvarintLen(uint64(m.G)) + sizeTS(m.GTS) + uvarintLen(uint64(m.Leader)) +
+				1 + uvarintLen(uint64(len(m.Result))) + len(m.Result)
 		}
 	case *NewLeader:
 		if m != nil {
@@ -511,6 +515,12 @@ func Decode(b []byte) (Message, error) {
 		x.G = GroupID(d.u32("g"))
 		x.GTS = d.ts("gts")
 		x.Leader = ProcID(d.u32("leader"))
+		x.HasResult = d.bool("has_result")
+		if n := d.count("result", MaxPayload, 1); n > 0 {
+			x.Result = make([]byte, n)
+			copy(x.Result, d.b[d.off:])
+			d.off += n
+		}
 		m = x
 	case KindNewLeader:
 		x := new(NewLeader)

@@ -59,6 +59,8 @@ func samples() []struct {
 			`DELIVER 7.2 b=1.p1 lts=4.g0 gts=5.g2 prev=3.g2 linf=2.g1 +msg`},
 		{&Delivered{ID: MsgID{Client: 7, Seq: 1}, G: 2, GTS: Timestamp{3, 2}, Leader: 6},
 			`DELIVERED 7.1 g=2 gts=3.g2 leader=p6`},
+		{&Delivered{ID: MsgID{Client: 7, Seq: 1}, G: 2, GTS: Timestamp{3, 2}, Leader: 6, HasResult: true, Result: []byte("ok")},
+			`DELIVERED 7.1 g=2 gts=3.g2 leader=p6 result=2B`},
 		{&NewLeader{B: Ballot{1, 4}},
 			`NEW_LEADER b=1.p4`},
 		{&NewLeaderAck{B: Ballot{1, 4}, CBallot: Ballot{0, 3}, Clock: 17, MaxDelivered: Timestamp{5, 1},
@@ -384,7 +386,12 @@ func randMessage(r *rand.Rand, k Kind) Message {
 		}
 		return d
 	case KindDelivered:
-		return &Delivered{ID: randID(r), G: GroupID(randNum(r, 32)), GTS: randTS(r), Leader: ProcID(randNum(r, 32))}
+		d := &Delivered{ID: randID(r), G: GroupID(randNum(r, 32)), GTS: randTS(r), Leader: ProcID(randNum(r, 32))}
+		if r.IntN(2) == 0 {
+			d.HasResult = true
+			d.Result = randBytes(r)
+		}
+		return d
 	case KindNewLeader:
 		return &NewLeader{B: randBallot(r)}
 	case KindNewLeaderAck:
@@ -565,6 +572,8 @@ func TestDecodeErrors(t *testing.T) {
 		{"command dest unsorted", raw(Version, KindRecSlotDecided, 1, []byte{1}, 1, 0, 1, 0, 2, 4, 3, 0, 0, 0), ErrMalformed, "cmd.m.dest"},
 		{"phase 255", raw(Version, KindRecAccepted, 1, 0, 1, 0, 0, 0, []byte{255}, 0, 0, 0, 0, 0), ErrMalformed, "phase 255"},
 		{"oversized payload", raw(Version, KindMulticast, 1, 0, 1, 0, 1, 0, MaxPayload+1), ErrTooLarge, "m.payload"},
+		{"oversized result", raw(Version, KindDelivered, 1, 0, 1, 0, 1, 0, 0, []byte{1}, MaxPayload+1), ErrTooLarge, "result"},
+		{"result past end", raw(Version, KindDelivered, 1, 0, 1, 0, 1, 0, 0, []byte{1}, 5, []byte("ab")), ErrMalformed, "result"},
 		{"huge payload", raw(Version, KindMulticast, 1, 0, 1, 0, 1, 0, uint64(math.MaxUint64)), ErrTooLarge, "limit"},
 		{"payload past end", raw(Version, KindMulticast, 1, 0, 1, 0, 1, 0, 10, []byte("abc")), ErrMalformed, "only 3 bytes left"},
 		{"max payload past end", raw(Version, KindMulticast, 1, 0, 1, 0, 1, 0, MaxPayload), ErrMalformed, "m.payload"},

@@ -82,6 +82,11 @@ func describe(sb *strings.Builder, m Message) {
 		descTS(sb, "gts", m.GTS)
 		sb.WriteString(" leader=p")
 		sb.WriteString(strconv.FormatUint(uint64(m.Leader), 10))
+		if m.HasResult {
+			sb.WriteString(" result=")
+			sb.WriteString(strconv.Itoa(len(m.Result)))
+			sb.WriteString("B")
+		}
 	case *NewLeader:
 		descBallot(sb, "b", m.B)
 	case *NewLeaderAck:

@@ -350,11 +350,19 @@ type Deliver struct {
 // with global timestamp GTS. Leader is the sender's view of G's leader. A
 // zero GTS means the message was delivered long ago and garbage-collected:
 // the leader remembers that it was delivered, not its timestamp.
+//
+// Result is the application's result for the message in group G (the
+// replicated state machine's, package rsm; at most MaxPayload bytes), or
+// empty: a node without a state machine, or one that no longer holds the
+// result (see docs/rsm.md). HasResult tells the two apart from an empty
+// result.
 type Delivered struct {
-	ID     MsgID
-	G      GroupID
-	GTS    Timestamp
-	Leader ProcID
+	ID        MsgID
+	G         GroupID
+	GTS       Timestamp
+	Leader    ProcID
+	HasResult bool
+	Result    []byte
 }
 
 // NewLeader (NEW_LEADER) starts ballot B in a group.
