@@ -24,7 +24,7 @@ const modulePath = "github.com/weft-dev/weft"
 // test-support packages: directories named like Go's httptest or fstest
 // ("...test", e.g. amcast/amcasttest), which exist only for tests and may use
 // the testing package, files and third-party test libraries.
-var coreDirs = []string{"wire", "amcast", "sim", "internal/check", "membership", "phi", "kv"}
+var coreDirs = []string{"wire", "amcast", "sim", "internal/check", "membership", "phi", "kv", "rsm"}
 
 // forbiddenImports are import paths the core may not use, each with all of
 // its subpackages ("net" also forbids "net/http"), except allowedImports.

@@ -1,0 +1,231 @@
+package rsm
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"math"
+
+	"github.com/weft-dev/weft/wire"
+)
+
+// A snapshot, as Driver.Snapshot writes it, is a sequence of chunks, each
+// "u32 length | data | u32 CRC32C(data)", ended by a zero-length chunk;
+// truncation and corruption are detected without holding the snapshot in
+// memory. The chunks' data is:
+//
+//	"WEFTRSM1" | applied gts (T, G) | applied count | results held:
+//	  count, then each: client, session, seq, length, bytes |
+//	the state machine's own stream
+//
+// (numbers as uvarints). The applied gts travels in front of the
+// application's stream so the two can never disagree: a restored replica
+// replays exactly the deliveries above it (docs/rsm.md).
+const snapMagic = "WEFTRSM1"
+
+// chunkSize is the data per chunk; a reader never buffers more than one.
+const chunkSize = 64 << 10
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// Snapshot writes the driver's state (the applied gts and the results held)
+// and then the state machine's, at the current delivery boundary, to w.
+func (d *Driver) Snapshot(w io.Writer) error {
+	if d.err != nil {
+		return d.err
+	}
+	cw := &chunkWriter{w: w}
+	bw := bufio.NewWriterSize(cw, chunkSize)
+	var buf []byte
+	buf = append(buf, snapMagic...)
+	buf = binary.AppendUvarint(buf, d.applied.T)
+	buf = binary.AppendUvarint(buf, uint64(d.applied.G))
+	buf = binary.AppendUvarint(buf, d.stats.Applied)
+	buf = binary.AppendUvarint(buf, uint64(d.replies.len()))
+	if _, err := bw.Write(buf); err != nil {
+		return err
+	}
+	err := d.replies.each(func(id wire.MsgID, r []byte) error {
+		buf = buf[:0]
+		buf = binary.AppendUvarint(buf, uint64(id.Client))
+		buf = binary.AppendUvarint(buf, id.Session)
+		buf = binary.AppendUvarint(buf, id.Seq)
+		buf = binary.AppendUvarint(buf, uint64(len(r)))
+		buf = append(buf, r...)
+		_, err := bw.Write(buf)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if err := d.sm.Snapshot(bw); err != nil {
+		return fmt.Errorf("rsm: the state machine's snapshot: %w", err)
+	}
+	if err := bw.Flush(); err != nil {
+		return err
+	}
+	return cw.close()
+}
+
+// Restore replaces the driver's state and the state machine's by the
+// snapshot r holds. On an error the state machine's state is undefined and
+// the driver must not be used.
+func (d *Driver) Restore(r io.Reader) error {
+	cr := &chunkReader{r: r}
+	br := bufio.NewReaderSize(cr, chunkSize)
+	magic := make([]byte, len(snapMagic))
+	if _, err := io.ReadFull(br, magic); err != nil || string(magic) != snapMagic {
+		return fmt.Errorf("%w: no snapshot header (%v)", ErrBadSnapshot, snapErr(cr, err))
+	}
+	var hdr [4]uint64
+	for i := range hdr {
+		v, err := binary.ReadUvarint(br)
+		if err != nil {
+			return fmt.Errorf("%w: header: %v", ErrBadSnapshot, snapErr(cr, err))
+		}
+		hdr[i] = v
+	}
+	if hdr[1] > wire.MaxGroups {
+		return fmt.Errorf("%w: group %d out of range", ErrBadSnapshot, hdr[1])
+	}
+	// What the writer held is restored whole (the bounds apply again from
+	// the next put), so that replicas keep holding the same results.
+	var t replyTable
+	t.init(math.MaxInt, math.MaxInt64)
+	for range hdr[3] {
+		var f [4]uint64
+		for i := range f {
+			v, err := binary.ReadUvarint(br)
+			if err != nil {
+				return fmt.Errorf("%w: results: %v", ErrBadSnapshot, snapErr(cr, err))
+			}
+			f[i] = v
+		}
+		if f[0] > 1<<32-1 || f[3] > uint64(d.cfg.MaxResult) {
+			return fmt.Errorf("%w: result of client %d with %d bytes", ErrBadSnapshot, f[0], f[3])
+		}
+		res := make([]byte, f[3])
+		if _, err := io.ReadFull(br, res); err != nil {
+			return fmt.Errorf("%w: results: %v", ErrBadSnapshot, snapErr(cr, err))
+		}
+		t.put(wire.MsgID{Client: wire.ProcID(f[0]), Session: f[1], Seq: f[2]}, 0, res)
+	}
+	if err := d.sm.Restore(br); err != nil {
+		return fmt.Errorf("rsm: the state machine's restore: %w", err)
+	}
+	// The state machine must have read its whole stream: anything left is
+	// a snapshot of another format, or a state machine that stopped early.
+	if n, err := io.Copy(io.Discard, br); err != nil || n > 0 {
+		return fmt.Errorf("%w: %d bytes after the state machine's state (%v)", ErrBadSnapshot, n, snapErr(cr, err))
+	}
+	if !cr.done {
+		return fmt.Errorf("%w: truncated", ErrBadSnapshot)
+	}
+	t.max, t.maxBytes = d.cfg.MaxReplies, d.cfg.MaxReplyBytes
+	d.replies = t
+	d.applied = wire.Timestamp{T: hdr[0], G: wire.GroupID(hdr[1])}
+	d.stats = Stats{Applied: hdr[2]}
+	d.err = nil
+	return nil
+}
+
+// snapErr names the cause of a read failure: the chunk layer's (corrupt,
+// truncated) if it failed, else err.
+func snapErr(cr *chunkReader, err error) error {
+	if cr.err != nil && !errors.Is(cr.err, io.EOF) {
+		return cr.err
+	}
+	if err == io.EOF {
+		return io.ErrUnexpectedEOF
+	}
+	return err
+}
+
+// chunkWriter frames what it is given into checksummed chunks.
+type chunkWriter struct {
+	w   io.Writer
+	hdr [4]byte
+}
+
+func (c *chunkWriter) Write(p []byte) (int, error) {
+	n := 0
+	for len(p) > 0 {
+		k := min(len(p), chunkSize)
+		if err := c.chunk(p[:k]); err != nil {
+			return n, err
+		}
+		p, n = p[k:], n+k
+	}
+	return n, nil
+}
+
+func (c *chunkWriter) chunk(p []byte) error {
+	binary.BigEndian.PutUint32(c.hdr[:], uint32(len(p)))
+	if _, err := c.w.Write(c.hdr[:]); err != nil {
+		return err
+	}
+	if _, err := c.w.Write(p); err != nil {
+		return err
+	}
+	binary.BigEndian.PutUint32(c.hdr[:], crc32.Checksum(p, castagnoli))
+	_, err := c.w.Write(c.hdr[:])
+	return err
+}
+
+func (c *chunkWriter) close() error { return c.chunk(nil) }
+
+// chunkReader reads what chunkWriter wrote, checking every chunk; it
+// returns io.EOF after the end chunk, and an error naming the problem if
+// the stream ends before it or a chunk is corrupt.
+type chunkReader struct {
+	r    io.Reader
+	buf  []byte
+	off  int
+	done bool
+	err  error
+}
+
+func (c *chunkReader) Read(p []byte) (int, error) {
+	for c.off == len(c.buf) {
+		if c.err != nil {
+			return 0, c.err
+		}
+		c.err = c.next()
+	}
+	n := copy(p, c.buf[c.off:])
+	c.off += n
+	return n, nil
+}
+
+func (c *chunkReader) next() error {
+	var hdr [4]byte
+	if _, err := io.ReadFull(c.r, hdr[:]); err != nil {
+		return fmt.Errorf("%w: truncated (%v)", ErrBadSnapshot, err)
+	}
+	n := binary.BigEndian.Uint32(hdr[:])
+	if n > chunkSize {
+		return fmt.Errorf("%w: chunk of %d bytes", ErrBadSnapshot, n)
+	}
+	if cap(c.buf) < int(n) {
+		c.buf = make([]byte, n, chunkSize)
+	}
+	c.buf, c.off = c.buf[:n], 0
+	if _, err := io.ReadFull(c.r, c.buf); err != nil {
+		return fmt.Errorf("%w: truncated (%v)", ErrBadSnapshot, err)
+	}
+	if _, err := io.ReadFull(c.r, hdr[:]); err != nil {
+		return fmt.Errorf("%w: truncated (%v)", ErrBadSnapshot, err)
+	}
+	if crc32.Checksum(c.buf, castagnoli) != binary.BigEndian.Uint32(hdr[:]) {
+		c.buf = c.buf[:0]
+		return fmt.Errorf("%w: chunk checksum mismatch", ErrBadSnapshot)
+	}
+	if n == 0 {
+		c.done = true
+		return io.EOF
+	}
+	return nil
+}
