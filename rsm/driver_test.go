@@ -320,4 +320,3 @@ func (c *countWriter) Write(p []byte) (int, error) {
 	c.maxWrite = max(c.maxWrite, len(p))
 	return c.buf.Write(p)
 }
-
