@@ -52,6 +52,11 @@ type Delivery struct {
 	M   wire.AppMsg
 	GTS wire.Timestamp
 	Rec int
+	// Replies, in a Client's completions only, are the DELIVERED replies
+	// that completed the message: one per destination group with
+	// Client.AllGroups, else the first one (with each group's result, when
+	// the nodes run a replicated service: package rsm).
+	Replies []*wire.Delivered
 }
 
 // Ready is the batch of outputs a Machine produced since the last Advance.

@@ -9,7 +9,9 @@ import (
 // Client is the client side of every multicast protocol in weft, as a
 // deterministic state machine. It sends MULTICAST(m) to its view of the
 // leader of each destination group and completes m on the first DELIVERED
-// reply. Completions come out as Ready.Deliveries.
+// reply, or, with AllGroups, once every destination group replied.
+// Completions come out as Ready.Deliveries, with the replies
+// (Delivery.Replies).
 //
 // Retries: a message without a reply after RetryTicks ticks is sent again,
 // with the same id, to every member of its destination groups (the leader
@@ -21,6 +23,13 @@ type Client struct {
 	outbox Outbox
 	// RetryTicks is the reply timeout in ticks (default 20; 0 disables).
 	RetryTicks int
+	// AllGroups makes a message complete only once every destination
+	// group replied, each with its own result: what a replicated service
+	// needs from a message to several shards (docs/rsm.md). Only nodes
+	// that run a service (node.Config.StateMachine) answer from every
+	// destination group; the protocols alone answer from the first one,
+	// the designated replier, so a client of such nodes must leave it off.
+	AllGroups bool
 	id         wire.ProcID
 	session    uint64
 	maxSeq     uint64 // highest sequence number multicast
@@ -35,6 +44,7 @@ type outstanding struct {
 	m       wire.AppMsg
 	due     uint64
 	backoff uint64
+	replies []*wire.Delivered // one per destination group answered (AllGroups)
 }
 
 // NewClient returns a client of session 0 whose leader view is every
@@ -195,7 +205,28 @@ func (c *Client) Step(env wire.Envelope) error {
 	if !ok {
 		return nil // a late duplicate reply
 	}
+	if o.m.DestIndex(d.G) < 0 {
+		return fmt.Errorf("%w: DELIVERED %s from group %d, not a destination", ErrBadMessage, d.ID, d.G)
+	}
+	for _, r := range o.replies {
+		if r.G == d.G {
+			return nil // this group answered already
+		}
+	}
+	o.replies = append(o.replies, d)
+	if c.AllGroups && len(o.replies) < len(o.m.Dest) {
+		return nil
+	}
 	delete(c.out, d.ID)
-	c.outbox.Deliver(o.m, d.GTS)
+	// The destination groups agree on the gts; a zero one means "delivered
+	// and collected, the timestamp is not remembered" (wire.Delivered).
+	var gts wire.Timestamp
+	for _, r := range o.replies {
+		if gts.IsZero() {
+			gts = r.GTS
+		}
+	}
+	c.outbox.Deliver(o.m, gts)
+	c.outbox.rd.Deliveries[len(c.outbox.rd.Deliveries)-1].Replies = o.replies
 	return nil
 }

@@ -51,3 +51,55 @@ func TestClientAbandon(t *testing.T) {
 		}
 	}
 }
+
+// TestClientAllGroups: with AllGroups a message completes once every
+// destination group answered (a group's second answer and a non-destination
+// group's are not counted), with every group's reply; without it, on the
+// first reply.
+func TestClientAllGroups(t *testing.T) {
+	topo, err := NewTopology(3, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, all := range []bool{false, true} {
+		c, err := NewSessionClient(topo, 100, 9)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.AllGroups = all
+		id := wire.MsgID{Client: 100, Session: 9, Seq: 1}
+		if err := c.Multicast(wire.AppMsg{ID: id, Dest: []wire.GroupID{0, 2}}); err != nil {
+			t.Fatal(err)
+		}
+		c.Advance()
+		reply := func(g wire.GroupID, gts uint64, res string) error {
+			return c.Step(wire.Envelope{From: wire.ProcID(g), To: 100, Msg: &wire.Delivered{ID: id, G: g, GTS: wire.Timestamp{T: gts, G: 2},
+				Leader: wire.ProcID(g), HasResult: true, Result: []byte(res)}})
+		}
+		if err := reply(1, 5, "x"); err == nil {
+			t.Fatal("a reply from a group that is not a destination was taken")
+		}
+		if err := reply(2, 5, "two"); err != nil {
+			t.Fatal(err)
+		}
+		if got := len(c.Ready().Deliveries); all != (got == 0) {
+			t.Fatalf("AllGroups %v: %d completions after one of two groups answered", all, got)
+		}
+		if !all {
+			continue
+		}
+		if err := reply(2, 5, "again"); err != nil || len(c.Ready().Deliveries) != 0 {
+			t.Fatalf("a group's second reply completed the message (err %v)", err)
+		}
+		if err := reply(0, 0, "zero"); err != nil { // a collected message's reply: no gts
+			t.Fatal(err)
+		}
+		ds := c.Ready().Deliveries
+		if len(ds) != 1 || len(ds[0].Replies) != 2 || ds[0].GTS != (wire.Timestamp{T: 5, G: 2}) {
+			t.Fatalf("completions %+v", ds)
+		}
+		if string(ds[0].Replies[0].Result) != "two" || string(ds[0].Replies[1].Result) != "zero" {
+			t.Fatalf("results %q %q", ds[0].Replies[0].Result, ds[0].Replies[1].Result)
+		}
+	}
+}

@@ -101,6 +101,13 @@ type Config struct {
 	// ViewTicks is how often, in ticks, the client asks a node for the
 	// cluster's view (default DefaultViewTicks; negative never asks).
 	ViewTicks int
+	// AllGroups makes Multicast wait for the reply of every destination
+	// group, each with its group's result (Result.Results), instead of the
+	// first one (amcast.Client.AllGroups). Only nodes that run a
+	// replicated service (node.Config.StateMachine, e.g. weft-kv) answer
+	// from every destination group: against nodes without one, leave it
+	// off, or a message to several groups never completes.
+	AllGroups bool
 	// OnMulticast, if set, is called for each message just before it is
 	// first sent, from the client's goroutine (a history recorder logs the
 	// multicast event there).
@@ -122,6 +129,30 @@ type Result struct {
 	Leader wire.ProcID
 	// Latency is the time from the first send to the reply.
 	Latency time.Duration
+	// Results are the answering groups' results (the replicated service's,
+	// package rsm), in the order they arrived: every destination group
+	// with Config.AllGroups, else the group that answered.
+	Results []GroupResult
+}
+
+// GroupResult is one destination group's answer to a message.
+type GroupResult struct {
+	Group wire.GroupID
+	// Result is the group's state machine's result. OK is false when the
+	// node runs no state machine, or no longer holds the result (a retry
+	// answered after the bounds of docs/rsm.md forgot it).
+	Result []byte
+	OK     bool
+}
+
+// Of returns group g's result, if g answered with one.
+func (r *Result) Of(g wire.GroupID) ([]byte, bool) {
+	for _, gr := range r.Results {
+		if gr.Group == g {
+			return gr.Result, gr.OK
+		}
+	}
+	return nil, false
 }
 
 type request struct {
@@ -158,7 +189,6 @@ type Client struct {
 	m       *amcast.Client
 	seq     uint64
 	waiting map[wire.MsgID]*request
-	hint    map[wire.MsgID]reply
 	nodes   []wire.ProcID // every node, in the order views are asked
 	ticks   int
 	nextAsk int // next view request at this tick
@@ -216,6 +246,7 @@ func New(cfg Config) (*Client, error) {
 		return nil, err
 	}
 	m.RetryTicks = cfg.RetryTicks
+	m.AllGroups = cfg.AllGroups
 	c := &Client{
 		cfg:     cfg,
 		reqs:    make(chan *request),
@@ -315,7 +346,7 @@ func (c *Client) handle(from wire.ProcID, m wire.Message) {
 }
 
 // Multicast sends payload to the groups in dest and waits for the reply
-// of a destination group (or ctx). dest need not be sorted. If ctx ends
+// of a destination group, or of every one with Config.AllGroups (or ctx). dest need not be sorted. If ctx ends
 // first the message stays in flight (it may still be delivered). If a
 // destination group's leader sheds it, Multicast returns ErrOverloaded
 // (see there): the caller should back off.
@@ -451,10 +482,6 @@ func (c *Client) reply(rp reply) {
 	c.mu.Lock()
 	c.leaders[d.G] = d.Leader
 	c.mu.Unlock()
-	if c.hint == nil {
-		c.hint = map[wire.MsgID]reply{}
-	}
-	c.hint[d.ID] = rp
 }
 
 // shed ends a request whose message node from shed (wire.Overloaded) with
@@ -489,14 +516,15 @@ func (c *Client) ready() {
 	for _, d := range rd.Deliveries {
 		r := c.waiting[d.M.ID]
 		delete(c.waiting, d.M.ID)
-		h := c.hint[d.M.ID]
-		delete(c.hint, d.M.ID)
 		if r == nil {
 			continue
 		}
 		res := Result{ID: d.M.ID, GTS: d.GTS, Latency: now.Sub(r.start)}
-		if h.d != nil {
-			res.Group, res.Leader = h.d.G, h.d.Leader
+		for i, rp := range d.Replies {
+			if i == 0 {
+				res.Group, res.Leader = rp.G, rp.Leader
+			}
+			res.Results = append(res.Results, GroupResult{Group: rp.G, Result: rp.Result, OK: rp.HasResult})
 		}
 		r.reply <- answer{res: res}
 	}
@@ -504,7 +532,6 @@ func (c *Client) ready() {
 	c.retries = c.m.Retries()
 	c.mu.Unlock()
 	c.m.Advance()
-	clear(c.hint)
 }
 
 // certClientID returns the client id a TLS certificate is bound to, or 0

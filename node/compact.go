@@ -84,6 +84,17 @@ func (n *Node) startCompaction() error {
 			return err
 		}
 	}
+	// The state machine's snapshot first: the deliveries the cut drops
+	// from the WAL must be in it (service.go). If it cannot be written the
+	// log is kept, as for any failed compaction.
+	if n.svc != nil {
+		if err := n.snapshotService(); err != nil {
+			n.stats.CompactionErrors++
+			n.sinceCut = 0 // try again after another CompactBytes
+			n.log.Error("compaction not started: the state machine's snapshot failed; keeping the log", "err", err)
+			return nil
+		}
+	}
 	sw, err := n.w.BeginSnapshot()
 	if err != nil {
 		return err // the log's sync failed: sticky

@@ -52,6 +52,7 @@ import (
 
 	"github.com/weft-dev/weft/amcast"
 	"github.com/weft-dev/weft/membership"
+	"github.com/weft-dev/weft/rsm"
 	"github.com/weft-dev/weft/storage/vfs"
 	"github.com/weft-dev/weft/storage/wal"
 	"github.com/weft-dev/weft/transport"
@@ -201,6 +202,13 @@ type Config struct {
 	// node's goroutine, after the delivery is durable. It must not block
 	// for long.
 	OnDeliver func(Delivery)
+	// StateMachine, if set, is the replicated service this node runs
+	// (package rsm; docs/rsm.md): every delivery is applied to it exactly
+	// once, across restarts, and clients are answered with its results
+	// (service.go). It is called from the node's goroutine only. RSM
+	// tunes its driver (the results kept for clients).
+	StateMachine rsm.StateMachine
+	RSM          rsm.Config
 	// Logger receives node and transport events (default: discard).
 	Logger *slog.Logger
 
@@ -351,6 +359,7 @@ type Node struct {
 	w     *wal.WAL
 	tr    *transport.Transport
 	dlog  *deliveryLog
+	svc   *service // the replicated service (service.go); nil without Config.StateMachine
 	// The inboxes (inbox.go): protocol messages from nodes, clients'
 	// MULTICASTs, the side queue, which carries gossip past the protocol's
 	// backlog (a deep inbox must not delay heartbeat arrivals into phi
@@ -396,6 +405,9 @@ type Stats struct {
 	Sent, SendErrors         uint64
 	Delivered, Recovered     uint64
 	Compactions              uint64
+	// ServiceSnapshots counts the state machine's snapshots written
+	// (service.go).
+	ServiceSnapshots uint64
 	// CompactionErrors counts compactions given up (the node kept its
 	// log; see compact.go).
 	CompactionErrors          uint64
@@ -456,6 +468,17 @@ type Status struct {
 	// Amnesiac: the member lost its data directory and was rejoined; it is
 	// inert (never votes, acks or leads) until state transfer exists.
 	Amnesiac bool `json:"amnesiac,omitempty"`
+	// Service holds the state machine driver's counters and its applied
+	// gts (nil without Config.StateMachine).
+	Service *ServiceStatus `json:"service,omitempty"`
+}
+
+// ServiceStatus describes the replicated service (service.go).
+type ServiceStatus struct {
+	rsm.Stats
+	AppliedGTS wire.Timestamp `json:"applied_gts"`
+	// Replayed is how many deliveries the last start applied from the log.
+	Replayed int `json:"replayed"`
 }
 
 // New opens the node's log, restores its process and starts it.
@@ -594,6 +617,11 @@ func (n *Node) open() error {
 	}
 	if mode == startNew {
 		n.log.Info("bootstrapped a new member", "identity", n.ident.String())
+	}
+	if cfg.StateMachine != nil {
+		if err := n.openService(durable, mode == startAmnesiac); err != nil {
+			return err
+		}
 	}
 	if mode == startRestore {
 		b, cb := n.m.ballots()
@@ -746,7 +774,9 @@ func (n *Node) step(env wire.Envelope) {
 	if err := n.m.Step(env); err != nil {
 		n.stats.StepErrors++
 		n.log.Debug("refused a message", "from", uint32(env.From), "msg", wire.Describe(env.Msg), "err", err)
+		return
 	}
+	n.handleRetry(env)
 }
 
 // ready handles one Ready: persist and sync, send, deliver, advance.
@@ -769,6 +799,9 @@ func (n *Node) ready() error {
 		}
 	}
 	for _, env := range rd.Messages {
+		if n.svc.holdReply(env) {
+			continue // sent with its result once the deliveries are applied
+		}
 		n.stats.Sent++
 		if err := n.tr.Send(env.To, env.Msg); err != nil {
 			n.stats.SendErrors++
@@ -789,11 +822,21 @@ func (n *Node) ready() error {
 				return err
 			}
 		}
+		if n.svc != nil {
+			if err := n.applyService(rd.Deliveries); err != nil {
+				return err
+			}
+		}
 		if n.cfg.OnDeliver != nil {
 			for i := range rd.Deliveries {
 				d := &rd.Deliveries[i]
 				n.cfg.OnDeliver(Delivery{M: d.M, GTS: d.GTS})
 			}
+		}
+	}
+	if n.svc != nil && len(n.svc.held) > 0 {
+		if err := n.applyService(nil); err != nil { // replies without deliveries (retries)
+			return err
 		}
 	}
 	n.m.Advance()
@@ -816,6 +859,9 @@ func (n *Node) publish() {
 		Retained: n.m.retained(), Coverage: n.m.coverage(),
 		WALFirst: n.w.FirstIndex(), WALLast: n.w.LastIndex(), Stats: n.stats, Pid: os.Getpid(), LeaderSince: n.leaderSince,
 		Incarnation: n.ident.Incarnation, Amnesiac: n.ident.Amnesiac,
+	}
+	if n.svc != nil {
+		st.Service = &ServiceStatus{Stats: n.svc.d.Stats(), AppliedGTS: n.svc.d.Applied(), Replayed: n.svc.replayed}
 	}
 	st.Stats.InboxQueued = len(n.inbox.ch)
 	st.Stats.InboxBytes, st.Stats.InboxPeakBytes = n.inbox.budget.load()

@@ -1,0 +1,220 @@
+package node
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path/filepath"
+	"slices"
+
+	"github.com/weft-dev/weft/amcast"
+	"github.com/weft-dev/weft/rsm"
+	"github.com/weft-dev/weft/storage/vfs"
+	"github.com/weft-dev/weft/wire"
+)
+
+// The replicated service (Config.StateMachine; package rsm, docs/rsm.md).
+//
+// The node hands each Ready's deliveries to the rsm.Driver after they are
+// durable (the contract's step 3), then answers clients with the results:
+//
+//   - the core's DELIVERED replies (from its group's leader, the designated
+//     replier: the message's first destination group) are held back from
+//     the Ready's sends until the deliveries are applied, and carry the
+//     result then; the node's other messages go out first, as before;
+//   - the leader of every other destination group answers too, with its
+//     own group's result (the core does not: without a service one reply
+//     per message is enough), so a client can wait for every group's
+//     result (client.Config.AllGroups); a retried MULTICAST of a message
+//     this group applied is answered the same way (handleRetry);
+//   - a result the driver no longer holds (forgotten past its bounds) is
+//     answered without one (wire.Delivered.HasResult false).
+//
+// The application's snapshot is written next to the WAL
+// (DataDir/rsm.snapshot, atomically: temporary file, fsync, rename, fsync
+// of the directory) when a compaction starts, before the WAL's snapshot
+// index is fixed: every delivery the compaction drops from the log is then
+// in the application's snapshot (the log is never cut below it). On start
+// the node restores that snapshot and replays the deliveries the log holds
+// above its gts; if the log's last delivery is not reached that way (a
+// delivery the log no longer holds and the snapshot lacks), the node
+// refuses to start rather than run a state that skipped a delivery.
+const serviceSnapshotFile = "rsm.snapshot"
+
+type service struct {
+	d    *rsm.Driver
+	fs   vfs.FS
+	path string
+	// held are the DELIVERED replies of the current Ready, sent once its
+	// deliveries are applied.
+	held    []wire.Envelope
+	entries []rsm.Entry
+	// Replayed counts the deliveries applied from the log on start.
+	replayed int
+}
+
+// openService restores the state machine from its snapshot and the log's
+// deliveries (durable, in log order).
+func (n *Node) openService(durable []*wire.RecDelivered, amnesiac bool) error {
+	cfg := &n.cfg
+	d, err := rsm.NewDriver(cfg.StateMachine, cfg.RSM)
+	if err != nil {
+		return fmt.Errorf("node: %w", err)
+	}
+	s := &service{d: d, fs: cfg.FS, path: filepath.Join(cfg.DataDir, serviceSnapshotFile)}
+	n.svc = s
+	if amnesiac {
+		return nil // it delivers nothing; its state is empty until state transfer exists
+	}
+	f, err := cfg.FS.Open(s.path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+	case err != nil:
+		return fmt.Errorf("node: opening the state machine's snapshot: %w", err)
+	default:
+		err = d.Restore(bufio.NewReaderSize(f, 64<<10))
+		f.Close()
+		if err != nil {
+			return fmt.Errorf("node: restoring the state machine from %s: %w", s.path, err)
+		}
+	}
+	from, restored := d.Applied(), d.Stats().Applied
+	entries := make([]rsm.Entry, 0, len(durable))
+	for _, r := range durable {
+		entries = append(entries, rsm.EntryOf(&r.M, r.GTS))
+	}
+	slices.SortFunc(entries, func(a, b rsm.Entry) int {
+		switch {
+		case a.GTS.Less(b.GTS):
+			return -1
+		case b.GTS.Less(a.GTS):
+			return 1
+		}
+		return 0
+	})
+	if err := d.Apply(entries); err != nil {
+		return fmt.Errorf("node: replaying the log into the state machine: %w", err)
+	}
+	s.replayed = int(d.Stats().Applied - restored)
+	if last := n.m.maxDelivered(); d.Applied() != last {
+		return fmt.Errorf("node: the state machine's state (snapshot at gts %s, replayed up to %s) does not reach the log's last delivery %s: "+
+			"deliveries in between are in neither the application's snapshot nor the log (was %s written by another run, or the service "+
+			"added to a data directory that delivered without one?); the member cannot rebuild its state (state transfer is issue #12 item 2)",
+			from, d.Applied(), last, s.path)
+	}
+	if from != (wire.Timestamp{}) || s.replayed > 0 {
+		n.log.Info("restored the state machine", "snapshot_gts", from, "replayed", s.replayed, "applied_gts", d.Applied())
+	}
+	return nil
+}
+
+// holdReply reports whether env is a DELIVERED reply to hold until the
+// Ready's deliveries are applied (and holds it).
+func (s *service) holdReply(env wire.Envelope) bool {
+	if s == nil {
+		return false
+	}
+	if _, ok := env.Msg.(*wire.Delivered); !ok {
+		return false
+	}
+	s.held = append(s.held, env)
+	return true
+}
+
+// apply hands one Ready's deliveries to the state machine and sends the
+// replies: the held ones with their results, and this group's own when it
+// is not the designated replier and this node leads it.
+func (n *Node) applyService(ds []amcast.Delivery) error {
+	s := n.svc
+	s.entries = s.entries[:0]
+	for i := range ds {
+		s.entries = append(s.entries, rsm.EntryOf(&ds[i].M, ds[i].GTS))
+	}
+	if err := s.d.Apply(s.entries); err != nil {
+		return err
+	}
+	clear(s.entries)
+	for _, env := range s.held {
+		d := *env.Msg.(*wire.Delivered)
+		d.Result, d.HasResult = s.d.Result(d.ID)
+		n.sendCounted(env.To, &d)
+	}
+	clear(s.held)
+	s.held = s.held[:0]
+	if !n.m.leader() {
+		return nil
+	}
+	for i := range ds {
+		n.replyOwn(&ds[i].M, ds[i].GTS)
+	}
+	return nil
+}
+
+// replyOwn answers m's client with this group's result when this group is
+// a destination but not the designated replier (whose answer the core
+// sends).
+func (n *Node) replyOwn(m *wire.AppMsg, gts wire.Timestamp) {
+	if len(m.Dest) < 2 || m.Dest[0] == n.group || m.DestIndex(n.group) < 0 || n.cfg.Topology.IsReplica(m.ID.Client) {
+		return
+	}
+	res, ok := n.svc.d.Result(m.ID)
+	n.sendCounted(m.ID.Client, &wire.Delivered{ID: m.ID, G: n.group, GTS: gts, Leader: n.cfg.ID, HasResult: ok, Result: res})
+}
+
+// handleRetry answers a client's MULTICAST of a message this group already
+// applied, when this group is not its designated replier (the core answers
+// for that one): the leader replies with the result it holds.
+func (n *Node) handleRetry(env wire.Envelope) {
+	mc, ok := env.Msg.(*wire.Multicast)
+	if n.svc == nil || !ok || !n.m.leader() || env.From != mc.M.ID.Client {
+		return
+	}
+	if _, applied := n.svc.d.Result(mc.M.ID); !applied {
+		return
+	}
+	// The gts is not kept with the result: zero means "delivered; the
+	// timestamp is not remembered", as for a collected message (wire.Delivered).
+	n.replyOwn(&mc.M, wire.Timestamp{})
+}
+
+// sendCounted sends msg to a client, counting it like the Ready's sends.
+func (n *Node) sendCounted(to wire.ProcID, msg wire.Message) {
+	n.stats.Sent++
+	if err := n.tr.Send(to, msg); err != nil {
+		n.stats.SendErrors++
+	}
+}
+
+// snapshotService writes the state machine's snapshot (see the top of this
+// file). It runs on the loop, between two Readies: a delivery boundary.
+func (n *Node) snapshotService() error {
+	s := n.svc
+	tmp := s.path + ".tmp"
+	f, err := s.fs.Create(tmp)
+	if err != nil {
+		return fmt.Errorf("node: state machine snapshot: %w", err)
+	}
+	bw := bufio.NewWriterSize(f, 64<<10)
+	err = s.d.Snapshot(bw)
+	if err == nil {
+		err = bw.Flush()
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = s.fs.Rename(tmp, s.path)
+	}
+	if err == nil {
+		err = vfs.SyncDir(s.fs, filepath.Dir(s.path))
+	}
+	if err != nil {
+		return fmt.Errorf("node: state machine snapshot %s: %w", s.path, err)
+	}
+	n.stats.ServiceSnapshots++
+	return nil
+}
