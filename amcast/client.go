@@ -30,14 +30,14 @@ type Client struct {
 	// destination group; the protocols alone answer from the first one,
 	// the designated replier, so a client of such nodes must leave it off.
 	AllGroups bool
-	id         wire.ProcID
-	session    uint64
-	maxSeq     uint64 // highest sequence number multicast
-	topo       *Topology
-	leaders    []wire.ProcID
-	out        map[wire.MsgID]*outstanding
-	ticks      uint64
-	retries    int
+	id        wire.ProcID
+	session   uint64
+	maxSeq    uint64 // highest sequence number multicast
+	topo      *Topology
+	leaders   []wire.ProcID
+	out       map[wire.MsgID]*outstanding
+	ticks     uint64
+	retries   int
 }
 
 type outstanding struct {
