@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/weft-dev/weft/transport"
@@ -29,14 +30,17 @@ type probeResult struct {
 // address, id, key and certificate (under mutual TLS only a node's
 // certificate is at hand, and a node certificate may not connect as a
 // client): a peer answers a node's VIEW_REQUEST over its own stream to the
-// node, so the probe listens for the answers. Nothing else is done with
-// what arrives. A node given a Listener (Config.Listener) cannot lend it
-// to a probe: it is not probed.
+// node, so the probe listens for the answers. Of what else arrives, only
+// another member's probe is answered, with an empty view (this member has
+// seen nobody run): when a new cluster starts, every member probes at
+// once and none waits out its window. A node given a Listener
+// (Config.Listener) cannot lend it to a probe: it is not probed.
 func probePeers(cfg *Config, d time.Duration) (probeResult, error) {
 	var (
-		mu  sync.Mutex
-		res probeResult
-		all = make(chan struct{})
+		mu   sync.Mutex
+		res  probeResult
+		all  = make(chan struct{})
+		self atomic.Pointer[transport.Transport]
 	)
 	peers := map[wire.ProcID]string{}
 	for p, addr := range cfg.Peers {
@@ -59,6 +63,15 @@ func probePeers(cfg *Config, d time.Duration) (probeResult, error) {
 		DialBackoffMax: 100 * time.Millisecond,
 		Seed:           uint64(time.Now().UnixNano()),
 		Handler: func(from wire.ProcID, m wire.Message) {
+			if _, ok := m.(*wire.ViewRequest); ok {
+				// Another member probing at the same time (a new cluster
+				// starting): this one has seen nobody run, and says so at
+				// once instead of letting it wait out its window.
+				if tr := self.Load(); tr != nil {
+					tr.Send(from, &wire.View{})
+				}
+				return
+			}
 			v, ok := m.(*wire.View)
 			if !ok {
 				return
@@ -83,6 +96,7 @@ func probePeers(cfg *Config, d time.Duration) (probeResult, error) {
 	if err != nil {
 		return res, err
 	}
+	self.Store(tr)
 	for p := range peers {
 		tr.Send(p, &wire.ViewRequest{})
 	}
