@@ -3,6 +3,7 @@ package node
 import (
 	"bytes"
 	"log/slog"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -303,5 +304,54 @@ func testBootstrapProbe(t *testing.T, secure func(*Config)) {
 	defer n.Close()
 	if st := n.Status(); !st.Amnesiac {
 		t.Errorf("p2 rejoined but is not amnesiac")
+	}
+}
+
+// The identity is replaced atomically: a crash (the crashable in-memory
+// filesystem losing or tearing whatever was not synced) at any step of a
+// write leaves the old identity or the new one, never a damaged file; once
+// the write returned, the new one survives any crash.
+func TestIdentityWriteIsAtomic(t *testing.T) {
+	const dir = "/data"
+	old := &identity{Format: identityFormat, Cluster: "c", Member: 3, Protocol: ProtocolWbCast, Incarnation: 1}
+	next := &identity{Format: identityFormat, Cluster: "c", Member: 3, Protocol: ProtocolWbCast, Incarnation: 2, Amnesiac: true}
+	for k := 1; ; k++ {
+		completed := false
+		for seed := range uint64(20) {
+			mem := vfs.NewCrashableMem()
+			if err := mem.MkdirAll(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := vfs.SyncDir(mem, "/"); err != nil {
+				t.Fatal(err)
+			}
+			if err := writeIdentity(mem, dir, old); err != nil {
+				t.Fatal(err)
+			}
+			ops := 0
+			fsys := vfs.WithErrors(mem, vfs.InjectorFunc(func(vfs.Op, string) error {
+				if ops++; ops == k {
+					return vfs.ErrInjected
+				}
+				return nil
+			}))
+			err := writeIdentity(fsys, dir, next)
+			completed = err == nil
+			got, rerr := readIdentity(mem.CrashClone(rand.New(rand.NewPCG(seed, uint64(k)))), dir)
+			switch {
+			case rerr != nil || got == nil:
+				t.Fatalf("crash at step %d (seed %d): identity %v, %v", k, seed, got, rerr)
+			case completed && *got != *next:
+				t.Fatalf("the write returned, then a crash (seed %d) left %v", seed, got)
+			case *got != *old && *got != *next:
+				t.Fatalf("crash at step %d (seed %d) left %v", k, seed, got)
+			}
+		}
+		if completed {
+			if k < 5 {
+				t.Fatalf("the write took %d steps: it cannot have created, written, synced, renamed and synced the directory", k-1)
+			}
+			return
+		}
 	}
 }
