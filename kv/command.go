@@ -117,10 +117,10 @@ type Status uint8
 
 // Statuses.
 const (
-	StatusOK       Status = iota // done; Get: the value is in Value
-	StatusNotFound               // Get, Delete: no such key
-	StatusCASFailed              // CompareAndSet: the current value (Present, Value) differs
-	StatusError                  // the command was refused: Value is the reason
+	StatusOK        Status = iota // done; Get: the value is in Value
+	StatusNotFound                // Get, Delete: no such key
+	StatusCASFailed               // CompareAndSet: the current value (Present, Value) differs
+	StatusError                   // the command was refused: Value is the reason
 )
 
 // Result is a command's result: the bytes its shard's state machine
