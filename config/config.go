@@ -26,6 +26,7 @@
 //	session_lease = "1m"           # how long client-session ids are remembered (default 1m; >= 100 ticks)
 //	wal_segment_size = 67108864    # WAL segment size in bytes (default 64 MiB; 4 KiB..1 GiB)
 //	compact_bytes = 8388608        # compact the WAL after this many bytes (default 8 MiB; 0: never)
+//	service = "kv"                 # replicated service the node runs: "none" (default) or "kv" (weft-kv)
 //	log_level = "info"             # debug, info, warn or error (default info)
 //	initial_state = "new"          # an empty data_dir: "new" member, or "existing" (refused; see --rejoin)
 //	bootstrap_probe = "1s"         # how long an empty data_dir asks peers whether they saw this member (0: no probe)
@@ -104,6 +105,15 @@ const (
 	MinElectionTicks = 2
 	MinWALSegment    = 4 << 10
 	MaxWALSegment    = 1 << 30
+)
+
+// Services lists the values of the "service" key, the default first.
+var Services = []string{ServiceNone, ServiceKV}
+
+// Service names.
+const (
+	ServiceNone = "none"
+	ServiceKV   = "kv"
 )
 
 // Protocols lists the values of the "protocol" key, the default first
@@ -206,6 +216,12 @@ type Config struct {
 	// older segments deleted) after this many bytes of records. Key
 	// "compact_bytes"; default 8 MiB; 0 disables compaction.
 	CompactBytes int64 `toml:"compact_bytes"`
+	// Service is the replicated service the node runs on the order
+	// (docs/rsm.md): "none" (only the deliveries log and clients' gts) or
+	// "kv" (weft-kv: every group is a shard of a key-value store). Every
+	// node of a cluster must run the same service. Key "service"; default
+	// "none".
+	Service string `toml:"service"`
 	// Groups lists each group's member ids; group g is Groups[g] and its
 	// first member is the initial leader. Key "groups"; required; at most
 	// 64 members per group; an id appears once.
@@ -356,6 +372,7 @@ func (c *Config) setDefaults(md toml.MetaData, kind Kind) error {
 	str(&c.Cluster, "cluster", DefaultCluster)
 	str(&c.Protocol, "protocol", DefaultProtocol)
 	str(&c.LogLevel, "log_level", DefaultLogLevel)
+	str(&c.Service, "service", ServiceNone)
 	c.setGossipDefaults(md)
 	c.setLimitsDefaults(md)
 	c.setAdminDefaults(md)
@@ -443,6 +460,9 @@ func (c *Config) validate(kind Kind) error {
 	}
 	if c.CompactBytes < 0 {
 		return &FieldError{Field: "compact_bytes", Msg: fmt.Sprintf("must be 0 (no compaction) or positive, got %d", c.CompactBytes)}
+	}
+	if !slices.Contains(Services, c.Service) {
+		return &FieldError{Field: "service", Msg: fmt.Sprintf("must be one of %s, got %q", strings.Join(Services, ", "), c.Service)}
 	}
 	if _, err := ParseLevel(c.LogLevel); err != nil {
 		return &FieldError{Field: "log_level", Msg: err.Error()}
@@ -594,6 +614,9 @@ func (c *Config) Format() string {
 	fmt.Fprintf(&sb, "session_lease = %s\n", q(c.SessionLease.String()))
 	fmt.Fprintf(&sb, "wal_segment_size = %d\n", c.WALSegmentSize)
 	fmt.Fprintf(&sb, "compact_bytes = %d\n", c.CompactBytes)
+	if c.Service != "" {
+		fmt.Fprintf(&sb, "service = %s\n", q(c.Service))
+	}
 	fmt.Fprintf(&sb, "log_level = %s\n", q(c.LogLevel))
 	c.formatAdmin(&sb)
 	c.formatTLS(&sb)

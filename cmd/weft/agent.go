@@ -65,9 +65,14 @@ func runAgent(ctx context.Context, path string, rejoin bool) error {
 	if compact == 0 {
 		compact = -1 // node: negative disables
 	}
+	sm, err := serviceOf(cfg, topo)
+	if err != nil {
+		return err
+	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	n, err := node.New(node.Config{
+		StateMachine:   sm,
 		Cluster:        cfg.Cluster,
 		ClusterKey:     cfg.ClusterKey(),
 		TLS:            cfg.TLS(),
@@ -115,7 +120,7 @@ func runAgent(ctx context.Context, path string, rejoin bool) error {
 	if err != nil {
 		return err
 	}
-	attrs := []any{"id", uint32(cfg.ID), "protocol", cfg.Protocol, "listen", n.Addr().String(), "data_dir", cfg.DataDir, "pid", os.Getpid(),
+	attrs := []any{"id", uint32(cfg.ID), "protocol", cfg.Protocol, "service", cfg.Service, "listen", n.Addr().String(), "data_dir", cfg.DataDir, "pid", os.Getpid(),
 		"security", cfg.Security()}
 	if cfg.Admin != "" {
 		a, err := node.ServeAdmin(n, cfg.Admin, node.AdminOptions{Token: cfg.AdminToken(), Logger: logger})

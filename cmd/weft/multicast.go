@@ -13,17 +13,15 @@ import (
 
 	"github.com/weft-dev/weft/amcast"
 	"github.com/weft-dev/weft/client"
-	"github.com/weft-dev/weft/config"
 	"github.com/weft-dev/weft/transport"
 	"github.com/weft-dev/weft/wire"
 )
 
 func multicastCmd() *cobra.Command {
 	var (
-		path, peers, groups, cluster, dest string
-		keyFile                            string
-		tlsCert, tlsKey, tlsCA             string
-		timeout                            time.Duration
+		cf      clientFlags
+		dest    string
+		timeout time.Duration
 	)
 	c := &cobra.Command{
 		Use:   "multicast --dest G[,G...] (--config FILE | --peers ID=ADDR,... --groups IDS;IDS...) PAYLOAD",
@@ -39,55 +37,9 @@ The client picks a random id; it retries (same id) until --timeout.`,
   weft multicast --peers 0=127.0.0.1:7100,1=127.0.0.1:7101 --groups '0;1' --dest 1 hello`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ccfg := client.Config{Cluster: cluster}
-			fileCA := "" // the config file's tls_ca
-			switch {
-			case path != "" && (peers != "" || groups != "" || keyFile != ""):
-				return errors.New("--config excludes --peers, --groups and --cluster-key-file")
-			case path != "":
-				cfg, err := config.LoadCluster(path)
-				if err != nil {
-					return err
-				}
-				if ccfg.Topology, err = cfg.Topology(); err != nil {
-					return err
-				}
-				ccfg.Nodes = cfg.Peers()
-				ccfg.ClusterKey = cfg.ClusterKey()
-				fileCA = cfg.TLSCA
-				if fileCA != "" && tlsCert == "" {
-					return fmt.Errorf("the cluster uses TLS (tls_ca in %s): pass a client certificate with --tls-cert and --tls-key (weft certs writes client.crt and client.key)", path)
-				}
-				if !cmd.Flags().Changed("cluster") {
-					ccfg.Cluster = cfg.Cluster
-				}
-			case peers != "" && groups != "":
-				var err error
-				if keyFile != "" {
-					if ccfg.ClusterKey, err = config.ReadClusterKey(keyFile); err != nil {
-						return fmt.Errorf("--cluster-key-file: %w", err)
-					}
-				}
-				if ccfg.Nodes, err = parsePeerList(peers); err != nil {
-					return err
-				}
-				if ccfg.Topology, err = parseGroupLayout(groups); err != nil {
-					return err
-				}
-			default:
-				return errors.New("need --config FILE, or --peers and --groups")
-			}
-			if tlsCert != "" || tlsKey != "" || tlsCA != "" {
-				if tlsCA == "" {
-					tlsCA = fileCA
-				}
-				if tlsCert == "" || tlsKey == "" || tlsCA == "" {
-					return errors.New("--tls-cert, --tls-key and --tls-ca (or the config file's tls_ca) go together")
-				}
-				var err error
-				if ccfg.TLS, err = transport.LoadTLS(tlsCert, tlsKey, tlsCA, ""); err != nil {
-					return fmt.Errorf("TLS: %w", err)
-				}
+			ccfg, err := cf.config(cmd)
+			if err != nil {
+				return err
 			}
 			ds, err := parseGroupList(dest, ccfg.Topology.NumGroups())
 			if err != nil {
@@ -112,15 +64,8 @@ The client picks a random id; it retries (same id) until --timeout.`,
 			return nil
 		},
 	}
-	c.Flags().StringVar(&path, "config", "", "configuration file with the cluster layout")
-	c.Flags().StringVar(&peers, "peers", "", "node addresses: ID=HOST:PORT,...")
-	c.Flags().StringVar(&groups, "groups", "", "group members: IDS;IDS;... (e.g. '0,1,2;3,4,5')")
-	c.Flags().StringVar(&cluster, "cluster", config.DefaultCluster, "cluster name (default: the file's)")
+	cf.register(c.Flags())
 	c.Flags().StringVar(&dest, "dest", "", "destination groups, e.g. 0,2 (required)")
-	c.Flags().StringVar(&keyFile, "cluster-key-file", "", "with --peers: the cluster key file (with --config: the file's cluster_key_file)")
-	c.Flags().StringVar(&tlsCert, "tls-cert", "", "client certificate (PEM) for clusters that use mutual TLS")
-	c.Flags().StringVar(&tlsKey, "tls-key", "", "the client certificate's key (PEM)")
-	c.Flags().StringVar(&tlsCA, "tls-ca", "", "CA bundle the nodes' certificates chain to (default with --config: the file's tls_ca)")
 	c.Flags().DurationVar(&timeout, "timeout", 10*time.Second, "give up after this long")
 	c.MarkFlagRequired("dest")
 	return c

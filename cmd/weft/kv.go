@@ -1,0 +1,151 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/weft-dev/weft/client"
+	"github.com/weft-dev/weft/kv"
+)
+
+// errKVNotFound and errKVCASFailed make `weft kv` exit non-zero.
+var (
+	errKVNotFound  = errors.New("not found")
+	errKVCASFailed = errors.New("compare-and-set failed")
+)
+
+func kvCmd() *cobra.Command {
+	var (
+		cf      clientFlags
+		timeout time.Duration
+		absent  bool
+	)
+	root := &cobra.Command{
+		Use:   "kv get|put|del|cas (--config FILE | --peers ... --groups ...) KEY [VALUE...]",
+		Short: "Read and write weft-kv, the key-value store of agents run with service = \"kv\"",
+		Long: `Operate on weft-kv, the reference replicated service: every group of the
+cluster is a shard, and key K lives on shard FNV-1a-64(K) mod (number of
+groups). Each operation is multicast to its key's shard and answered by its
+state machine; reads go through the order too, so every operation is
+linearizable (docs/rsm.md). Keys are 1 to 1024 bytes, values at most
+262144 bytes.
+
+The agents must run with service = "kv" in their configuration; the
+cluster layout and credentials come from --config (an agent's file) or
+--peers and --groups, as for weft multicast.
+
+Exit status: 0 on success; 1 when get or del finds no key, when a
+compare-and-set fails (the current value is printed), or on an error.`,
+		Example: `  weft kv put --config node0.toml color blue
+  weft kv get --config node0.toml color
+  weft kv cas --config node0.toml color blue green
+  weft kv cas --config node0.toml --absent fresh 1
+  weft kv del --config node0.toml color`,
+	}
+	cf.register(root.PersistentFlags())
+	root.PersistentFlags().DurationVar(&timeout, "timeout", 10*time.Second, "give up after this long")
+
+	run := func(cmd *cobra.Command, f func(ctx context.Context, k *kv.Client) error) error {
+		ccfg, err := cf.config(cmd)
+		if err != nil {
+			return err
+		}
+		ccfg.AllGroups = true
+		cl, err := client.New(ccfg)
+		if err != nil {
+			return err
+		}
+		defer cl.Close()
+		k, err := kv.NewClient(cl, ccfg.Topology.NumGroups())
+		if err != nil {
+			return err
+		}
+		ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
+		defer cancel()
+		err = f(ctx, k)
+		if errors.Is(err, context.DeadlineExceeded) {
+			return fmt.Errorf("no reply within %v (a write may still take effect; are the agents running with service = \"kv\"?)%s", timeout, dialTrouble(cl.TransportStats()))
+		}
+		return err
+	}
+	out := func(cmd *cobra.Command, format string, args ...any) { fmt.Fprintf(cmd.OutOrStdout(), format, args...) }
+
+	root.AddCommand(&cobra.Command{
+		Use: "get KEY", Short: "Print KEY's value", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return run(cmd, func(ctx context.Context, k *kv.Client) error {
+				v, ok, err := k.Get(ctx, args[0])
+				if err != nil {
+					return err
+				}
+				if !ok {
+					return fmt.Errorf("%q: %w", args[0], errKVNotFound)
+				}
+				out(cmd, "%s\n", v)
+				return nil
+			})
+		},
+	}, &cobra.Command{
+		Use: "put KEY VALUE", Short: "Set KEY to VALUE", Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return run(cmd, func(ctx context.Context, k *kv.Client) error {
+				if err := k.Put(ctx, args[0], []byte(args[1])); err != nil {
+					return err
+				}
+				out(cmd, "OK\n")
+				return nil
+			})
+		},
+	}, &cobra.Command{
+		Use: "del KEY", Short: "Delete KEY", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return run(cmd, func(ctx context.Context, k *kv.Client) error {
+				ok, err := k.Delete(ctx, args[0])
+				if err != nil {
+					return err
+				}
+				if !ok {
+					return fmt.Errorf("%q: %w", args[0], errKVNotFound)
+				}
+				out(cmd, "deleted\n")
+				return nil
+			})
+		},
+	})
+	cas := &cobra.Command{
+		Use:   "cas KEY OLD NEW | cas --absent KEY NEW",
+		Short: "Set KEY to NEW if its value is OLD (or, with --absent, if it does not exist)",
+		Args: func(cmd *cobra.Command, args []string) error {
+			if absent {
+				return cobra.ExactArgs(2)(cmd, args)
+			}
+			return cobra.ExactArgs(3)(cmd, args)
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return run(cmd, func(ctx context.Context, k *kv.Client) error {
+				var expect []byte // nil: must be absent
+				if !absent {
+					expect = []byte(args[1])
+				}
+				ok, cur, present, err := k.CompareAndSet(ctx, args[0], expect, []byte(args[len(args)-1]))
+				switch {
+				case err != nil:
+					return err
+				case ok:
+					out(cmd, "OK\n")
+					return nil
+				case present:
+					return fmt.Errorf("%w: %q is %q", errKVCASFailed, args[0], cur)
+				}
+				return fmt.Errorf("%w: %q does not exist", errKVCASFailed, args[0])
+			})
+		},
+	}
+	cas.Flags().BoolVar(&absent, "absent", false, "set only if KEY does not exist")
+	root.AddCommand(cas)
+	return root
+}

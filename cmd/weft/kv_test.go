@@ -1,0 +1,111 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/weft-dev/weft/config"
+	"github.com/weft-dev/weft/kv"
+	"github.com/weft-dev/weft/wire"
+)
+
+// TestKVProcesses runs three `weft agent` processes with service = "kv"
+// (3 shards of 1 replica) and drives them with `weft kv`: put, get, cas
+// (success, failure, --absent), del, the exit statuses; then SIGKILLs the
+// agent of one key's shard after its log was compacted (so its state comes
+// back from the state machine's snapshot plus the log) and reads the keys
+// back.
+func TestKVProcesses(t *testing.T) {
+	exe := buildWeft(t)
+	dir := t.TempDir()
+	ports, err := freeAddrs(3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes := map[string]string{"0": ports[0], "1": ports[1], "2": ports[2]}
+	paths := make([]string, 3)
+	agents := make([]*agentProc, 3)
+	for id := range 3 {
+		cfg := config.Config{Cluster: "kv-test", ID: wire.ProcID(id), DataDir: filepath.Join(dir, fmt.Sprint("n", id)),
+			Tick: 10 * time.Millisecond, ElectionTicks: 30, HeartbeatTicks: 1, RetryTicks: 12, SessionLease: config.DefaultSessionLease, LogLevel: "info",
+			WALSegmentSize: 1 << 20, CompactBytes: 4096, Service: config.ServiceKV,
+			Groups: [][]wire.ProcID{{0}, {1}, {2}}, Nodes: nodes}
+		paths[id] = filepath.Join(dir, fmt.Sprintf("n%d.toml", id))
+		if err := os.WriteFile(paths[id], []byte(cfg.Format()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		agents[id] = startAgent(t, exe, paths[id])
+	}
+	t.Cleanup(func() {
+		for id, a := range agents {
+			if err := a.stop(); err != nil {
+				t.Errorf("agent %d: %v\n%s", id, err, a.log.String())
+			}
+		}
+	})
+	kvRun := func(wantOK bool, args ...string) string {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		start := time.Now()
+		out, err := exec.CommandContext(ctx, exe, append([]string{"kv", args[0], "--config", paths[0]}, args[1:]...)...).CombinedOutput()
+		t.Logf("weft kv %.20q: %v", args, time.Since(start).Round(time.Millisecond))
+		if (err == nil) != wantOK {
+			t.Fatalf("weft kv %q: err %v, want success %v\n%s", args, err, wantOK, out)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	expect := func(got, want string) {
+		t.Helper()
+		if !strings.Contains(got, want) {
+			t.Fatalf("output %q, want it to contain %q", got, want)
+		}
+	}
+	expect(kvRun(false, "get", "color"), `"color": not found`)
+	expect(kvRun(true, "put", "color", "blue"), "OK")
+	expect(kvRun(true, "get", "color"), "blue")
+	expect(kvRun(true, "cas", "color", "blue", "green"), "OK")
+	expect(kvRun(false, "cas", "color", "blue", "red"), `compare-and-set failed: "color" is "green"`)
+	expect(kvRun(true, "cas", "--absent", "fresh", "1"), "OK")
+	expect(kvRun(false, "cas", "--absent", "fresh", "2"), `"fresh" is "1"`)
+	expect(kvRun(true, "del", "fresh"), "deleted")
+	expect(kvRun(false, "del", "fresh"), "not found")
+	expect(kvRun(false, "put", strings.Repeat("k", kv.MaxKeyBytes+1), "v"), "key too large")
+
+	// Fill color's shard past a few compactions, then SIGKILL its agent.
+	g := kv.Shard("color", 3)
+	var keys []string
+	for i := 0; len(keys) < 4; i++ {
+		if k := fmt.Sprint("big", i); kv.Shard(k, 3) == g {
+			keys = append(keys, k)
+			expect(kvRun(true, "put", k, strings.Repeat(k, 1000)), "OK")
+		}
+	}
+	a := agents[g]
+	if err := a.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-a.exit
+	if snap := filepath.Join(dir, fmt.Sprint("n", g), "rsm.snapshot"); !fileExists(snap) {
+		t.Fatalf("no state machine snapshot at %s after the compactions\n%s", snap, a.log.String())
+	}
+	agents[g] = startAgent(t, exe, paths[g])
+	expect(kvRun(true, "get", "color"), "green")
+	for _, k := range keys {
+		if got := kvRun(true, "get", k); got != strings.Repeat(k, 1000) {
+			t.Fatalf("%s after the restart: %d bytes starting %q", k, len(got), got[:min(len(got), 8)])
+		}
+	}
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}
