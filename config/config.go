@@ -28,6 +28,7 @@
 //	compact_bytes = 8388608        # compact the WAL after this many bytes (default 8 MiB; 0: never)
 //	service = "kv"                 # replicated service the node runs: "none" (default) or "kv" (weft-kv)
 //	log_level = "info"             # debug, info, warn or error (default info)
+//	log_format = "text"            # text (logfmt) or json, one object a line (default text)
 //	initial_state = "new"          # an empty data_dir: "new" member, or "existing" (refused; see --rejoin)
 //	bootstrap_probe = "1s"         # how long an empty data_dir asks peers whether they saw this member (0: no probe)
 //	groups = [[0, 1, 2], [3, 4, 5]]  # group g's members; the first is the initial leader (required)
@@ -67,6 +68,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -93,6 +95,7 @@ const (
 	DefaultRetryTicks     = 12
 	DefaultSessionLease   = time.Minute
 	DefaultLogLevel       = "info"
+	DefaultLogFormat      = "text"
 	DefaultWALSegmentSize = 64 << 20
 	DefaultCompactBytes   = 8 << 20
 )
@@ -208,6 +211,10 @@ type Config struct {
 	// LogLevel is "debug", "info", "warn" or "error". Key "log_level";
 	// default "info".
 	LogLevel string `toml:"log_level"`
+	// LogFormat is "text" (key=value lines) or "json" (one JSON object a
+	// line, for log collectors). Key "log_format"; default "text"; the
+	// agent's --log-format overrides it.
+	LogFormat string `toml:"log_format"`
 	// WALSegmentSize is the size in bytes of the WAL's segment files
 	// (preallocated). Key "wal_segment_size"; default 64 MiB; 4 KiB to
 	// 1 GiB.
@@ -373,6 +380,9 @@ func (c *Config) setDefaults(md toml.MetaData, kind Kind) error {
 	str(&c.Protocol, "protocol", DefaultProtocol)
 	str(&c.LogLevel, "log_level", DefaultLogLevel)
 	str(&c.Service, "service", ServiceNone)
+	if c.LogFormat == "" { // absent, or written empty by Format from a Config literal
+		c.LogFormat = DefaultLogFormat
+	}
 	c.setGossipDefaults(md)
 	c.setLimitsDefaults(md)
 	c.setAdminDefaults(md)
@@ -466,6 +476,9 @@ func (c *Config) validate(kind Kind) error {
 	}
 	if _, err := ParseLevel(c.LogLevel); err != nil {
 		return &FieldError{Field: "log_level", Msg: err.Error()}
+	}
+	if err := CheckLogFormat(c.LogFormat); err != nil {
+		return &FieldError{Field: "log_format", Msg: err.Error()}
 	}
 	if err := c.validateDataDir(); err != nil {
 		return err
@@ -566,6 +579,33 @@ func ParseLevel(s string) (slog.Level, error) {
 	return 0, fmt.Errorf("must be debug, info, warn or error, got %q", s)
 }
 
+// Log formats (log_format, --log-format).
+const (
+	LogFormatText = "text"
+	LogFormatJSON = "json"
+)
+
+// CheckLogFormat checks a log format name.
+func CheckLogFormat(s string) error {
+	if s != LogFormatText && s != LogFormatJSON {
+		return fmt.Errorf("must be text or json, got %q", s)
+	}
+	return nil
+}
+
+// NewLogger returns a logger writing to w at level in format (text or
+// json; checked by CheckLogFormat).
+func NewLogger(w io.Writer, format string, level slog.Level) (*slog.Logger, error) {
+	opts := &slog.HandlerOptions{Level: level}
+	switch format {
+	case LogFormatText:
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case LogFormatJSON:
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("log format: %w", CheckLogFormat(format))
+}
+
 // Topology returns the group layout.
 func (c *Config) Topology() (*amcast.Topology, error) {
 	gs := make([][]wire.ProcID, len(c.Groups))
@@ -618,6 +658,7 @@ func (c *Config) Format() string {
 		fmt.Fprintf(&sb, "service = %s\n", q(c.Service))
 	}
 	fmt.Fprintf(&sb, "log_level = %s\n", q(c.LogLevel))
+	fmt.Fprintf(&sb, "log_format = %s\n", q(c.LogFormat))
 	c.formatAdmin(&sb)
 	c.formatTLS(&sb)
 	c.formatDataDir(&sb)

@@ -49,7 +49,7 @@ func TestSampleParsesWithDefaults(t *testing.T) {
 	}
 	// Every key of Config is in the sample.
 	for _, key := range []string{"cluster", "protocol", "id", "data_dir", "listen", "client_addr", "admin", "tick", "election_ticks",
-		"heartbeat_ticks", "retry_ticks", "session_lease", "wal_segment_size", "compact_bytes", "log_level", "groups", "[nodes]"} {
+		"heartbeat_ticks", "retry_ticks", "session_lease", "wal_segment_size", "compact_bytes", "log_level", "log_format", "groups", "[nodes]"} {
 		if !strings.Contains(Sample, "\n"+key) {
 			t.Errorf("sample lacks %s", key)
 		}
@@ -94,6 +94,7 @@ func TestErrorsNameTheField(t *testing.T) {
 		{"tick = \"fast\"\n" + minimal, "tick"},
 		{"cluster = \"\"\n" + minimal, "cluster"},
 		{"log_level = \"loud\"\n" + minimal, "log_level"},
+		{"log_format = \"xml\"\n" + minimal, "log_format"},
 		{"protocol = \"paxos\"\n" + minimal, "protocol"},
 		{"protocol = \"\"\n" + minimal, "protocol"},
 		{"protocol = 3\n" + minimal, "protocol"},

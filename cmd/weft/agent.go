@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
@@ -18,8 +17,9 @@ import (
 func agentCmd() *cobra.Command {
 	var path string
 	var rejoin bool
+	var logFormat string
 	c := &cobra.Command{
-		Use:   "agent --config FILE [--rejoin]",
+		Use:   "agent --config FILE [--rejoin] [--log-format text|json]",
 		Short: "Run one weft node until SIGINT or SIGTERM",
 		Long: `Run one weft node (a replica of the configured protocol: WbCast by default,
 or the FT-Skeen, FastCast or Skeen baselines) as configured in a TOML file;
@@ -35,25 +35,42 @@ lost disk, or a wrong path; see initial_state and bootstrap_probe in
 config/sample.toml). --rejoin starts a member whose data_dir was lost:
 WbCast brings it back inert, a non-voting amnesiac that never acks, leads or
 delivers, until state transfer exists (docs/disk-loss.md); the other
-protocols refuse it.`,
+protocols refuse it.
+
+Logs go to stderr as text (key=value) lines, or with --log-format json (or
+log_format = "json") as one JSON object a line. The admin endpoint (admin)
+serves /metrics (Prometheus), /healthz, /readyz and, with the admin token,
+/debug/pprof (docs/operations.md, "Metrics and health").`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runAgent(cmd.Context(), path, rejoin)
+			if cmd.Flags().Changed("log-format") {
+				if err := config.CheckLogFormat(logFormat); err != nil {
+					return fmt.Errorf("--log-format: %w", err)
+				}
+			}
+			return runAgent(cmd.Context(), path, rejoin, logFormat)
 		},
 	}
 	c.Flags().StringVar(&path, "config", "", "agent configuration file (TOML)")
 	c.Flags().BoolVar(&rejoin, "rejoin", false, "this member lost its data_dir: start it inert (wbcast only; docs/disk-loss.md)")
+	c.Flags().StringVar(&logFormat, "log-format", "", "log format: text|json (default: the configuration's log_format, text)")
 	c.MarkFlagRequired("config")
 	return c
 }
 
-func runAgent(ctx context.Context, path string, rejoin bool) error {
+func runAgent(ctx context.Context, path string, rejoin bool, logFormat string) error {
 	cfg, err := config.Load(path)
 	if err != nil {
 		return err
 	}
+	if logFormat == "" {
+		logFormat = cfg.LogFormat
+	}
 	level, _ := config.ParseLevel(cfg.LogLevel) // validated
-	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	logger, err := config.NewLogger(os.Stderr, logFormat, level)
+	if err != nil {
+		return err
+	}
 	topo, err := cfg.Topology()
 	if err != nil {
 		return err

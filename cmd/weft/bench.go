@@ -54,9 +54,6 @@ is not fault tolerant and runs 1 replica per group, persisting nothing (it
 is the table's lower bound, not a like-for-like competitor). Progress goes
 to stderr.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if format != "table" && format != "json" {
-				return fmt.Errorf("--format %q: want table or json", format)
-			}
 			for _, p := range protocols {
 				if !slices.Contains(config.Protocols, p) {
 					return fmt.Errorf("--protocols: unknown protocol %q (want some of %s)", p, strings.Join(config.Protocols, ","))
@@ -101,7 +98,7 @@ to stderr.`,
 			return nil
 		},
 	}
-	c.Flags().StringVar(&format, "format", "table", "output: table|json")
+	addOutput(c, &format, "format")
 	c.Flags().DurationVar(&duration, "duration", 10*time.Second, "workload length per configuration")
 	c.Flags().IntVar(&clients, "clients", 32, "closed-loop clients")
 	c.Flags().IntVar(&payload, "payload", 64, "payload bytes")

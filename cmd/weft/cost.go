@@ -35,9 +35,6 @@ time in arrival order (sim.Config.ServiceTime); sending, ticks, clients and
 messages to self are free. Load: Poisson arrivals from --clients clients,
 each multicast to exactly D of --groups groups. See docs/latency.md.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if format != "table" && format != "json" {
-				return fmt.Errorf("--format %q: want table or json", format)
-			}
 			o.Seed = seed
 			start := time.Now()
 			var rows []*sim.CostRow
@@ -58,7 +55,7 @@ each multicast to exactly D of --groups groups. See docs/latency.md.`,
 		},
 	}
 	f := c.Flags()
-	f.StringVar(&format, "format", "table", "output: table|json")
+	addOutput(c, &format, "format")
 	f.Uint64Var(&seed, "seed", 1, "PRNG seed")
 	f.StringSliceVar(&protocols, "protocols", []string{"skeen", "ftskeen", "fastcast", "wbcast"}, "protocols to measure")
 	f.IntSliceVar(&dests, "dests", []int{1, 2, 4}, "destination-set sizes")

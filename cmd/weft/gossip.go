@@ -46,9 +46,6 @@ threshold) instead of simulating the ~35 more rounds: the times are the same
 
 The same seed gives the same output.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if format != "table" && format != "json" {
-				return fmt.Errorf("--format %q: want table or json", format)
-			}
 			m, err := gossipsim.ParseMode(mode)
 			if err != nil {
 				return err
@@ -107,7 +104,7 @@ The same seed gives the same output.`,
 	f.IntVar(&nodes, "nodes", 1000, "cluster size")
 	f.IntVar(&runs, "runs", 20, "independent runs (full mode: default 1)")
 	f.Uint64Var(&seed, "seed", 1, "PRNG seed (same seed, same output)")
-	f.StringVar(&format, "format", "table", "output: table|json")
+	addOutput(c, &format, "format")
 	f.StringVar(&profile, "profile", "cassandra", "full mode: membership profile (cassandra | lan | local)")
 	f.IntVar(&window, "phi-window", 8, "full mode: failure-detector window, samples per endpoint (Cassandra: 1000)")
 	f.IntVar(&warmup, "warmup", 0, "full mode: rounds of gossip before the measurement (default phi-window+2)")

@@ -31,9 +31,6 @@ a checker fails. Where a protocol's tight bound is below the paper's figure
 (FT-Skeen, FastCast: marked *), measurements are held to the tight bound and
 the adversarial schedule must reach it; docs/latency.md derives both.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if format != "table" && format != "json" {
-				return fmt.Errorf("--format %q: want table or json", format)
-			}
 			var rows []*sim.LatencyRow
 			start := time.Now()
 			for _, p := range protocols {
@@ -54,7 +51,7 @@ the adversarial schedule must reach it; docs/latency.md derives both.`,
 			return nil
 		},
 	}
-	c.Flags().StringVar(&format, "format", "table", "output: table|json")
+	addOutput(c, &format, "format")
 	c.Flags().Uint64Var(&seed, "seed", 1, "PRNG seed")
 	c.Flags().IntVar(&messages, "messages", 10000, "random contended messages per protocol (at least 10,000 for the claim)")
 	c.Flags().StringSliceVar(&protocols, "protocols", []string{"skeen", "ftskeen", "fastcast", "wbcast"}, "protocols to measure")

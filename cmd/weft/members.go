@@ -90,9 +90,9 @@ func (a *adminFlags) ctx(parent context.Context) (context.Context, context.Cance
 
 func membersCmd() *cobra.Command {
 	var af adminFlags
-	var asJSON bool
+	var format string
 	c := &cobra.Command{
-		Use:   "members (--admin ADDR | --config FILE)",
+		Use:   "members (--admin ADDR | --config FILE) [-o table|json]",
 		Short: "Show the cluster as one node's gossip sees it (like nodetool status)",
 		Long: `Print one row per member of the cluster as the node's gossip view has it:
 id, client address, group, role and ballot (gossiped soft state), status
@@ -118,7 +118,7 @@ member's may be stale.`,
 			if err != nil {
 				return err
 			}
-			if asJSON {
+			if format == outJSON {
 				return printJSON(cmd.OutOrStdout(), ms)
 			}
 			node.WriteMembers(cmd.OutOrStdout(), ms)
@@ -126,7 +126,7 @@ member's may be stale.`,
 		},
 	}
 	af.register(c)
-	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	addOutput(c, &format, "json")
 	return c
 }
 

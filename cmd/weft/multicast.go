@@ -21,6 +21,7 @@ func multicastCmd() *cobra.Command {
 	var (
 		cf      clientFlags
 		dest    string
+		format  string
 		timeout time.Duration
 	)
 	c := &cobra.Command{
@@ -59,6 +60,15 @@ The client picks a random id; it retries (same id) until --timeout.`,
 				}
 				return err
 			}
+			if format == outJSON {
+				return printJSON(cmd.OutOrStdout(), struct {
+					ID      string         `json:"id"`
+					GTS     wire.Timestamp `json:"gts"`
+					Group   wire.GroupID   `json:"group"`
+					Leader  wire.ProcID    `json:"leader"`
+					Latency float64        `json:"latency_seconds"`
+				}{res.ID.String(), res.GTS, res.Group, res.Leader, res.Latency.Seconds()})
+			}
 			fmt.Fprintf(cmd.OutOrStdout(), "message %s delivered: gts %s (group %d, leader %d) in %v\n",
 				res.ID, res.GTS, res.Group, res.Leader, res.Latency.Round(10*time.Microsecond))
 			return nil
@@ -67,6 +77,7 @@ The client picks a random id; it retries (same id) until --timeout.`,
 	cf.register(c.Flags())
 	c.Flags().StringVar(&dest, "dest", "", "destination groups, e.g. 0,2 (required)")
 	c.Flags().DurationVar(&timeout, "timeout", 10*time.Second, "give up after this long")
+	addOutput(c, &format, "")
 	c.MarkFlagRequired("dest")
 	return c
 }

@@ -39,9 +39,6 @@ inside a protocol, and, from 20 seeds on, when the sweep never reached a
 leader change, a recovery while a message was ACCEPTED, or a multicast to
 2 or more groups (the sweep is then INVALID: its faults tested nothing).`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if format != "text" && format != "json" {
-				return fmt.Errorf("--format %q: want text or json", format)
-			}
 			if seeds < 1 {
 				return fmt.Errorf("--seeds must be positive")
 			}
@@ -71,7 +68,7 @@ leader change, a recovery while a message was ACCEPTED, or a multicast to
 	f.StringVar(&protocol, "protocol", "wbcast", "protocol: skeen|wbcast")
 	f.IntVar(&seeds, "seeds", 100, "number of seeds")
 	f.Uint64Var(&start, "seed-start", 1, "first seed")
-	f.StringVar(&format, "format", "text", "summary format: text|json")
+	addOutput(c, &format, "format")
 	f.IntVar(&jobs, "jobs", 0, "seeds run in parallel (default GOMAXPROCS)")
 	f.BoolVar(&forged, "forged-clients", false, "an adversary forges the genuine clients' ids to every replica during the fault phase")
 	return c
