@@ -17,9 +17,10 @@ import (
 // is at most one per peer (a newer one replaces the older), and a flood of
 // clients must never keep a peer out for longer than the handshakes that
 // hold the slots. A connection over a cap is answered with a reject frame
-// (ReasonTooManyConns) and closed; at most maxRefusing such answers are in
-// flight at a time, beyond that the connection is just closed, so a
-// connection flood cannot pile up goroutines either.
+// (ReasonTooManyConns; not with TLS, see refuse) and closed; at most
+// maxRefusing such answers are in flight at a time, beyond that the
+// connection is just closed, so a connection flood cannot pile up
+// goroutines either.
 
 // maxRefusing bounds the goroutines answering refused connections.
 const maxRefusing = 64
@@ -94,10 +95,17 @@ func remoteHost(conn net.Conn) string {
 }
 
 // refuse answers a connection over a cap with a reject frame (when few
-// refusals are in flight) and closes it. conn is tracked.
+// refusals are in flight) and closes it. conn is tracked. With TLS it only
+// closes: a plain REJECT would read to a TLS dialer as a node without TLS,
+// and a TLS handshake per refused connection is what a flood must not
+// cost.
 func (t *Transport) refuse(conn net.Conn, host, detail string) {
 	t.st.rejected[ReasonTooManyConns].Add(1)
 	t.logLimited(slog.LevelWarn, host, ReasonTooManyConns, "refused inbound connection", "remote", conn.RemoteAddr().String(), "detail", detail)
+	if t.cfg.TLS != nil {
+		t.release(conn)
+		return
+	}
 	if t.refusing.Add(1) > maxRefusing {
 		t.refusing.Add(-1)
 		t.release(conn)
