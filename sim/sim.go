@@ -175,6 +175,16 @@ type Config struct {
 	// forged in a correct replica's name is outside the fault model from
 	// then on, and must not reach the others.
 	Mute func(p wire.ProcID) bool
+	// Payload, when set, makes each workload message's payload (instead
+	// of Workload.PayloadSize random bytes) from the issuing client's
+	// index and the message's destinations: a service's commands (kv's
+	// simulator test). It is called in the run's deterministic order.
+	Payload func(client int, dest []wire.GroupID) []byte
+	// OnDeliver, when set, is called with every delivery at every
+	// replica, in the replica's delivery order, once it is durable (also
+	// the durable part of a torn crash's Ready): a replicated service's
+	// driver per replica (rsm.Driver), in tests.
+	OnDeliver func(p wire.ProcID, d amcast.Delivery)
 	// CheckRestore: after every Ready of every replica, a replica rebuilt
 	// by the protocol's Restore from the records persisted so far must
 	// agree with the live one on the durable state
@@ -858,6 +868,9 @@ type LeaderEvent struct {
 }
 
 func (s *Sim) recordDelivery(id wire.ProcID, g wire.GroupID, d amcast.Delivery) {
+	if s.cfg.OnDeliver != nil {
+		s.cfg.OnDeliver(id, d)
+	}
 	s.stats.Deliveries++
 	s.lastProgress = s.now
 	s.lastDelivery = s.now

@@ -35,7 +35,9 @@ func (s *Sim) issue(i int) error {
 	}
 	s.nextSeq[ci]++
 	m := wire.AppMsg{ID: wire.MsgID{Client: c.ID(), Session: c.Session(), Seq: s.nextSeq[ci]}, Dest: dest}
-	if w.PayloadSize > 0 {
+	if s.cfg.Payload != nil {
+		m.Payload = s.cfg.Payload(ci, dest)
+	} else if w.PayloadSize > 0 {
 		m.Payload = make([]byte, w.PayloadSize)
 		for j := range m.Payload {
 			m.Payload[j] = byte(s.rng.Uint32())
