@@ -162,26 +162,36 @@ func TestIdleTimeout(t *testing.T) {
 // its queue only to ClientQueueBytes; the rest is dropped (queue_bytes).
 func TestClientQueueBytes(t *testing.T) {
 	checkLeaks(t)
+	const budget = 32 << 10
 	cfg := baseConfig(t, 1)
 	cfg.Listen = "127.0.0.1:0"
-	cfg.ClientQueueBytes = 32 << 10
+	cfg.ClientQueueBytes = budget
 	n := startNode(t, cfg)
 	r := dialRaw(t, n.tr.Addr().String())
 	r.handshake(Hello{WireVersion: wire.Version, Role: RoleClient, ID: 100, To: 1, Cluster: "test"})
 	waitFor(t, "client connected", func() bool { return n.tr.Stats().Clients == 1 })
-	// The client never reads: the socket buffers fill, then the queue.
-	sent := 0
-	for s := uint64(1); n.tr.Stats().Drops[DropQueueBytes] == 0; s++ {
+	// The client never reads. Send until a refusal finds the queue within
+	// one message of its budget (the writer drains it into the socket
+	// meanwhile, so it may take a while).
+	sent, refused := 0, 0
+	var held int64
+	for s := uint64(1); held < budget-2000; s++ {
 		if s > 1_000_000 {
-			t.Fatal("a million replies and no queue_bytes drop")
+			t.Fatal("a million replies and the queue never reached its budget")
 		}
-		if n.tr.Send(100, bigMsg(1, s, 1000)) == nil {
+		switch err := n.tr.Send(100, bigMsg(1, s, 1000)); {
+		case err == nil:
 			sent++
+		case errors.Is(err, ErrQueueFull):
+			refused++
+			held = n.tr.Stats().ClientQueueBytes
+		default:
+			t.Fatal(err)
 		}
 	}
 	st := n.tr.Stats()
-	t.Logf("%d replies queued or written before the first drop; client queue %d bytes", sent, st.ClientQueueBytes)
-	if st.ClientQueueBytes > 32<<10 || st.ClientQueueBytes < 30<<10 {
-		t.Errorf("client queue holds %d bytes, budget %d", st.ClientQueueBytes, 32<<10)
+	t.Logf("%d replies queued or written, %d refused; the client queue held %d bytes at a refusal (budget %d)", sent, refused, held, budget)
+	if held > budget || st.Drops[DropQueueBytes] != uint64(refused) {
+		t.Errorf("held %d bytes (budget %d); %d refused, drops %v", held, budget, refused, st.Drops)
 	}
 }
