@@ -1,0 +1,233 @@
+package kv_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+
+	"github.com/weft-dev/weft/amcast"
+	"github.com/weft-dev/weft/client"
+	"github.com/weft-dev/weft/kv"
+	"github.com/weft-dev/weft/node"
+	"github.com/weft-dev/weft/wire"
+)
+
+// kvInput and kvOutput are a single-key operation and its outcome, as the
+// porcupine model sees them.
+type kvInput struct {
+	op            kv.Op
+	key, value    string
+	expect        string
+	expectPresent bool
+}
+
+type kvOutput struct {
+	ok      bool // get: found; del: existed; cas: set
+	value   string
+	present bool // cas failure: the key exists
+}
+
+// kvState is one key's value (porcupine partitions the history by key).
+type kvState struct {
+	present bool
+	value   string
+}
+
+// kvModel is weft-kv's sequential specification, per key.
+var kvModel = porcupine.Model{
+	Partition: func(h []porcupine.Operation) [][]porcupine.Operation {
+		by := map[string][]porcupine.Operation{}
+		var keys []string
+		for _, op := range h {
+			k := op.Input.(kvInput).key
+			if by[k] == nil {
+				keys = append(keys, k)
+			}
+			by[k] = append(by[k], op)
+		}
+		var out [][]porcupine.Operation
+		for _, k := range keys {
+			out = append(out, by[k])
+		}
+		return out
+	},
+	Init: func() any { return kvState{} },
+	Step: func(st, in, out any) (bool, any) {
+		s, i, o := st.(kvState), in.(kvInput), out.(kvOutput)
+		switch i.op {
+		case kv.OpGet:
+			return o.ok == s.present && (!s.present || o.value == s.value), s
+		case kv.OpPut:
+			return true, kvState{present: true, value: i.value}
+		case kv.OpDelete:
+			return o.ok == s.present, kvState{}
+		default:
+			match := s.present == i.expectPresent && (!s.present || s.value == i.expect)
+			if match {
+				return o.ok, kvState{present: true, value: i.value}
+			}
+			return !o.ok && o.present == s.present && (!s.present || o.value == s.value), s
+		}
+	},
+	Equal: func(a, b any) bool { return a.(kvState) == b.(kvState) },
+	DescribeOperation: func(in, out any) string {
+		i, o := in.(kvInput), out.(kvOutput)
+		return fmt.Sprintf("%s(%s, %q, expect %q/%v) -> %+v", i.op, i.key, i.value, i.expect, i.expectPresent, o)
+	},
+}
+
+// TestModelRefuses: the model is not vacuous: a read of a value never
+// written, and a compare-and-set that succeeds against another value, are
+// not linearizable.
+func TestModelRefuses(t *testing.T) {
+	put := porcupine.Operation{ClientId: 0, Input: kvInput{op: kv.OpPut, key: "k", value: "a"}, Call: 0, Output: kvOutput{}, Return: 10}
+	for _, bad := range []porcupine.Operation{
+		{ClientId: 1, Input: kvInput{op: kv.OpGet, key: "k"}, Call: 20, Output: kvOutput{ok: true, value: "b"}, Return: 30},
+		{ClientId: 1, Input: kvInput{op: kv.OpGet, key: "k"}, Call: 20, Output: kvOutput{}, Return: 30},
+		{ClientId: 1, Input: kvInput{op: kv.OpCAS, key: "k", expect: "z", expectPresent: true, value: "c"}, Call: 20, Output: kvOutput{ok: true}, Return: 30},
+	} {
+		if porcupine.CheckOperations(kvModel, []porcupine.Operation{put, bad}) {
+			t.Errorf("linearizable: %s", kvModel.DescribeOperation(bad.Input, bad.Output))
+		}
+	}
+	good := porcupine.Operation{ClientId: 1, Input: kvInput{op: kv.OpGet, key: "k"}, Call: 5, Output: kvOutput{}, Return: 30}
+	if !porcupine.CheckOperations(kvModel, []porcupine.Operation{put, good}) {
+		t.Error("a read concurrent with the put that misses it is linearizable")
+	}
+}
+
+// TestLinearizable runs weft-kv on an in-process cluster (2 shards x 3
+// replicas, real TCP), with concurrent clients doing single-key operations
+// on a few keys of both shards, stops the leader of shard 0 halfway
+// (failover) and checks the history with porcupine.
+func TestLinearizable(t *testing.T) {
+	const shards, replicas, clients, opsPer = 2, 3, 6, 60
+	topo, err := amcast.NewTopology(shards, replicas)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	peers := map[wire.ProcID]string{}
+	lns := map[wire.ProcID]net.Listener{}
+	for p := range wire.ProcID(topo.NumReplicas()) {
+		if lns[p], err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
+			t.Fatal(err)
+		}
+		peers[p] = lns[p].Addr().String()
+	}
+	nodes := map[wire.ProcID]*node.Node{}
+	for p := range wire.ProcID(topo.NumReplicas()) {
+		g, _ := topo.GroupOf(p)
+		st, err := kv.NewStore(g, shards)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, err := node.New(node.Config{Cluster: "lin", ID: p, Topology: topo, Peers: peers, Listener: lns[p],
+			DataDir: filepath.Join(dir, fmt.Sprint("n", p)), StateMachine: st, CompactBytes: 16 << 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		nodes[p] = n
+	}
+	defer func() {
+		for _, n := range nodes {
+			n.Close()
+		}
+	}()
+	keys := []string{"a", "b", "c", "d"}
+	var mu sync.Mutex
+	var history []porcupine.Operation
+	start := time.Now()
+	var wg sync.WaitGroup
+	half := make(chan struct{})
+	var halfOnce sync.Once
+	for c := range clients {
+		cl, err := client.New(client.Config{Cluster: "lin", Topology: topo, Nodes: peers, AllGroups: true, RetryTicks: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cl.Close()
+		k, err := kv.NewClient(cl, shards)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Go(func() {
+			r := rand.New(rand.NewPCG(uint64(c), 1))
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			for i := range opsPer {
+				if c == 0 && i == opsPer/2 {
+					halfOnce.Do(func() { close(half) })
+				}
+				in := kvInput{key: keys[r.IntN(len(keys))], value: fmt.Sprintf("%d.%d", c, i)}
+				var out kvOutput
+				call := time.Since(start).Nanoseconds()
+				var err error
+				switch r.IntN(4) {
+				case 0:
+					in.op = kv.OpGet
+					var v []byte
+					v, out.ok, err = k.Get(ctx, in.key)
+					out.value = string(v)
+				case 1:
+					in.op = kv.OpPut
+					err = k.Put(ctx, in.key, []byte(in.value))
+				case 2:
+					in.op = kv.OpDelete
+					out.ok, err = k.Delete(ctx, in.key)
+				default:
+					in.op = kv.OpCAS
+					// Compare with what this client last saw, or "absent".
+					var expect []byte
+					if r.IntN(2) == 0 {
+						expect = []byte(fmt.Sprintf("%d.%d", r.IntN(clients), r.IntN(max(i, 1))))
+						in.expect, in.expectPresent = string(expect), true
+					}
+					var cur []byte
+					out.ok, cur, out.present, err = k.CompareAndSet(ctx, in.key, expect, []byte(in.value))
+					out.value = string(cur)
+				}
+				ret := time.Since(start).Nanoseconds()
+				if err != nil {
+					t.Errorf("client %d op %d %s: %v", c, i, in.op, err)
+					return
+				}
+				mu.Lock()
+				history = append(history, porcupine.Operation{ClientId: c, Input: in, Call: call, Output: out, Return: ret})
+				mu.Unlock()
+			}
+		})
+	}
+	<-half
+	for _, p := range topo.Members(0) {
+		if nodes[p].Status().Leader {
+			nodes[p].Close()
+			delete(nodes, p)
+			t.Logf("stopped p%d, the leader of shard 0, at %v", p, time.Since(start).Round(time.Millisecond))
+			break
+		}
+	}
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+	res, info := porcupine.CheckOperationsVerbose(kvModel, history, 10*time.Second)
+	t.Logf("%d operations by %d clients in %v: %v", len(history), clients, time.Since(start).Round(time.Millisecond), res)
+	if res != porcupine.Ok {
+		path := filepath.Join(os.TempDir(), "weft-kv-linearizability.html")
+		if f, err := os.Create(path); err == nil {
+			porcupine.Visualize(kvModel, info, f)
+			f.Close()
+			t.Logf("visualisation: %s", path)
+		}
+		t.Fatalf("history is not linearizable (%v)", res)
+	}
+}
