@@ -267,6 +267,7 @@ func TestReadyz(t *testing.T) {
 		code, down = readyz(t, a)
 		return code == 503
 	})
+	t.Logf("follower p%d alone: %+v", f, down)
 	switch down.Reason {
 	case "no_leader", "leader_down", "leader_silent":
 	default:
