@@ -54,6 +54,7 @@ func TestClientInboxSheds(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c := newCluster(t, 1, 3, func(cfg *Config) {
 				cfg.ClientInboxSize, cfg.ClientInboxBytes, cfg.ClientShare = tc.size, tc.bytes, tc.share
+				cfg.ElectionTicks = 1000 // the stalled leader stays the leader
 			})
 			cl, err := client.New(client.Config{Cluster: "test", Topology: c.topo, Nodes: c.addrs, RetryTicks: 100000, ViewTicks: -1})
 			if err != nil {
@@ -190,7 +191,10 @@ func TestLimitsDefaultsAgree(t *testing.T) {
 // once it runs, it steps them at most ClientBatch per pass.
 func TestClientBatchPerPass(t *testing.T) {
 	const batch = 16
-	c := newCluster(t, 1, 3, func(cfg *Config) { cfg.ClientBatch, cfg.ClientShare = batch, 1000 })
+	c := newCluster(t, 1, 3, func(cfg *Config) {
+		cfg.ClientBatch, cfg.ClientShare = batch, 1000
+		cfg.ElectionTicks = 1000 // the stalled leader stays the leader
+	})
 	cl, err := client.New(client.Config{Cluster: "test", Topology: c.topo, Nodes: c.addrs, RetryTicks: 100000, ViewTicks: -1})
 	if err != nil {
 		t.Fatal(err)

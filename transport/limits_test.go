@@ -101,6 +101,7 @@ func TestConnectionCaps(t *testing.T) {
 	})
 	b := nodes[2]
 	waitFor(t, "peers connected", func() bool { return nodes[1].tr.Stats().Peers[2].Connected })
+	waitFor(t, "the peer's slot given back", func() bool { n, _ := b.tr.slots.load(); return n == 0 })
 	addr := b.tr.Addr().String()
 	// Three silent connections from 127.0.0.1: the per-host bound.
 	var held []*raw
