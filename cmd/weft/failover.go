@@ -12,8 +12,9 @@ import (
 
 func simFailoverCmd() *cobra.Command {
 	var (
-		runs int
-		seed uint64
+		runs   int
+		seed   uint64
+		format string
 	)
 	c := &cobra.Command{
 		Use:   "failover",
@@ -30,6 +31,12 @@ timeouts. Every run's history is checked.`,
 				return err
 			}
 			w := cmd.OutOrStdout()
+			if format == outJSON {
+				return printJSON(w, struct {
+					FirstSeed uint64 `json:"first_seed"`
+					*sim.FailoverStats
+				}{seed, st})
+			}
 			fmt.Fprintf(w, "failover over %d runs (seeds %d..%d), detector timeout %.0fδ\n", st.Runs, seed, seed+uint64(runs)-1, st.DetectorTimeout)
 			fmt.Fprintf(w, "%-34s %8s %8s %8s\n", "", "p50", "p99", "max")
 			row := func(name string, l sim.LatencySummary) {
@@ -44,6 +51,7 @@ timeouts. Every run's history is checked.`,
 	}
 	c.Flags().IntVar(&runs, "runs", 200, "number of runs (seeds)")
 	c.Flags().Uint64Var(&seed, "seed", 1, "first seed")
+	addOutput(c, &format, "")
 	return c
 }
 
@@ -53,6 +61,7 @@ func simGCCmd() *cobra.Command {
 		crashEvery   int64
 		seed         uint64
 		sessionEvery int
+		format       string
 	)
 	c := &cobra.Command{
 		Use:   "gc",
@@ -83,6 +92,17 @@ still checked by the simulator.`,
 			var ms runtime.MemStats
 			runtime.ReadMemStats(&ms)
 			w := cmd.OutOrStdout()
+			if format == outJSON {
+				return printJSON(w, map[string]any{
+					"messages": res.Stats.Multicasts, "deliveries": res.Stats.Deliveries,
+					"virtual_time_delta": float64(res.Stats.VirtualTime) / float64(res.Config.Delta),
+					"leader_changes":     res.LeaderChanges, "group_leader_changes": res.GroupLeaderChanges,
+					"crashes": res.Faults.Crashes, "restarts": res.Faults.Restarts,
+					"client_sessions": res.Stats.Sessions + cfg.Workload.Clients, "sessions_expired": res.Coverage.SessionsExpired,
+					"peak_retained": res.PeakRetained, "collected": res.Coverage.Collected,
+					"history_checked": res.History != nil, "wall_seconds": time.Since(start).Seconds(), "heap_inuse_bytes": ms.HeapInuse,
+				})
+			}
 			fmt.Fprintf(w, "messages %d  deliveries %d  virtual time %.0fδ  leader changes %d (per group %v)  crashes %d  restarts %d\n",
 				res.Stats.Multicasts, res.Stats.Deliveries, float64(res.Stats.VirtualTime)/float64(res.Config.Delta),
 				res.LeaderChanges, res.GroupLeaderChanges, res.Faults.Crashes, res.Faults.Restarts)
@@ -101,5 +121,6 @@ still checked by the simulator.`,
 	c.Flags().Int64Var(&crashEvery, "crash-every", 2000, "mean δ between leader crashes")
 	c.Flags().Uint64Var(&seed, "seed", 1, "PRNG seed")
 	c.Flags().IntVar(&sessionEvery, "session-every", 10, "messages per client session (0: one session per client)")
+	addOutput(c, &format, "")
 	return c
 }

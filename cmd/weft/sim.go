@@ -50,6 +50,7 @@ func simRunCmd() *cobra.Command {
 		payload                                          int
 		interval                                         float64
 		seed                                             uint64
+		format                                           string
 	)
 	c := &cobra.Command{
 		Use:   "run",
@@ -117,6 +118,15 @@ cannot be combined with it.`,
 			if !cfg.Faults.Enabled() {
 				rep := check.Check(res.History, check.Options{Termination: check.TermAll})
 				checkWall := time.Since(start) - simWall
+				if format == outJSON {
+					if err := printJSON(w, runSummaryOf(res, rep.Total, -1, simWall, checkWall)); err != nil {
+						return err
+					}
+					if !rep.OK() {
+						return fmt.Errorf("seed %d: %d checker violations", seed, rep.Total)
+					}
+					return nil
+				}
 				printRun(w, res, simWall, checkWall)
 				if !rep.OK() {
 					fmt.Fprintf(w, "checkers: FAILED\n%s\n", rep.Error())
@@ -127,6 +137,16 @@ cannot be combined with it.`,
 			}
 			quorum, live := sim.FaultChecks(res)
 			checkWall := time.Since(start) - simWall
+			if format == outJSON {
+				liveN := live.Count(check.KindTermination)
+				if err := printJSON(w, runSummaryOf(res, quorum.Total, liveN, simWall, checkWall)); err != nil {
+					return err
+				}
+				if !quorum.OK() || liveN > 0 {
+					return fmt.Errorf("seed %d: %d checker violations", seed, quorum.Total+liveN)
+				}
+				return nil
+			}
 			printSwarmProfile(w, res)
 			printRun(w, res, simWall, checkWall)
 			printFaultRun(w, res)
@@ -163,7 +183,47 @@ cannot be combined with it.`,
 	f.Uint64Var(&seed, "seed", 1, "PRNG seed (same seed, same history)")
 	f.StringVar(&historyFile, "history", "", "write the history as JSON lines to this file (also when the run fails)")
 	f.StringVar(&faults, "faults", "none", "fault injection: none | swarm (one sweep seed: configuration and faults drawn from --seed)")
+	addOutput(c, &format, "")
 	return c
+}
+
+// runSummary is sim run's summary as JSON (-o json).
+type runSummary struct {
+	Protocol           string             `json:"protocol"`
+	Groups             int                `json:"groups"`
+	Replicas           int                `json:"replicas"`
+	Clients            int                `json:"clients"`
+	DestMin            int                `json:"dest_min"`
+	DestMax            int                `json:"dest_max"`
+	Delay              string             `json:"delay"`
+	Seed               uint64             `json:"seed"`
+	Faults             bool               `json:"faults"`
+	Multicasts         int                `json:"multicasts"`
+	Deliveries         int                `json:"deliveries"`
+	Messages           int                `json:"protocol_messages"`
+	Bytes              int64              `json:"protocol_bytes"`
+	VirtualTimeDelta   float64            `json:"virtual_time_delta"`
+	LatencyFirst       sim.LatencySummary `json:"latency_first_per_group_delta"`
+	LatencyFollowers   sim.LatencySummary `json:"latency_followers_delta"`
+	Violations         int                `json:"violations"`
+	LiveTermination    *int               `json:"live_termination_violations,omitempty"` // with faults
+	SimulateWallSecond float64            `json:"simulate_wall_seconds"`
+	CheckWallSeconds   float64            `json:"check_wall_seconds"`
+}
+
+// runSummaryOf summarizes a run; live < 0: no liveness check (no faults).
+func runSummaryOf(res *sim.Result, violations, live int, simWall, checkWall time.Duration) runSummary {
+	cfg, st := res.Config, res.Stats
+	s := runSummary{Protocol: cfg.Protocol, Groups: cfg.Groups, Replicas: cfg.Replicas, Clients: cfg.Workload.Clients,
+		DestMin: cfg.Workload.DestMin, DestMax: cfg.Workload.DestMax, Delay: fmt.Sprint(cfg.Delay), Seed: cfg.Seed,
+		Faults: cfg.Faults.Enabled(), Multicasts: int(st.Multicasts), Deliveries: int(st.Deliveries), Messages: int(st.Messages),
+		Bytes: int64(st.Bytes), VirtualTimeDelta: float64(st.VirtualTime) / float64(cfg.Delta),
+		LatencyFirst: sim.Summarize(st.LeaderLat, cfg.Delta), LatencyFollowers: sim.Summarize(st.FollowerLat, cfg.Delta),
+		Violations: violations, SimulateWallSecond: simWall.Seconds(), CheckWallSeconds: checkWall.Seconds()}
+	if live >= 0 {
+		s.LiveTermination = &live
+	}
+	return s
 }
 
 // printSwarmProfile prints every parameter drawn from the seed (the VOPR

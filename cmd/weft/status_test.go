@@ -186,6 +186,11 @@ func TestOutputFlagAliases(t *testing.T) {
 	if a != b || !strings.HasPrefix(strings.TrimSpace(a), "[") {
 		t.Errorf("--format json and -o json differ:\n%s\n%s", a, b)
 	}
+	out, err := run(t, "sim", "run", "--messages", "100", "-o", "json")
+	var rs runSummary
+	if err != nil || json.Unmarshal([]byte(out), &rs) != nil || rs.Multicasts != 100 || rs.Deliveries == 0 || rs.LatencyFirst.N == 0 {
+		t.Errorf("sim run -o json: %v: %q", err, out)
+	}
 	if _, err := run(t, "sim", "latency", "--protocols", "skeen", "-o", "csv"); err == nil {
 		t.Error("-o csv accepted")
 	}
