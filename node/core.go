@@ -2,6 +2,7 @@ package node
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/weft-dev/weft/amcast"
 	"github.com/weft-dev/weft/amcast/fastcast"
@@ -157,9 +158,12 @@ func newCore(ps *protocolSpec, cc coreConfig, det Detector, fresh bool, recs []w
 	return ps.open(cc, det, st)
 }
 
-// durableDeliveries returns the deliveries recs make durable, in log
-// order: the REC_DELIVERED records and the delivered messages of WbCast's
-// REC_SNAPSHOT.
+// durableDeliveries returns the deliveries recs make durable, in delivery
+// (gts) order: the REC_DELIVERED records and the delivered messages of
+// WbCast's REC_SNAPSHOT. A snapshot lists its messages in id order (and
+// FT-Skeen's its REC_DELIVERED records too), not in delivery order, so
+// they are sorted: the hand-over after a crash skips whatever is at or
+// below the deliveries log's last gts, and walks this list in order.
 func durableDeliveries(recs []wire.Message) []*wire.RecDelivered {
 	var out []*wire.RecDelivered
 	for _, r := range recs {
@@ -174,6 +178,7 @@ func durableDeliveries(recs []wire.Message) []*wire.RecDelivered {
 			}
 		}
 	}
+	slices.SortStableFunc(out, func(a, b *wire.RecDelivered) int { return a.GTS.Compare(b.GTS) })
 	return out
 }
 

@@ -169,3 +169,23 @@ func TestSnapshotEncoderRefusesWhatTheDecoderWould(t *testing.T) {
 		t.Fatalf("writeSnapshot = %v", err)
 	}
 }
+
+// TestDurableDeliveriesInGTSOrder: a snapshot lists its messages in id
+// order; the hand-over after a crash needs them in delivery order, or it
+// skips those delivered after a later id (the deliveries log then misses
+// them).
+func TestDurableDeliveriesInGTSOrder(t *testing.T) {
+	msg := func(seq, gts uint64) wire.MsgState {
+		return wire.MsgState{M: wire.AppMsg{ID: wire.MsgID{Client: 7, Seq: seq}, Dest: []wire.GroupID{0}}, Phase: wire.PhaseCommitted,
+			GTS: wire.Timestamp{T: gts}}
+	}
+	snap := &wire.RecSnapshot{Msgs: []wire.MsgState{msg(1, 30), msg(2, 10), msg(3, 20), msg(4, 5)}, Delivered: []bool{true, true, true, false}}
+	after := &wire.RecDelivered{M: wire.AppMsg{ID: wire.MsgID{Client: 7, Seq: 5}}, GTS: wire.Timestamp{T: 40}}
+	var got []uint64
+	for _, d := range durableDeliveries([]wire.Message{snap, after}) {
+		got = append(got, d.GTS.T)
+	}
+	if !reflect.DeepEqual(got, []uint64{10, 20, 30, 40}) {
+		t.Fatalf("durable deliveries in gts order %v, want [10 20 30 40]", got)
+	}
+}
