@@ -13,6 +13,7 @@ import (
 	"github.com/weft-dev/weft/amcast"
 	"github.com/weft-dev/weft/client"
 	"github.com/weft-dev/weft/internal/check"
+	"github.com/weft-dev/weft/storage/vfs"
 	"github.com/weft-dev/weft/wire"
 )
 
@@ -26,6 +27,10 @@ type cluster struct {
 	tune  func(*Config)
 	// protocol is the cluster's protocol (tune's Config.Protocol).
 	protocol string
+
+	// fsys, if set, is the filesystem holding node p's deliveries log
+	// (default: the real one).
+	fsys func(p wire.ProcID) vfs.FS
 
 	mu     sync.Mutex
 	events []check.Event // multicast, crash and restart events
@@ -198,7 +203,11 @@ func (c *cluster) history(t *testing.T) *check.History {
 	c.mu.Unlock()
 	h := &check.History{Config: check.Config{Protocol: c.protocol, Groups: c.topo.NumGroups(), Replicas: len(c.topo.Groups[0])}}
 	for p := range wire.ProcID(c.topo.NumReplicas()) {
-		ph, err := ReadDeliveryLog(c.dlogPath(p))
+		fsys := vfs.OS()
+		if c.fsys != nil {
+			fsys = c.fsys(p)
+		}
+		ph, err := readDeliveryLog(fsys, c.dlogPath(p))
 		if err != nil {
 			t.Fatal(err)
 		}
