@@ -1,7 +1,9 @@
 // Package client is weft's Go client: it connects to the nodes of a
 // cluster (transport role client), multicasts messages to sets of groups
 // and returns each message's global timestamp once a destination group
-// delivered it.
+// delivered it, with the group's result when the nodes run a replicated
+// service (package rsm; with Config.AllGroups, once every destination
+// group answered, with every group's result).
 //
 // A Client drives an amcast.Client state machine with a ticker. A message
 // goes to its view of the leader of each destination group; without a

@@ -592,6 +592,7 @@ func (n *Node) open() error {
 	if err != nil {
 		return err
 	}
+	svcFloor := serviceFloor(recs) // what the log can no longer replay in full (service.go)
 	n.lastSnapshot = snapBytes
 	msgs, err := n.w.ReadMessages()
 	if err != nil {
@@ -619,7 +620,7 @@ func (n *Node) open() error {
 		n.log.Info("bootstrapped a new member", "identity", n.ident.String())
 	}
 	if cfg.StateMachine != nil {
-		if err := n.openService(durable, mode == startAmnesiac); err != nil {
+		if err := n.openService(durable, svcFloor, mode == startAmnesiac); err != nil {
 			return err
 		}
 	}

@@ -54,9 +54,29 @@ type service struct {
 	replayed int
 }
 
+// serviceFloor is the gts up to which the log's snapshot records (snap)
+// may no longer hold every delivery in full: WbCast's REC_SNAPSHOT keeps
+// only the delivered messages not yet collected, below its MaxDelivered;
+// the Paxos-based stores keep every delivery, but without its payload. The
+// state machine's snapshot must reach it: only the records after the log's
+// snapshot replay deliveries in full.
+func serviceFloor(snap []wire.Message) wire.Timestamp {
+	var f wire.Timestamp
+	for _, r := range snap {
+		switch r := r.(type) {
+		case *wire.RecSnapshot:
+			f = wire.MaxTS(f, r.MaxDelivered)
+		case *wire.RecDelivered:
+			f = wire.MaxTS(f, r.GTS)
+		}
+	}
+	return f
+}
+
 // openService restores the state machine from its snapshot and the log's
-// deliveries (durable, in log order).
-func (n *Node) openService(durable []*wire.RecDelivered, amnesiac bool) error {
+// deliveries (durable, in log order); floor is serviceFloor of the log's
+// snapshot.
+func (n *Node) openService(durable []*wire.RecDelivered, floor wire.Timestamp, amnesiac bool) error {
 	cfg := &n.cfg
 	d, err := rsm.NewDriver(cfg.StateMachine, cfg.RSM)
 	if err != nil {
@@ -80,6 +100,11 @@ func (n *Node) openService(durable []*wire.RecDelivered, amnesiac bool) error {
 		}
 	}
 	from, restored := d.Applied(), d.Stats().Applied
+	if from.Less(floor) {
+		return fmt.Errorf("node: the state machine's state (snapshot at gts %s) does not reach the log's last delivery: the log's snapshot no longer holds "+
+			"the deliveries up to %s in full (was %s lost or written by another run, or the service added to a data directory that delivered without one?); "+
+			"the member cannot rebuild its state (state transfer is issue #12 item 2)", from, floor, s.path)
+	}
 	entries := make([]rsm.Entry, 0, len(durable))
 	for _, r := range durable {
 		entries = append(entries, rsm.EntryOf(&r.M, r.GTS))

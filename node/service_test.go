@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"io"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -70,11 +71,14 @@ func (s *sumSM) Restore(r io.Reader) error {
 
 // serviceCluster starts a cluster whose nodes run sumSM, each node's log
 // the current incarnation's in the map.
-func serviceCluster(t *testing.T, groups, replicas int, compact int64) (*cluster, map[wire.ProcID]*sumSM) {
+func serviceCluster(t *testing.T, groups, replicas int, compact int64, protocol ...string) (*cluster, map[wire.ProcID]*sumSM) {
 	sms := map[wire.ProcID]*sumSM{}
 	var mu sync.Mutex
 	c := newCluster(t, groups, replicas, func(cfg *Config) {
 		cfg.CompactBytes = compact
+		if len(protocol) > 0 {
+			cfg.Protocol = protocol[0]
+		}
 		mu.Lock()
 		defer mu.Unlock()
 		sms[cfg.ID] = &sumSM{} // each incarnation its own, restored from the data directory
@@ -118,9 +122,17 @@ func TestServiceResults(t *testing.T) {
 // clients multicast, restarts them from their data directories (the
 // state machine's snapshot, written at compactions, and the log above
 // it), and checks that every replica applied every message exactly once,
-// in the same order, to the same state.
+// in the same order, to the same state. FT-Skeen's log snapshot keeps
+// deliveries without their payloads: the state machine's snapshot must
+// cover them.
 func TestServiceRestartExactlyOnce(t *testing.T) {
-	c, logs := serviceCluster(t, 1, 3, 4<<10)
+	for _, proto := range []string{ProtocolWbCast, ProtocolFTSkeen} {
+		t.Run(proto, func(t *testing.T) { testServiceRestart(t, proto) })
+	}
+}
+
+func testServiceRestart(t *testing.T, proto string) {
+	c, logs := serviceCluster(t, 1, 3, 4<<10, proto)
 	cl := c.client()
 	one := func(int) []wire.GroupID { return []wire.GroupID{0} }
 	multicast(t, cl, 150, 6, one)
@@ -183,4 +195,63 @@ func TestServiceRestartExactlyOnce(t *testing.T) {
 		}
 		sm.mu.Unlock()
 	}
+}
+
+// TestServiceAllGroupsFailover: messages to both groups complete with both
+// groups' results (AllGroups) while the leader of group 1, which is not
+// the designated replier of these messages, is stopped: the new leader
+// answers the clients' retries of messages it applied (handleRetry).
+func TestServiceAllGroupsFailover(t *testing.T) {
+	c, _ := serviceCluster(t, 2, 3, 0)
+	cl := c.clientWith(func(cfg *client.Config) { cfg.AllGroups = true })
+	both := func(int) []wire.GroupID { return []wire.GroupID{0, 1} }
+	multicast(t, cl, 40, 4, both)
+	old, ok := c.leader(1)
+	if !ok {
+		t.Fatal("no leader in group 1")
+	}
+	done := make(chan []client.Result)
+	go func() { done <- multicast(t, cl, 200, 8, both) }()
+	time.Sleep(30 * time.Millisecond)
+	c.stop(old)
+	res := <-done
+	for _, r := range res {
+		for _, g := range []wire.GroupID{0, 1} {
+			if v, ok := r.Of(g); !ok || len(v) != 8 {
+				t.Fatalf("message %s: group %d result %x (held %v)", r.ID, g, v, ok)
+			}
+		}
+	}
+	if nl, ok := c.leader(1); !ok || nl == old {
+		t.Fatalf("group 1 has no new leader (%d, %v)", nl, ok)
+	}
+	t.Logf("%d messages to both groups completed with both results across the failover of p%d (client retries %d)", len(res), old, cl.Retries())
+}
+
+// TestServiceRefusesUnreachableState: a node that delivered without a
+// state machine and is restarted with one cannot rebuild the state (the
+// deliveries before its log's compaction are gone): it refuses to start,
+// saying why, instead of running a state that skipped deliveries.
+func TestServiceRefusesUnreachableState(t *testing.T) {
+	withSM := false
+	c := newCluster(t, 1, 3, func(cfg *Config) {
+		cfg.CompactBytes = 4 << 10
+		if withSM {
+			cfg.StateMachine = &sumSM{}
+		}
+	})
+	multicast(t, c.client(), 200, 4, func(int) []wire.GroupID { return []wire.GroupID{0} })
+	c.stop(2)
+	withSM = true
+	cfg := Config{Cluster: "test", ID: 2, Topology: c.topo, Peers: c.addrs, Listen: "127.0.0.1:0", DataDir: c.dirs[2]}
+	c.tune(&cfg)
+	n, err := New(cfg)
+	if err == nil {
+		n.Close()
+		t.Fatal("a node restarted with a state machine that cannot reach its log's last delivery started")
+	}
+	if !strings.Contains(err.Error(), "does not reach the log's last delivery") {
+		t.Fatalf("error %v", err)
+	}
+	t.Log(err)
 }
