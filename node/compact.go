@@ -55,6 +55,7 @@ type compaction struct {
 func (n *Node) mirror(recs []wire.Message) error {
 	for _, r := range recs {
 		n.sinceCut += int64(wire.Size(r))
+		n.pagesOpen = pagesOpen(r)
 		if c := n.compaction; c != nil {
 			c.deferred = append(c.deferred, r)
 			continue
@@ -66,12 +67,28 @@ func (n *Node) mirror(recs []wire.Message) error {
 	return nil
 }
 
-// maybeCompact starts a compaction when the log has grown enough.
+// maybeCompact starts a compaction when the log has grown enough, and not
+// in the middle of a state adopted in pages.
 func (n *Node) maybeCompact() error {
-	if n.cfg.CompactBytes <= 0 || n.compaction != nil || n.sinceCut < max(n.cfg.CompactBytes, 2*n.lastSnapshot) {
+	if n.cfg.CompactBytes <= 0 || n.compaction != nil || n.pagesOpen || n.sinceCut < max(n.cfg.CompactBytes, 2*n.lastSnapshot) {
 		return nil
 	}
 	return n.startCompaction()
+}
+
+// pagesOpen says whether, after record r, the store holds the first pages
+// of a state adopted in pages (REC_NEW_STATE with More) and waits for the
+// rest. A store applies such a state only
+// at its last page and a snapshot cannot carry the pages before it (WbCast's
+// Store.Snapshot is the applied image): a snapshot taken between the pages
+// would be followed in the log by pages that no longer follow anything, and
+// the node could not restart. Like the store, any other record ends the set.
+func pagesOpen(r wire.Message) bool {
+	ns, ok := r.(*wire.RecNewState)
+	if !ok {
+		return false
+	}
+	return ns.More
 }
 
 // startCompaction is step 1. An error it returns stops the node.

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weft-dev/weft/amcast/wbcast"
 	"github.com/weft-dev/weft/internal/check"
 	"github.com/weft-dev/weft/storage/vfs"
 	"github.com/weft-dev/weft/storage/wal"
@@ -237,4 +238,30 @@ func sessionIn(ds []wire.ClientDone, d wire.ClientDone) bool {
 		}
 	}
 	return false
+}
+
+// TestNoSnapshotBetweenPages: a WbCast store that applied the first page
+// of a paged state and not its last has a snapshot that, followed by the
+// remaining page, does not restore (the store refuses the page): so the
+// node does not compact while pages are open (pagesOpen).
+func TestNoSnapshotBetweenPages(t *testing.T) {
+	b := wire.Ballot{N: 2, P: 1}
+	s := wire.MsgState{M: wire.AppMsg{ID: wire.MsgID{Client: 9, Seq: 1}, Dest: []wire.GroupID{0}}, Phase: wire.PhaseAccepted,
+		LTS: wire.Timestamp{T: 3}, GTS: wire.Timestamp{T: 3}, Ballots: []wire.Ballot{b}, LTSs: []wire.Timestamp{{T: 3}}}
+	first := &wire.RecNewState{B: b, Clock: 5, State: []wire.MsgState{s}, Paged: wire.Paged{Page: 0, More: true}}
+	last := &wire.RecNewState{B: b, Clock: 5, Paged: wire.Paged{Page: 1}}
+	st := wbcast.NewStore()
+	if err := st.Apply(first); err != nil {
+		t.Fatal(err)
+	}
+	st2 := wbcast.NewStore()
+	if err := st2.Apply(st.Snapshot()); err != nil {
+		t.Fatal(err)
+	}
+	if err := st2.Apply(last); err == nil {
+		t.Fatal("a snapshot taken between pages restores: pagesOpen is no longer needed")
+	}
+	if !pagesOpen(first) || pagesOpen(last) || pagesOpen(&wire.RecBallot{Ballot: b}) {
+		t.Fatal("pagesOpen is wrong")
+	}
 }

@@ -382,6 +382,7 @@ type Node struct {
 	cc          coreConfig
 	compaction  *compaction
 	compactDone chan error
+	pagesOpen   bool // a paged state's last page is not durable yet
 
 	leaderSince time.Time
 
