@@ -2,6 +2,7 @@ package wal
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -455,6 +456,10 @@ func TestSnapshotCorrupt(t *testing.T) {
 		{"truncated", func(b []byte) []byte { return b[:len(b)-frameLen(8)] }, "without an end frame"},
 		{"truncated mid-frame", func(b []byte) []byte { return b[:snapHeaderSize+frameHeaderLen+100] }, "past the end"},
 		{"garbage after the end", func(b []byte) []byte { return append(b, make([]byte, 16)...) }, "after the end frame"},
+		{"frame over the chunk limit", func(b []byte) []byte {
+			binary.LittleEndian.PutUint32(b[snapHeaderSize:], snapshotChunk+8) // a longer frame than any writer makes
+			return b
+		}, "exceeds the maximum"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := build()
