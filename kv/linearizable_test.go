@@ -1,12 +1,15 @@
 package kv_test
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -110,38 +113,8 @@ func TestModelRefuses(t *testing.T) {
 // (failover) and checks the history with porcupine.
 func TestLinearizable(t *testing.T) {
 	const shards, replicas, clients, opsPer = 2, 3, 6, 60
-	topo, err := amcast.NewTopology(shards, replicas)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	peers := map[wire.ProcID]string{}
-	lns := map[wire.ProcID]net.Listener{}
-	for p := range wire.ProcID(topo.NumReplicas()) {
-		if lns[p], err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
-			t.Fatal(err)
-		}
-		peers[p] = lns[p].Addr().String()
-	}
-	nodes := map[wire.ProcID]*node.Node{}
-	for p := range wire.ProcID(topo.NumReplicas()) {
-		g, _ := topo.GroupOf(p)
-		st, err := kv.NewStore(g, shards)
-		if err != nil {
-			t.Fatal(err)
-		}
-		n, err := node.New(node.Config{Cluster: "lin", ID: p, Topology: topo, Peers: peers, Listener: lns[p],
-			DataDir: filepath.Join(dir, fmt.Sprint("n", p)), StateMachine: st, CompactBytes: 16 << 10})
-		if err != nil {
-			t.Fatal(err)
-		}
-		nodes[p] = n
-	}
-	defer func() {
-		for _, n := range nodes {
-			n.Close()
-		}
-	}()
+	kc := startKV(t, shards, replicas)
+	topo, nodes := kc.topo, kc.nodes
 	keys := []string{"a", "b", "c", "d"}
 	var mu sync.Mutex
 	var history []porcupine.Operation
@@ -150,15 +123,7 @@ func TestLinearizable(t *testing.T) {
 	half := make(chan struct{})
 	var halfOnce sync.Once
 	for c := range clients {
-		cl, err := client.New(client.Config{Cluster: "lin", Topology: topo, Nodes: peers, AllGroups: true, RetryTicks: 10})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer cl.Close()
-		k, err := kv.NewClient(cl, shards)
-		if err != nil {
-			t.Fatal(err)
-		}
+		k := kc.client(t, shards)
 		wg.Go(func() {
 			r := rand.New(rand.NewPCG(uint64(c), 1))
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -210,7 +175,6 @@ func TestLinearizable(t *testing.T) {
 	for _, p := range topo.Members(0) {
 		if nodes[p].Status().Leader {
 			nodes[p].Close()
-			delete(nodes, p)
 			t.Logf("stopped p%d, the leader of shard 0, at %v", p, time.Since(start).Round(time.Millisecond))
 			break
 		}
@@ -229,5 +193,105 @@ func TestLinearizable(t *testing.T) {
 			t.Logf("visualisation: %s", path)
 		}
 		t.Fatalf("history is not linearizable (%v)", res)
+	}
+}
+
+// kvCluster is weft-kv on in-process nodes (real TCP on loopback).
+type kvCluster struct {
+	topo  *amcast.Topology
+	peers map[wire.ProcID]string
+	nodes map[wire.ProcID]*node.Node
+}
+
+func startKV(t *testing.T, shards, replicas int) *kvCluster {
+	t.Helper()
+	topo, err := amcast.NewTopology(shards, replicas)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	c := &kvCluster{topo: topo, peers: map[wire.ProcID]string{}, nodes: map[wire.ProcID]*node.Node{}}
+	lns := map[wire.ProcID]net.Listener{}
+	for p := range wire.ProcID(topo.NumReplicas()) {
+		if lns[p], err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
+			t.Fatal(err)
+		}
+		c.peers[p] = lns[p].Addr().String()
+	}
+	for p := range wire.ProcID(topo.NumReplicas()) {
+		g, _ := topo.GroupOf(p)
+		st, err := kv.NewStore(g, shards)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, err := node.New(node.Config{Cluster: "kv", ID: p, Topology: topo, Peers: c.peers, Listener: lns[p],
+			DataDir: filepath.Join(dir, fmt.Sprint("n", p)), StateMachine: st, CompactBytes: 16 << 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.nodes[p] = n
+		t.Cleanup(func() { n.Close() })
+	}
+	return c
+}
+
+// client returns a kv client that believes the cluster has shards shards.
+func (c *kvCluster) client(t *testing.T, shards int) *kv.Client {
+	t.Helper()
+	cl, err := client.New(client.Config{Cluster: "kv", Topology: c.topo, Nodes: c.peers, AllGroups: true, RetryTicks: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cl.Close() })
+	k, err := kv.NewClient(cl, shards)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+// TestClientErrorsAndLimits: on a real cluster, a value at the limit goes
+// through and comes back whole; past the limits the client refuses before
+// sending; a client whose shard count differs from the cluster's is told
+// so (ErrWrongShard).
+func TestClientErrorsAndLimits(t *testing.T) {
+	c := startKV(t, 2, 3)
+	k := c.client(t, 2)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	key := strings.Repeat("k", kv.MaxKeyBytes)
+	big := bytes.Repeat([]byte("v"), kv.MaxValueBytes)
+	if err := k.Put(ctx, key, big); err != nil {
+		t.Fatal(err)
+	}
+	if v, ok, err := k.Get(ctx, key); err != nil || !ok || !bytes.Equal(v, big) {
+		t.Fatalf("get of the largest value: %d bytes, found %v, %v", len(v), ok, err)
+	}
+	if ok, _, _, err := k.CompareAndSet(ctx, key, big, big[1:]); err != nil || !ok {
+		t.Fatalf("cas with two values at the limit: %v %v", ok, err)
+	}
+	if err := k.Put(ctx, key+"k", nil); !errors.Is(err, kv.ErrKeyTooLarge) {
+		t.Fatalf("key over the limit: %v", err)
+	}
+	if err := k.Put(ctx, "a", append(big, 'v')); !errors.Is(err, kv.ErrValueTooLarge) {
+		t.Fatalf("value over the limit: %v", err)
+	}
+	if _, _, err := k.Get(ctx, ""); !errors.Is(err, kv.ErrEmptyKey) {
+		t.Fatalf("empty key: %v", err)
+	}
+	// A client that thinks there is 1 shard sends a key of shard 1 to
+	// shard 0.
+	wrong := c.client(t, 1) // every key on shard 0
+	var other string
+	for i := 0; ; i++ {
+		if other = fmt.Sprint("w", i); kv.Shard(other, 2) == 1 {
+			break
+		}
+	}
+	if err := wrong.Put(ctx, other, []byte("x")); !errors.Is(err, kv.ErrWrongShard) {
+		t.Fatalf("wrong shard layout: %v", err)
+	}
+	if _, err := kv.NewClient(nil, 0); !errors.Is(err, kv.ErrUnknownShard) {
+		t.Fatalf("0 shards: %v", err)
 	}
 }
