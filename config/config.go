@@ -26,6 +26,7 @@
 //	session_lease = "1m"           # how long client-session ids are remembered (default 1m; >= 100 ticks)
 //	wal_segment_size = 67108864    # WAL segment size in bytes (default 64 MiB; 4 KiB..1 GiB)
 //	compact_bytes = 8388608        # compact the WAL after this many bytes (default 8 MiB; 0: never)
+//	unsafe_no_fsync = false        # UNSAFE, benchmarks only: skip the WAL's fsync (default false)
 //	service = "kv"                 # replicated service the node runs: "none" (default) or "kv" (weft-kv)
 //	log_level = "info"             # debug, info, warn or error (default info)
 //	log_format = "text"            # text (logfmt) or json, one object a line (default text)
@@ -223,6 +224,14 @@ type Config struct {
 	// older segments deleted) after this many bytes of records. Key
 	// "compact_bytes"; default 8 MiB; 0 disables compaction.
 	CompactBytes int64 `toml:"compact_bytes"`
+	// UnsafeNoFsync makes the WAL skip the fdatasync of appended records
+	// (wal.Options.UnsafeNoSync): a power loss or kernel crash can then
+	// lose promises and acks this node already sent, which can break the
+	// global order and lose acknowledged messages. For benchmarks that
+	// compare with implementations keeping nothing on disk, like etcd's
+	// --unsafe-no-fsync. The agent logs a warning at start. Key
+	// "unsafe_no_fsync"; default false.
+	UnsafeNoFsync bool `toml:"unsafe_no_fsync"`
 	// Service is the replicated service the node runs on the order
 	// (docs/rsm.md): "none" (only the deliveries log and clients' gts) or
 	// "kv" (weft-kv: every group is a shard of a key-value store). Every
@@ -654,6 +663,9 @@ func (c *Config) Format() string {
 	fmt.Fprintf(&sb, "session_lease = %s\n", q(c.SessionLease.String()))
 	fmt.Fprintf(&sb, "wal_segment_size = %d\n", c.WALSegmentSize)
 	fmt.Fprintf(&sb, "compact_bytes = %d\n", c.CompactBytes)
+	if c.UnsafeNoFsync {
+		sb.WriteString("unsafe_no_fsync = true\n")
+	}
 	if c.Service != "" {
 		fmt.Fprintf(&sb, "service = %s\n", q(c.Service))
 	}

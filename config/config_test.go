@@ -49,7 +49,7 @@ func TestSampleParsesWithDefaults(t *testing.T) {
 	}
 	// Every key of Config is in the sample.
 	for _, key := range []string{"cluster", "protocol", "id", "data_dir", "listen", "client_addr", "admin", "tick", "election_ticks",
-		"heartbeat_ticks", "retry_ticks", "session_lease", "wal_segment_size", "compact_bytes", "log_level", "log_format", "groups", "[nodes]"} {
+		"heartbeat_ticks", "retry_ticks", "session_lease", "wal_segment_size", "compact_bytes", "unsafe_no_fsync", "log_level", "log_format", "groups", "[nodes]"} {
 		if !strings.Contains(Sample, "\n"+key) {
 			t.Errorf("sample lacks %s", key)
 		}
@@ -164,5 +164,23 @@ func TestProtocols(t *testing.T) {
 	_, err := Parse("protocol = \"skeen\"\n"+minimal, Agent)
 	if err == nil || !strings.Contains(err.Error(), "protocol: skeen is not fault tolerant and needs exactly 1 member per group; groups[0] has 3") {
 		t.Errorf("skeen with 3 members per group: %v", err)
+	}
+}
+
+// TestUnsafeNoFsync: the key round-trips through Format, and a value that
+// is not a boolean is an error naming it.
+func TestUnsafeNoFsync(t *testing.T) {
+	c, err := Parse(Sample, Agent)
+	if err != nil || c.UnsafeNoFsync {
+		t.Fatalf("sample: %v, unsafe_no_fsync %v", err, c.UnsafeNoFsync)
+	}
+	c.UnsafeNoFsync = true
+	back, err := Parse(c.Format(), Agent)
+	if err != nil || !back.UnsafeNoFsync {
+		t.Fatalf("round trip: %v, unsafe_no_fsync %v\n%s", err, back.UnsafeNoFsync, c.Format())
+	}
+	_, err = Parse(strings.Replace(Sample, "unsafe_no_fsync = false", `unsafe_no_fsync = "yes"`, 1), Agent)
+	if err == nil || !strings.Contains(err.Error(), "unsafe_no_fsync") {
+		t.Errorf("a string value: %v, want an error naming unsafe_no_fsync", err)
 	}
 }

@@ -107,7 +107,7 @@ func runAgent(ctx context.Context, path string, rejoin bool, logFormat string) e
 		HeartbeatTicks: cfg.HeartbeatTicks,
 		RetryTicks:     cfg.RetryTicks,
 		SessionTicks:   int(cfg.SessionLease / cfg.Tick),
-		WAL:            wal.Options{SegmentSize: cfg.WALSegmentSize},
+		WAL:            wal.Options{SegmentSize: cfg.WALSegmentSize, UnsafeNoSync: cfg.UnsafeNoFsync},
 		CompactBytes:   compact,
 		Logger:         logger,
 		Gossip:         cfg.Membership(),
@@ -154,6 +154,9 @@ func runAgent(ctx context.Context, path string, rejoin bool, logFormat string) e
 		attrs = append(attrs, "amnesiac", true)
 	}
 	logger.Info("agent running", attrs...)
+	if cfg.UnsafeNoFsync {
+		logger.Warn("unsafe_no_fsync = true: the WAL is not fsynced; a power loss or kernel crash can lose acknowledged messages and break the order (benchmarks only)")
+	}
 	if cfg.Security() == "none" && !config.IsLoopback(cfg.Listen) {
 		logger.Warn("insecure = true: listening off loopback with neither TLS nor a cluster key; anyone who can reach this port can join as a node", "listen", cfg.Listen)
 	}

@@ -39,6 +39,14 @@ type Options struct {
 	// MaxRecordSizeLimit. Reopening a log with a smaller value than it was
 	// written with can make valid records unreadable.
 	MaxRecordSize int
+	// UnsafeNoSync skips the fdatasync that makes appended records durable
+	// (Sync and Commit still write them): a crash of the machine, not only
+	// of the process, can then lose records whose Sync returned, which
+	// breaks every promise a protocol made on them. It exists to compare
+	// the protocols with implementations that keep nothing on disk, like
+	// etcd's --unsafe-no-fsync; never use it for data you keep. Segment
+	// creation and snapshots, which are rare, still sync.
+	UnsafeNoSync bool
 }
 
 func (o Options) validate() (Options, error) {
@@ -527,10 +535,12 @@ func (w *WAL) flush() error {
 	if err := w.write(w.pend[pos:]); err != nil {
 		return err
 	}
-	if err := w.f.Sync(); err != nil {
-		return err
+	if !w.opts.UnsafeNoSync {
+		if err := w.f.Sync(); err != nil {
+			return err
+		}
+		w.fDirty = false
 	}
-	w.fDirty = false
 	w.synced = w.next - 1
 	w.rolls = w.rolls[:0]
 	if cap(w.pend) > 4<<20 {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -919,5 +920,37 @@ func TestLeftoverTmpRemoved(t *testing.T) {
 	names, _ := m.List(dir)
 	if !slices.Equal(names, []string{segName(0, 1), "README"}) {
 		t.Fatalf("dir = %v", names)
+	}
+}
+
+// TestUnsafeNoSync: with UnsafeNoSync, Sync writes the records (a reopened
+// log reads them) but does not make them durable: some power losses lose
+// records whose Sync returned, which never happens with the default.
+func TestUnsafeNoSync(t *testing.T) {
+	for _, unsafe := range []bool{false, true} {
+		fsys := vfs.NewCrashableMem()
+		w := mustOpen(t, fsys, Options{SegmentSize: 4096, UnsafeNoSync: unsafe})
+		for i := range 10 {
+			if err := w.Append(rec(i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := w.Sync(); err != nil {
+			t.Fatal(err)
+		}
+		lost := 0
+		for seed := range 50 {
+			w2 := mustOpen(t, fsys.CrashClone(rand.New(rand.NewPCG(uint64(seed), 1))), Options{SegmentSize: 4096})
+			if _, recs := mustReadAll(t, w2); len(recs) < 10 {
+				lost++
+			}
+			w2.Close()
+		}
+		if unsafe != (lost > 0) {
+			t.Errorf("UnsafeNoSync %v: %d of 50 power losses lost synced records", unsafe, lost)
+		}
+		w.Close()
+		_, recs := mustReadAll(t, mustOpen(t, fsys, Options{SegmentSize: 4096}))
+		wantRecs(t, recs, 0, 10)
 	}
 }
