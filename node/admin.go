@@ -211,9 +211,7 @@ func (h *adminHandler) authorized(w http.ResponseWriter, r *http.Request) bool {
 // loopback host.
 func (h *adminHandler) read(f http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodGet && r.Method != http.MethodHead {
-			w.Header().Set("Allow", "GET, HEAD")
-			h.refuse(w, "wrong_method", http.StatusMethodNotAllowed, "%s is read-only: use GET", r.URL.Path)
+		if !h.getOnly(w, r) {
 			return
 		}
 		if !h.loopback || r.Header.Get("Authorization") != "" {
@@ -232,13 +230,20 @@ func (h *adminHandler) read(f http.HandlerFunc) http.HandlerFunc {
 // (see AdminHandler).
 func (h *adminHandler) probe(f http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodGet && r.Method != http.MethodHead {
-			w.Header().Set("Allow", "GET, HEAD")
-			h.refuse(w, "wrong_method", http.StatusMethodNotAllowed, "%s is read-only: use GET", r.URL.Path)
-			return
+		if h.getOnly(w, r) {
+			f(w, r)
 		}
-		f(w, r)
 	}
+}
+
+// getOnly refuses any method but GET and HEAD (wrong_method).
+func (h *adminHandler) getOnly(w http.ResponseWriter, r *http.Request) bool {
+	if r.Method == http.MethodGet || r.Method == http.MethodHead {
+		return true
+	}
+	w.Header().Set("Allow", "GET, HEAD")
+	h.refuse(w, "wrong_method", http.StatusMethodNotAllowed, "%s is read-only: use GET", r.URL.Path)
+	return false
 }
 
 // profile guards the profiler: the token, always (even on loopback).

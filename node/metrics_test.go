@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"github.com/weft-dev/weft/transport"
 	"github.com/weft-dev/weft/wire"
 )
 
@@ -85,10 +86,19 @@ func TestMetricsScrape(t *testing.T) {
 
 	cl := c.client()
 	multicast(t, cl, 40, 4, func(int) []wire.GroupID { return []wire.GroupID{0} })
-	// A forged input: a client (id 1000) multicasts a message in another
-	// client's name. The protocol refuses it (client_mismatch).
-	forger := wire.ProcID(1000)
-	c.nodes[lp].handle(forger, &wire.Multicast{M: wire.AppMsg{ID: wire.MsgID{Client: 1001, Session: 1, Seq: 1}, Dest: []wire.GroupID{0}, Payload: []byte("x")}})
+	// A forged input over TCP: a client connected as id 1000 multicasts a
+	// message in client 1001's name. The protocol refuses it
+	// (client_mismatch).
+	forger, err := transport.New(transport.Config{ClusterName: "test", Self: 1000, Role: transport.RoleClient,
+		Peers: map[wire.ProcID]string{lp: c.addrs[lp]}, Handler: func(wire.ProcID, wire.Message) {}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer forger.Close()
+	forged := &wire.Multicast{M: wire.AppMsg{ID: wire.MsgID{Client: 1001, Session: 1, Seq: 1}, Dest: []wire.GroupID{0}, Payload: []byte("x")}}
+	if err := forger.Send(lp, forged); err != nil {
+		t.Fatal(err)
+	}
 	peer := "0"
 	if lp == 0 {
 		peer = "1"
@@ -312,6 +322,10 @@ func TestPprofNeedsToken(t *testing.T) {
 	defer b.Close()
 	if code, _ := adminRequest(t, "GET", "http://"+b.Addr().String()+"/debug/pprof/", "", "", "", ""); code != 403 {
 		t.Errorf("/debug/pprof/ on a node without a token: %d, want 403", code)
+	}
+	// The probes are read-only.
+	if code, _ := adminRequest(t, "POST", base+"/readyz", "application/json", "", "{}", ""); code != 405 {
+		t.Errorf("POST /readyz: %d, want 405", code)
 	}
 	// /metrics follows the read rules: loopback without a token, but a
 	// non-loopback Host is refused.
