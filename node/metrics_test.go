@@ -238,10 +238,18 @@ func readyz(t *testing.T, a *Admin) (int, Readiness) {
 
 // TestReadyz: a follower is ready while it follows a live leader; with the
 // rest of its group stopped it knows no leader (503, with the reason);
-// once they are back and a leader is elected it is ready again.
+// once they are back and a leader is elected it is ready again. WbCast, and
+// FT-Skeen (Paxos heartbeats, no delivery point).
 func TestReadyz(t *testing.T) {
+	for _, proto := range []string{ProtocolWbCast, ProtocolFTSkeen} {
+		t.Run(proto, func(t *testing.T) { testReadyz(t, proto) })
+	}
+}
+
+func testReadyz(t *testing.T, proto string) {
 	c := newCluster(t, 1, 3, func(cfg *Config) {
 		gossipTune(cfg)
+		cfg.Protocol = proto
 		cfg.ElectionTicks = 30 // a 300 ms grace period
 	})
 	waitUntil(t, 10*time.Second, "a leader", func() bool { _, ok := c.leader(0); return ok })
@@ -332,4 +340,78 @@ func TestPprofNeedsToken(t *testing.T) {
 	if code, _ := adminRequest(t, "GET", base+"/metrics", "", "", "", "evil.example.com"); code != 403 {
 		t.Errorf("/metrics from a rebound name: %d, want 403", code)
 	}
+}
+
+// TestReadinessLag drives the lag tracker with a follower's statuses and
+// its leader's heartbeats, no network: a heartbeat whose delivery point
+// the follower has not reached starts the lag; past the grace period the
+// follower is catching_up; reaching that point moves on to the next
+// unreached heartbeat, then to none.
+func TestReadinessLag(t *testing.T) {
+	n := &Node{cfg: Config{ID: 1, Tick: 10 * time.Millisecond, ElectionTicks: 30}, done: make(chan struct{})}
+	n.met = newMetrics(n)
+	m := n.met
+	b := wire.Ballot{N: 2, P: 0}
+	st := Status{ID: 1, Role: "FOLLOWER", Ballot: b, CBallot: b, MaxDelivered: wire.Timestamp{T: 3}}
+	m.published(&st)
+	hb := func(t uint64) {
+		m.observe(wire.Envelope{From: 0, To: 1, Msg: &wire.Heartbeat{B: b, CBallot: b, Leader: true, MaxDelivered: wire.Timestamp{T: t}}})
+	}
+	ready := func(want bool, reason string) Readiness {
+		t.Helper()
+		rd := n.Readiness()
+		if rd.Ready != want || rd.Reason != reason {
+			t.Fatalf("readiness %+v, want ready %v reason %q", rd, want, reason)
+		}
+		return rd
+	}
+	ready(false, "leader_silent") // no heartbeat yet
+	hb(3)                         // a point already reached: no lag
+	if rd := ready(true, ""); rd.LagSeconds != 0 || rd.Leader != 0 || !rd.LeaderKnown {
+		t.Fatalf("%+v", rd)
+	}
+	// A heartbeat from another member, or for another ballot, is not the
+	// leader's.
+	m.observe(wire.Envelope{From: 2, To: 1, Msg: &wire.Heartbeat{B: b, Leader: true, MaxDelivered: wire.Timestamp{T: 9}}})
+	m.observe(wire.Envelope{From: 0, To: 1, Msg: &wire.Heartbeat{B: wire.Ballot{N: 1, P: 0}, Leader: true, MaxDelivered: wire.Timestamp{T: 9}}})
+	if m.health.pending.at != 0 {
+		t.Fatal("a heartbeat that is not the leader's started the lag")
+	}
+	hb(5)
+	hb(7)
+	hb(8)
+	if m.health.pending.gts.T != 5 || m.health.latest.gts.T != 8 {
+		t.Fatalf("targets %+v %+v, want 5 then 8", m.health.pending, m.health.latest)
+	}
+	m.mu.Lock()
+	m.health.pending.at -= int64(time.Second) // as if it arrived a second ago
+	m.mu.Unlock()
+	if rd := ready(false, "catching_up"); rd.LagSeconds < 1 {
+		t.Fatalf("lag %v, want at least 1s", rd.LagSeconds)
+	}
+	st.MaxDelivered = wire.Timestamp{T: 6} // past 5, not 8: the next target
+	m.published(&st)
+	if m.health.pending.gts.T != 8 || m.health.latest.at != 0 {
+		t.Fatalf("targets %+v %+v, want 8 then none", m.health.pending, m.health.latest)
+	}
+	ready(true, "")
+	st.MaxDelivered = wire.Timestamp{T: 8}
+	m.published(&st)
+	if rd := ready(true, ""); rd.LagSeconds != 0 || m.health.pending.at != 0 {
+		t.Fatalf("caught up: %+v, pending %+v", rd, m.health.pending)
+	}
+	// A follower without the state of the ballot it joined is not caught up.
+	st.Ballot = wire.Ballot{N: 3, P: 0}
+	m.published(&st)
+	m.observe(wire.Envelope{From: 0, To: 1, Msg: &wire.Heartbeat{B: st.Ballot, Leader: true}})
+	ready(false, "no_state")
+	// Nor is an amnesiac, or a recovering node.
+	st.Amnesiac = true
+	m.published(&st)
+	ready(false, "amnesiac")
+	st.Amnesiac, st.Role = false, "RECOVERING"
+	m.published(&st)
+	ready(false, "no_leader")
+	close(n.done)
+	ready(false, "stopped")
 }
