@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"github.com/weft-dev/weft/amcast"
 	"github.com/weft-dev/weft/transport"
 	"github.com/weft-dev/weft/wire"
 )
@@ -414,4 +415,46 @@ func TestReadinessLag(t *testing.T) {
 	ready(false, "no_leader")
 	close(n.done)
 	ready(false, "stopped")
+}
+
+// BenchmarkMetricsLoopHooks is the loop's cost per client message: its
+// arrival noted, its delivery observed, one status published.
+func BenchmarkMetricsLoopHooks(b *testing.B) {
+	n := &Node{cfg: Config{ID: 1, Tick: 10 * time.Millisecond, ElectionTicks: 30}, done: make(chan struct{})}
+	n.met = newMetrics(n)
+	st := Status{ID: 1, Role: "LEADER", Leader: true}
+	now := time.Now()
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		id := wire.MsgID{Client: 7, Session: 1, Seq: uint64(i)}
+		n.met.clientMulticast(id, now.UnixNano())
+		n.met.delivered(id, now)
+		n.met.published(&st)
+	}
+}
+
+// BenchmarkScrape gathers a live node's registry (what /metrics does,
+// without the HTTP and text encoding).
+func BenchmarkScrape(b *testing.B) {
+	c := newBenchNode(b)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := c.Registry().Gather(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func newBenchNode(b *testing.B) *Node {
+	b.Helper()
+	topo, err := amcast.NewTopology(1, 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	n, err := New(Config{Cluster: "bench", ID: 0, Topology: topo, Listen: "127.0.0.1:0", DataDir: b.TempDir()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { n.Close() })
+	return n
 }
