@@ -91,6 +91,9 @@ type Options struct {
 	Dir string
 	// Keep keeps the directory at the end.
 	Keep bool
+	// LogFormat is the agents' log format, "text" (default) or "json"
+	// (config log_format).
+	LogFormat string
 	// HistoryFile, if set, receives the checked history (JSON lines).
 	HistoryFile string
 	// Seed seeds the workload (default: from the clock).
@@ -375,7 +378,7 @@ func (r *run) setup() error {
 		cfg := config.Config{
 			Cluster: "weft-demo", Protocol: r.opt.Protocol, ID: a.id, DataDir: a.dir, Admin: a.admin, ClusterKeyFile: keyPath,
 			Tick: r.opt.Tick, ElectionTicks: r.opt.ElectionTicks, HeartbeatTicks: config.DefaultHeartbeatTicks,
-			RetryTicks: config.DefaultRetryTicks, SessionLease: config.DefaultSessionLease, LogLevel: "info", Groups: groups, Nodes: peers,
+			RetryTicks: config.DefaultRetryTicks, SessionLease: config.DefaultSessionLease, LogLevel: "info", LogFormat: r.opt.LogFormat, Groups: groups, Nodes: peers,
 			// Small segments (9 agents preallocate them) and frequent
 			// compaction, so the restarted agent recovers from a snapshot.
 			WALSegmentSize: 4 << 20, CompactBytes: 256 << 10,

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/weft-dev/weft/config"
 	"github.com/weft-dev/weft/demo"
 )
 
@@ -29,6 +31,9 @@ this binary, re-executed as 'weft agent'.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			opt.Out = cmd.OutOrStdout()
+			if err := config.CheckLogFormat(opt.LogFormat); err != nil {
+				return fmt.Errorf("--log-format: %w", err)
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			_, err := demo.Run(ctx, opt)
@@ -52,6 +57,7 @@ this binary, re-executed as 'weft agent'.`,
 	f.BoolVar(&opt.Keep, "keep", false, "keep the working directory")
 	f.StringVar(&opt.HistoryFile, "history", "", "also write the checked history to this file (JSON lines)")
 	f.Uint64Var(&opt.Seed, "seed", 0, "workload seed (default: from the clock)")
+	f.StringVar(&opt.LogFormat, "log-format", "text", "the agents' log format (their logs are in the working directory): text|json")
 	f.BoolVar(&opt.TLS, "tls", false, "connect everything over mutual TLS with development certificates (default: a cluster key)")
 	return c
 }
