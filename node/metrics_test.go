@@ -193,8 +193,8 @@ func TestMetricsScrape(t *testing.T) {
 }
 
 // TestGossipFlapsCounted stops a follower until gossip convicts it and
-// restarts it: the other nodes count a conviction, a revival and two flaps
-// for it.
+// restarts it: the leader counts a conviction, a revival and a flap each
+// way for it (after the flap of its first arrival).
 func TestGossipFlapsCounted(t *testing.T) {
 	c := newCluster(t, 1, 3, gossipTune)
 	waitUntil(t, 10*time.Second, "every member up", func() bool { return allUp(c, 0, 1, 2) })
@@ -219,9 +219,11 @@ func TestGossipFlapsCounted(t *testing.T) {
 	conv, _ := metricValue(fams, "weft_gossip_convictions_total", l)
 	rev, _ := metricValue(fams, "weft_gossip_revivals_total", l)
 	flaps, _ := metricValue(fams, "weft_gossip_flaps_total", l)
-	// The first EventAlive (joining) is a transition too: up, down, up.
-	if conv != 1 || rev != 1 || flaps != 3 {
-		t.Errorf("peer %d: convictions %v, revivals %v, flaps %v; want 1, 1, 3", victim, conv, rev, flaps)
+	// The first EventAlive (joining) is a transition too: up, then a down
+	// and an up per conviction (a loaded machine may add false ones, each
+	// revived too, as the member is up at the end).
+	if conv < 1 || rev != conv || flaps != 1+2*conv {
+		t.Errorf("peer %d: convictions %v, revivals %v, flaps %v; want at least 1, as many, 1+2x as many", victim, conv, rev, flaps)
 	}
 }
 
