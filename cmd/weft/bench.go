@@ -1,12 +1,17 @@
 package main
 
 import (
+	"bufio"
+	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -14,109 +19,346 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/weft-dev/weft/config"
-	"github.com/weft-dev/weft/demo"
 )
 
-// benchRow is one configuration's result in `weft bench`.
+// benchRow is one configuration's result in `weft bench`: one rung of the
+// client ladder of one protocol, durability mode and destination count.
 type benchRow struct {
-	Protocol      string  `json:"protocol"`
-	Replicas      int     `json:"replicas_per_group"`
-	FaultTolerant bool    `json:"fault_tolerant"`
-	Dest          int     `json:"dest_groups"`
-	Clients       int     `json:"clients"`
-	Throughput    float64 `json:"throughput_per_s"`
-	P50ms         float64 `json:"p50_ms"`
-	P99ms         float64 `json:"p99_ms"`
-	Completed     int     `json:"completed"`
-	Check         string  `json:"check"`
+	Protocol      string `json:"protocol"`
+	Replicas      int    `json:"replicas_per_group"`
+	FaultTolerant bool   `json:"fault_tolerant"`
+	// Durability is "fsync" (the WAL is fsynced before anything depending
+	// on it is sent), "nofsync" (unsafe_no_fsync) or "none" (Skeen keeps
+	// nothing).
+	Durability   string  `json:"durability"`
+	Dest         string  `json:"dest"` // uniform or home
+	GroupsPerMsg int     `json:"groups_per_msg"`
+	Clients      int     `json:"clients"`
+	ClientProcs  int     `json:"client_procs"`
+	WindowS      float64 `json:"window_s"`
+	// Completed counts the messages sent and answered inside the window.
+	Completed  int     `json:"completed"`
+	Errors     int     `json:"errors"`
+	Throughput float64 `json:"throughput_per_s"`
+	P50ms      float64 `json:"p50_ms"`
+	P90ms      float64 `json:"p90_ms"`
+	P99ms      float64 `json:"p99_ms"`
+	P999ms     float64 `json:"p999_ms"`
+	MaxMs      float64 `json:"max_ms"`
+	// Cores used in the window (CPU seconds per second) by the agents and
+	// by the client processes.
+	ServerCores float64 `json:"server_cores"`
+	ClientCores float64 `json:"client_cores"`
+	// CPU per multicast completed in the window, in µs.
+	ServerCPUus float64 `json:"server_cpu_us_per_msg"`
+	ClientCPUus float64 `json:"client_cpu_us_per_msg"`
+	TotalCPUus  float64 `json:"total_cpu_us_per_msg"`
+	// Read- and write-type system calls per multicast (/proc/<pid>/io
+	// syscr+syscw; fsync, epoll and futex calls are not in it), and
+	// context switches per multicast (/proc/<pid>/task/*/status), over
+	// agents and clients.
+	ServerRWSyscalls  float64 `json:"server_rw_syscalls_per_msg"`
+	ClientRWSyscalls  float64 `json:"client_rw_syscalls_per_msg"`
+	ServerCtxSwitches float64 `json:"server_ctx_switches_per_msg"`
+	ClientCtxSwitches float64 `json:"client_ctx_switches_per_msg"`
+}
+
+// benchOptions are weft bench's flags.
+type benchOptions struct {
+	format, plot, dest, dir string
+	warmup, window          time.Duration
+	clients, perMsg         []int
+	clientProcs, payload    int
+	replicas                int
+	protocols, durability   []string
+	seed                    uint64
 }
 
 func benchCmd() *cobra.Command {
-	var (
-		format    string
-		duration  time.Duration
-		clients   int
-		payload   int
-		replicas  int
-		dests     []int
-		protocols []string
-	)
+	var o benchOptions
 	c := &cobra.Command{
 		Use:   "bench",
-		Short: "Benchmark real loopback clusters of every protocol: throughput and latency per destination-set size",
-		Long: `For each protocol (--protocols; default all four), starts 3 groups of
-replicas as separate weft agent processes on loopback (fsync'd WAL), runs
-closed-loop clients multicasting to 1 and then 2 destination groups, and
-prints one table with the throughput and latency (p50/p99) of each
-configuration, side by side, after checking every delivery. WbCast,
-FT-Skeen and FastCast run --replicas replicas per group (default 3); Skeen
-is not fault tolerant and runs 1 replica per group, persisting nothing (it
-is the table's lower bound, not a like-for-like competitor). Progress goes
-to stderr.`,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			for _, p := range protocols {
-				if !slices.Contains(config.Protocols, p) {
-					return fmt.Errorf("--protocols: unknown protocol %q (want some of %s)", p, strings.Join(config.Protocols, ","))
-				}
-			}
-			ctx, cancel := signal.NotifyContext(cmd.Context(), os.Interrupt)
-			defer cancel()
-			var rows []benchRow
-			failed := 0
-			for _, p := range protocols {
-				r := replicas
-				ft := p != "skeen"
-				if !ft {
-					r = 1
-				}
-				for _, k := range dests {
-					fmt.Fprintf(os.Stderr, "== bench: %s, 3 groups x %d replicas, %d destination group(s), %d clients, %s\n", p, r, k, clients, duration)
-					sum, err := demo.Run(ctx, demo.Options{Protocol: p, Duration: duration, Replicas: r, Clients: clients,
-						Payload: payload, DestGroups: k, KillGroup: -1, Out: os.Stderr})
-					if err != nil && !errors.Is(err, demo.ErrCheckFailed) {
-						return fmt.Errorf("bench %s, %d destination group(s): %w", p, k, err)
-					}
-					verdict := "PASS"
-					if err != nil {
-						verdict = "FAIL"
-						failed++
-					}
-					rows = append(rows, benchRow{Protocol: p, Replicas: r, FaultTolerant: ft, Dest: k, Clients: clients,
-						Throughput: sum.Throughput, P50ms: float64(sum.P50.Microseconds()) / 1000,
-						P99ms: float64(sum.P99.Microseconds()) / 1000, Completed: sum.Completed, Check: verdict})
-				}
-			}
-			if format == "json" {
-				b, _ := json.MarshalIndent(rows, "", "  ")
-				fmt.Fprintln(cmd.OutOrStdout(), string(b))
-			} else {
-				writeBenchTable(cmd.OutOrStdout(), rows, duration, payload)
-			}
-			if failed > 0 {
-				return fmt.Errorf("bench: %d configuration(s) failed their check", failed)
-			}
-			return nil
-		},
+		Short: "Benchmark real loopback clusters: throughput, latency and CPU over a ladder of closed-loop clients",
+		Long: `For each protocol (--protocols) and durability mode (--durability), starts
+3 groups of replicas as separate weft agent processes on loopback with an
+operator's settings (the sample configuration's defaults), then for each
+number of destination groups (--groups-per-msg) and each rung of the client
+ladder (--clients) runs that many closed-loop clients for a warm-up and a
+measurement window. Only messages sent and answered inside the window
+count; latency is measured at each client worker, from the call to
+Multicast to its return. Every worker is its own client (own id, session and
+connections); the workers are spread over --client-procs client processes.
+CPU (cores used by the agents and by the clients, CPU µs per multicast),
+read/write system calls and context switches per multicast come from /proc.
+
+WbCast, FT-Skeen and FastCast run --replicas replicas per group (default
+3); Skeen is not fault tolerant and runs 1 replica per group, persisting
+nothing (the lower bound, not a like-for-like competitor).
+--durability fsync is the normal fsync'd WAL; nofsync sets unsafe_no_fsync
+(benchmarks only: docs/operations.md). Prints one row per rung (-o json:
+every field); --plot FILE.svg draws p50 and p99 against throughput per
+configuration. Progress goes to stderr.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runBench(cmd, o) },
 	}
-	addOutput(c, &format, "format")
-	c.Flags().DurationVar(&duration, "duration", 10*time.Second, "workload length per configuration")
-	c.Flags().IntVar(&clients, "clients", 32, "closed-loop clients")
-	c.Flags().IntVar(&payload, "payload", 64, "payload bytes")
-	c.Flags().IntVar(&replicas, "replicas", 3, "replicas per group of the fault-tolerant protocols (skeen always runs 1)")
-	c.Flags().IntSliceVar(&dests, "dest", []int{1, 2}, "destination-set sizes to run")
-	c.Flags().StringSliceVar(&protocols, "protocols", slices.Clone(config.Protocols), "protocols to run")
+	addOutput(c, &o.format, "format")
+	f := c.Flags()
+	f.IntSliceVar(&o.clients, "clients", []int{1, 32, 90, 180}, "the client ladder: closed-loop clients of each row")
+	f.DurationVar(&o.warmup, "warmup", 3*time.Second, "warm-up before each measurement window")
+	f.DurationVar(&o.window, "window", 15*time.Second, "measurement window of each row")
+	f.IntVar(&o.clientProcs, "client-procs", 2, "client processes the workers are spread over (at most one per worker)")
+	f.StringVar(&o.dest, "dest", "uniform", "destinations: uniform (groups drawn at random) or home (the worker's home group plus a rotating neighbour)")
+	f.IntSliceVar(&o.perMsg, "groups-per-msg", []int{1, 2}, "destination groups per message (one set of rows each)")
+	f.StringSliceVar(&o.durability, "durability", []string{"fsync"}, "durability modes: fsync (the WAL is fsynced) and/or nofsync (unsafe_no_fsync)")
+	f.IntVar(&o.payload, "payload", 64, "payload bytes")
+	f.IntVar(&o.replicas, "replicas", 3, "replicas per group of the fault-tolerant protocols (skeen always runs 1)")
+	f.StringSliceVar(&o.protocols, "protocols", slices.Clone(config.Protocols), "protocols to run")
+	f.StringVar(&o.plot, "plot", "", "write the throughput-latency curves to this SVG file")
+	f.StringVar(&o.dir, "dir", "", "working directory of the clusters (default: a temporary one, removed at the end)")
+	f.Uint64Var(&o.seed, "seed", 0, "seed of the destinations drawn (default: from the clock)")
 	return c
 }
 
-// writeBenchTable prints the rows side by side, one line per protocol and
-// destination-set size.
-func writeBenchTable(w io.Writer, rows []benchRow, duration time.Duration, payload int) {
-	clients := 0
-	if len(rows) > 0 {
-		clients = rows[0].Clients
+func (o *benchOptions) validate() error {
+	for _, p := range o.protocols {
+		if !slices.Contains(config.Protocols, p) {
+			return fmt.Errorf("--protocols: unknown protocol %q (want some of %s)", p, strings.Join(config.Protocols, ","))
+		}
 	}
-	fmt.Fprintf(w, "3 groups on loopback, %d closed-loop clients, %d-byte payloads, %s per row\n", clients, payload, duration)
-	fmt.Fprintf(w, "%-9s %8s %5s %14s %9s %9s  %s\n", "protocol", "replicas", "dest", "multicasts/s", "p50", "p99", "check")
+	for _, d := range o.durability {
+		if d != "fsync" && d != "nofsync" {
+			return fmt.Errorf("--durability: unknown mode %q (want fsync and/or nofsync)", d)
+		}
+	}
+	for _, n := range o.clients {
+		if n < 1 || n > 2000 {
+			return fmt.Errorf("--clients: %d: want 1 to 2000 clients per row", n)
+		}
+	}
+	for _, k := range o.perMsg {
+		if k < 1 || k > 3 {
+			return fmt.Errorf("--groups-per-msg: %d: want 1 to 3 (there are 3 groups)", k)
+		}
+	}
+	switch {
+	case len(o.protocols) == 0 || len(o.durability) == 0 || len(o.clients) == 0 || len(o.perMsg) == 0:
+		return errors.New("bench: --protocols, --durability, --clients and --groups-per-msg need at least one value each")
+	case o.dest != "uniform" && o.dest != "home":
+		return fmt.Errorf("--dest %q: want uniform or home", o.dest)
+	case o.window < 100*time.Millisecond || o.warmup < 0:
+		return fmt.Errorf("--window %v / --warmup %v: want a window of at least 100ms and a warm-up of at least 0", o.window, o.warmup)
+	case o.clientProcs < 1:
+		return fmt.Errorf("--client-procs %d: want at least 1", o.clientProcs)
+	case o.replicas < 1 || o.replicas > 7:
+		return fmt.Errorf("--replicas %d: want 1 to 7", o.replicas)
+	case o.payload < 0 || o.payload > 1<<20:
+		return fmt.Errorf("--payload %d: want 0 to 1 MiB", o.payload)
+	}
+	return nil
+}
+
+func runBench(cmd *cobra.Command, o benchOptions) error {
+	if err := o.validate(); err != nil {
+		return err
+	}
+	if o.seed == 0 {
+		o.seed = uint64(time.Now().UnixNano())
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := signal.NotifyContext(cmd.Context(), os.Interrupt)
+	defer cancel()
+	root := o.dir
+	if root == "" {
+		if root, err = os.MkdirTemp("", "weft-bench-"); err != nil {
+			return err
+		}
+		defer os.RemoveAll(root)
+	}
+	var rows []benchRow
+	for _, p := range o.protocols {
+		replicas, modes := o.replicas, o.durability
+		if p == "skeen" {
+			replicas, modes = 1, []string{"none"} // Skeen persists nothing
+		}
+		for _, mode := range modes {
+			dir := filepath.Join(root, p+"-"+mode)
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				return err
+			}
+			fmt.Fprintf(os.Stderr, "== bench: %s, 3 groups x %d replicas, durability %s: starting the agents in %s\n", p, replicas, mode, dir)
+			cl, err := startBenchCluster(ctx, exe, dir, p, 3, replicas, mode == "nofsync")
+			if err != nil {
+				return err
+			}
+			for _, k := range o.perMsg {
+				for _, n := range o.clients {
+					row := benchRow{Protocol: p, Replicas: replicas, FaultTolerant: p != "skeen", Durability: mode, Dest: o.dest,
+						GroupsPerMsg: k, Clients: n, ClientProcs: min(o.clientProcs, n), WindowS: o.window.Seconds()}
+					err := runBenchRow(ctx, exe, cl, &row, o)
+					if err != nil {
+						cl.stop()
+						return fmt.Errorf("bench %s (%s), %d group(s) per message, %d clients: %w", p, mode, k, n, err)
+					}
+					fmt.Fprintf(os.Stderr, "   %d group(s)/msg, %3d clients: %8.0f/s  p50 %.2fms  p99 %.2fms  cores: agents %.2f clients %.2f\n",
+						k, n, row.Throughput, row.P50ms, row.P99ms, row.ServerCores, row.ClientCores)
+					rows = append(rows, row)
+				}
+			}
+			cl.stop()
+		}
+	}
+	if o.format == outJSON {
+		b, _ := json.MarshalIndent(rows, "", "  ")
+		fmt.Fprintln(cmd.OutOrStdout(), string(b))
+	} else {
+		writeBenchTable(cmd.OutOrStdout(), rows, o)
+	}
+	if o.plot != "" {
+		if err := os.WriteFile(o.plot, benchSVG(rows), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// benchProc is one client process of a row.
+type benchProc struct {
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	lines  *bufio.Scanner
+	stderr bytes.Buffer
+}
+
+// runBenchRow runs one rung: row.Clients workers over row.ClientProcs
+// processes, a warm-up, the window, and fills in the row's measurements.
+func runBenchRow(ctx context.Context, exe string, cl *benchCluster, row *benchRow, o benchOptions) error {
+	var procs []*benchProc
+	defer func() {
+		for _, p := range procs {
+			p.stdin.Close()
+			p.cmd.Process.Kill()
+			p.cmd.Wait()
+		}
+	}()
+	first := 0
+	for i := range row.ClientProcs {
+		workers := row.Clients / row.ClientProcs
+		if i < row.Clients%row.ClientProcs {
+			workers++
+		}
+		spec := benchClientSpec{Cluster: "weft-bench", KeyFile: cl.keyFile, Groups: cl.topo.Groups, Nodes: cl.nodes,
+			Workers: workers, FirstWorker: first, Dest: o.dest, PerMsg: row.GroupsPerMsg, Payload: o.payload,
+			Warmup: o.warmup, Window: o.window, Seed: o.seed}
+		first += workers
+		p := &benchProc{cmd: exec.Command(exe, "bench-client")}
+		p.cmd.Stderr = &p.stderr
+		var err error
+		if p.stdin, err = p.cmd.StdinPipe(); err != nil {
+			return err
+		}
+		out, err := p.cmd.StdoutPipe()
+		if err != nil {
+			return err
+		}
+		if err := p.cmd.Start(); err != nil {
+			return err
+		}
+		procs = append(procs, p)
+		p.lines = bufio.NewScanner(out)
+		p.lines.Buffer(make([]byte, 1<<20), 1<<30)
+		b, _ := json.Marshal(spec)
+		if _, err := fmt.Fprintf(p.stdin, "%s\n", b); err != nil {
+			return err
+		}
+	}
+	for _, p := range procs {
+		if !p.lines.Scan() || p.lines.Text() != `{"ready":true}` {
+			return fmt.Errorf("a client process did not start: %q %s", p.lines.Text(), p.stderr.String())
+		}
+	}
+	t0 := time.Now().Add(100 * time.Millisecond)
+	for _, p := range procs {
+		fmt.Fprintf(p.stdin, "go %d\n", t0.UnixNano())
+	}
+	var clientPids []int
+	for _, p := range procs {
+		clientPids = append(clientPids, p.cmd.Process.Pid)
+	}
+	wstart, wend := t0.Add(o.warmup), t0.Add(o.warmup+o.window)
+	if err := sleepUntil(ctx, wstart); err != nil {
+		return err
+	}
+	s0, c0, at0 := sampleProcs(cl.pids()), sampleProcs(clientPids), time.Now()
+	if err := sleepUntil(ctx, wend); err != nil {
+		return err
+	}
+	s1, c1, at1 := sampleProcs(cl.pids()), sampleProcs(clientPids), time.Now()
+	var lat []int64
+	for _, p := range procs {
+		if !p.lines.Scan() {
+			return fmt.Errorf("a client process ended without a result: %s", p.stderr.String())
+		}
+		var res benchClientResult
+		if err := json.Unmarshal(p.lines.Bytes(), &res); err != nil {
+			return fmt.Errorf("a client process's result: %w", err)
+		}
+		if res.Error != "" {
+			return errors.New(res.Error)
+		}
+		lat = append(lat, res.LatNs...)
+		row.Errors += res.Errors
+	}
+	slices.Sort(lat)
+	row.Completed = len(lat)
+	row.Throughput = float64(len(lat)) / o.window.Seconds()
+	pct := func(q float64) float64 {
+		if len(lat) == 0 {
+			return 0
+		}
+		return float64(lat[min(int(q*float64(len(lat))), len(lat)-1)]) / 1e6
+	}
+	row.P50ms, row.P90ms, row.P99ms, row.P999ms, row.MaxMs = pct(0.5), pct(0.9), pct(0.99), pct(0.999), pct(1)
+	sCPU, sSys, sCS := s1.since(s0)
+	cCPU, cSys, cCS := c1.since(c0)
+	secs := at1.Sub(at0).Seconds()
+	row.ServerCores = float64(sCPU) / clockTicks / secs
+	row.ClientCores = float64(cCPU) / clockTicks / secs
+	if n := float64(len(lat)); n > 0 {
+		// The counters cover [at0, at1], the completions the window: the
+		// same span up to the sampling's few milliseconds.
+		row.ServerCPUus = float64(sCPU) / clockTicks * 1e6 / n
+		row.ClientCPUus = float64(cCPU) / clockTicks * 1e6 / n
+		row.TotalCPUus = row.ServerCPUus + row.ClientCPUus
+		row.ServerRWSyscalls, row.ClientRWSyscalls = float64(sSys)/n, float64(cSys)/n
+		row.ServerCtxSwitches, row.ClientCtxSwitches = float64(sCS)/n, float64(cCS)/n
+	}
+	for _, p := range procs {
+		if err := p.cmd.Wait(); err != nil {
+			return fmt.Errorf("a client process: %v: %s", err, p.stderr.String())
+		}
+	}
+	procs = nil
+	return nil
+}
+
+func sleepUntil(ctx context.Context, t time.Time) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(time.Until(t)):
+		return nil
+	}
+}
+
+// writeBenchTable prints one line per row.
+func writeBenchTable(w io.Writer, rows []benchRow, o benchOptions) {
+	fmt.Fprintf(w, "3 groups on loopback, closed-loop clients (%s destinations), %d-byte payloads, %v warm-up, %v window per row\n",
+		o.dest, o.payload, o.warmup, o.window)
+	fmt.Fprintf(w, "%-9s %4s %-8s %4s %7s %12s %8s %8s %8s %6s %6s %8s %7s %7s\n",
+		"protocol", "reps", "durable", "dest", "clients", "multicasts/s", "p50", "p99", "p99.9", "srv", "cli", "cpu/msg", "rw/msg", "cs/msg")
 	notFT := false
 	for _, r := range rows {
 		rep := fmt.Sprint(r.Replicas)
@@ -124,9 +366,13 @@ func writeBenchTable(w io.Writer, rows []benchRow, duration time.Duration, paylo
 			rep += "*"
 			notFT = true
 		}
-		fmt.Fprintf(w, "%-9s %8s %5d %14.0f %7.2fms %7.2fms  %s\n", r.Protocol, rep, r.Dest, r.Throughput, r.P50ms, r.P99ms, r.Check)
+		fmt.Fprintf(w, "%-9s %4s %-8s %4d %7d %12.0f %6.2fms %6.2fms %6.2fms %6.2f %6.2f %6.1fµs %7.1f %7.1f\n",
+			r.Protocol, rep, r.Durability, r.GroupsPerMsg, r.Clients, r.Throughput, r.P50ms, r.P99ms, r.P999ms,
+			r.ServerCores, r.ClientCores, r.TotalCPUus, r.ServerRWSyscalls+r.ClientRWSyscalls, r.ServerCtxSwitches+r.ClientCtxSwitches)
 	}
+	fmt.Fprintln(w, "srv/cli: cores used by the agents / the client processes; cpu/msg: their CPU per multicast; rw/msg: read+write")
+	fmt.Fprintln(w, "system calls per multicast (/proc/<pid>/io; fsync, epoll, futex not counted); cs/msg: context switches per multicast")
 	if notFT {
-		fmt.Fprintln(w, "* skeen is not fault tolerant: 1 replica per group, nothing persisted (no WAL fsync)")
+		fmt.Fprintln(w, "* skeen is not fault tolerant: 1 replica per group, nothing persisted")
 	}
 }

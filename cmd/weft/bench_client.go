@@ -1,0 +1,203 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/weft-dev/weft/amcast"
+	"github.com/weft-dev/weft/client"
+	"github.com/weft-dev/weft/config"
+	"github.com/weft-dev/weft/wire"
+)
+
+// benchClientSpec is what `weft bench` tells each of its client processes
+// (`weft bench-client`, one JSON line on its stdin).
+type benchClientSpec struct {
+	Cluster string                 `json:"cluster"`
+	KeyFile string                 `json:"key_file"`
+	Groups  [][]wire.ProcID        `json:"groups"`
+	Nodes   map[wire.ProcID]string `json:"nodes"`
+	// Workers closed-loop workers, numbered from FirstWorker across the
+	// whole run (the home group of worker w is w mod groups).
+	Workers     int           `json:"workers"`
+	FirstWorker int           `json:"first_worker"`
+	Dest        string        `json:"dest"` // uniform or home
+	PerMsg      int           `json:"groups_per_msg"`
+	Payload     int           `json:"payload"`
+	Warmup      time.Duration `json:"warmup"`
+	Window      time.Duration `json:"window"`
+	Seed        uint64        `json:"seed"`
+}
+
+// benchClientResult is a client process's answer (one JSON line on its
+// stdout): the latencies of the messages sent and answered inside the
+// window, in nanoseconds, and the failures.
+type benchClientResult struct {
+	LatNs  []int64 `json:"lat_ns"`
+	Errors int     `json:"errors"`
+	Error  string  `json:"error,omitempty"`
+}
+
+// benchClientCmd is the hidden subcommand `weft bench` re-executes for
+// its client processes: each worker is its own client (own id, session
+// and connections, like one connection per client thread).
+func benchClientCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:    "bench-client",
+		Hidden: true,
+		Short:  "A client process of weft bench (internal): a JSON spec on stdin, results on stdout",
+		Args:   cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			res := runBenchClient(cmd.Context(), os.Stdin, cmd.OutOrStdout())
+			if res.Error != "" {
+				return errors.New(res.Error)
+			}
+			return nil
+		},
+	}
+}
+
+// runBenchClient reads the spec, creates the clients, says {"ready":true},
+// waits for "go <unix ns>" (the start of the warm-up), runs the workers
+// until the window ends and writes the result.
+func runBenchClient(ctx context.Context, in io.Reader, out io.Writer) benchClientResult {
+	var res benchClientResult
+	defer func() { json.NewEncoder(out).Encode(res) }()
+	sc := bufio.NewScanner(in)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	var spec benchClientSpec
+	if !sc.Scan() {
+		res.Error = "bench-client: no spec on stdin"
+		return res
+	}
+	if err := json.Unmarshal(sc.Bytes(), &spec); err != nil {
+		res.Error = "bench-client: spec: " + err.Error()
+		return res
+	}
+	topo, err := amcast.TopologyOf(spec.Groups)
+	if err != nil {
+		res.Error = err.Error()
+		return res
+	}
+	key, err := config.ReadClusterKey(spec.KeyFile)
+	if err != nil {
+		res.Error = err.Error()
+		return res
+	}
+	clients := make([]*client.Client, spec.Workers)
+	defer func() {
+		for _, cl := range clients {
+			if cl != nil {
+				cl.Close()
+			}
+		}
+	}()
+	for i := range clients {
+		// A slow tick: retries and view requests only matter under
+		// failures, and 180 clients ticking every 10ms would spend the
+		// client processes' CPU on timers.
+		if clients[i], err = client.New(client.Config{Cluster: spec.Cluster, ClusterKey: key, Topology: topo, Nodes: spec.Nodes,
+			Tick: 100 * time.Millisecond}); err != nil {
+			res.Error = err.Error()
+			return res
+		}
+	}
+	fmt.Fprintln(out, `{"ready":true}`)
+	if !sc.Scan() {
+		res.Error = "bench-client: no go line on stdin"
+		return res
+	}
+	word, ns, _ := strings.Cut(sc.Text(), " ")
+	t0n, err := strconv.ParseInt(ns, 10, 64)
+	if word != "go" || err != nil {
+		res.Error = fmt.Sprintf("bench-client: want \"go <unix ns>\", got %q", sc.Text())
+		return res
+	}
+	t0 := time.Unix(0, t0n)
+	wstart, wend := t0.Add(spec.Warmup), t0.Add(spec.Warmup+spec.Window)
+	time.Sleep(time.Until(t0))
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for i, cl := range clients {
+		w := spec.FirstWorker + i
+		wg.Go(func() {
+			lat, errs := benchWorker(ctx, cl, topo.NumGroups(), spec, w, wstart, wend)
+			mu.Lock()
+			res.LatNs = append(res.LatNs, lat...)
+			res.Errors += errs
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return res
+}
+
+// benchWorker multicasts closed-loop until wend and returns the latencies
+// (call to return of Multicast) of the messages sent at or after wstart
+// and answered by wend, and the number of failed multicasts.
+func benchWorker(ctx context.Context, cl *client.Client, groups int, spec benchClientSpec, w int, wstart, wend time.Time) ([]int64, int) {
+	rng := rand.New(rand.NewPCG(spec.Seed, uint64(w)))
+	payload := make([]byte, spec.Payload)
+	for i := range payload {
+		payload[i] = byte('a' + rng.IntN(26))
+	}
+	// A message still in flight at the end of the window no longer
+	// counts; give it a little while, then leave it.
+	ctx, cancel := context.WithDeadline(ctx, wend.Add(2*time.Second))
+	defer cancel()
+	var lat []int64
+	errs := 0
+	home := w % groups
+	for n := 0; ; n++ {
+		start := time.Now()
+		if !start.Before(wend) {
+			return lat, errs
+		}
+		dest := benchDest(spec.Dest, spec.PerMsg, groups, home, n, rng)
+		if len(payload) > 0 {
+			payload[n%len(payload)]++ // every message its own content
+		}
+		_, err := cl.Multicast(ctx, dest, payload)
+		done := time.Now()
+		switch {
+		case err != nil && ctx.Err() != nil:
+			return lat, errs
+		case err != nil:
+			errs++
+			time.Sleep(10 * time.Millisecond) // overloaded: back off
+		case !start.Before(wstart) && !done.After(wend):
+			lat = append(lat, int64(done.Sub(start)))
+		}
+	}
+}
+
+// benchDest is message n's destinations: k groups drawn uniformly, or the
+// worker's home group plus k-1 neighbours rotating over the others.
+func benchDest(model string, k, groups, home, n int, rng *rand.Rand) []wire.GroupID {
+	dest := make([]wire.GroupID, 0, k)
+	if model == "home" {
+		dest = append(dest, wire.GroupID(home))
+		for j := 1; j < k; j++ {
+			dest = append(dest, wire.GroupID((home+1+(n+j-1)%(groups-1))%groups))
+		}
+	} else {
+		for _, g := range rng.Perm(groups)[:k] {
+			dest = append(dest, wire.GroupID(g))
+		}
+	}
+	slices.Sort(dest)
+	return slices.Compact(dest)
+}

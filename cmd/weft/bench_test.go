@@ -1,0 +1,142 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"encoding/xml"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestBenchLadder runs a tiny ladder of `weft bench` (WbCast, 1 replica
+// per group, 1 and 4 clients in 2 client processes, a 1s window) as
+// processes and checks its JSON rows and that its plot is XML with both
+// curves (p50, p99) of the configuration. It asserts what was measured,
+// never how fast.
+func TestBenchLadder(t *testing.T) {
+	exe := buildWeft(t)
+	plot := filepath.Join(t.TempDir(), "curve.svg")
+	cmd := exec.Command(exe, "bench", "--protocols", "wbcast", "--replicas", "1", "--groups-per-msg", "2", "--dest", "home",
+		"--clients", "1,4", "--client-procs", "2", "--warmup", "200ms", "--window", "1s", "--format", "json", "--plot", plot)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("weft bench: %v\n%s", err, stderr.String())
+	}
+	var rows []map[string]any
+	if err := json.Unmarshal(out, &rows); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if len(rows) != 2 {
+		t.Fatalf("%d rows, want 2 (one per rung):\n%s", len(rows), out)
+	}
+	for i, r := range rows {
+		for _, k := range []string{"protocol", "durability", "dest", "groups_per_msg", "clients", "client_procs", "window_s", "completed", "errors",
+			"throughput_per_s", "p50_ms", "p99_ms", "p999_ms", "server_cores", "client_cores", "server_cpu_us_per_msg", "client_cpu_us_per_msg",
+			"total_cpu_us_per_msg", "server_rw_syscalls_per_msg", "server_ctx_switches_per_msg"} {
+			if _, ok := r[k]; !ok {
+				t.Errorf("row %d lacks %q", i, k)
+			}
+		}
+		want := map[string]any{"protocol": "wbcast", "durability": "fsync", "dest": "home", "groups_per_msg": 2.0,
+			"clients": []float64{1, 4}[i], "client_procs": []float64{1, 2}[i], "window_s": 1.0}
+		for k, v := range want {
+			if r[k] != v {
+				t.Errorf("row %d: %s = %v, want %v", i, k, r[k], v)
+			}
+		}
+		n, _ := r["completed"].(float64)
+		if n < 1 || r["throughput_per_s"] != n/1.0 {
+			t.Errorf("row %d: %v completed, throughput %v: want some messages, throughput = completed / window", i, n, r["throughput_per_s"])
+		}
+		p50, p99 := r["p50_ms"].(float64), r["p99_ms"].(float64)
+		if p50 <= 0 || p99 < p50 {
+			t.Errorf("row %d: p50 %vms, p99 %vms", i, p50, p99)
+		}
+		if cpu, _ := r["server_cpu_us_per_msg"].(float64); cpu <= 0 {
+			t.Errorf("row %d: the agents used no CPU: %v", i, r)
+		}
+	}
+	// The plot: XML, with a p50 and a p99 curve of the configuration,
+	// each with a point per rung.
+	f, err := os.Open(plot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	dec := xml.NewDecoder(f)
+	curves := map[string]int{} // "series/stat" -> points
+	var cur string
+	for {
+		tok, err := dec.Token()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("the plot is not XML: %v", err)
+		}
+		if se, ok := tok.(xml.StartElement); ok {
+			switch se.Name.Local {
+			case "g":
+				cur = ""
+				var series, stat string
+				for _, a := range se.Attr {
+					switch a.Name.Local {
+					case "data-series":
+						series = a.Value
+					case "data-stat":
+						stat = a.Value
+					}
+				}
+				if series != "" {
+					cur = series + "/" + stat
+					curves[cur] = 0
+				}
+			case "circle":
+				if cur != "" {
+					curves[cur]++
+				}
+			}
+		}
+	}
+	want := map[string]int{"wbcast 2g fsync/p50": 2, "wbcast 2g fsync/p99": 2}
+	if len(curves) != len(want) {
+		t.Errorf("curves %v, want %v", curves, want)
+	}
+	for k, v := range want {
+		if curves[k] != v {
+			t.Errorf("curve %s has %d points, want %d (curves %v)", k, curves[k], v, curves)
+		}
+	}
+	if !strings.Contains(stderr.String(), "== bench: wbcast") {
+		t.Errorf("no progress on stderr:\n%s", stderr.String())
+	}
+}
+
+// TestBenchBadFlags: every bad value is refused before anything starts,
+// with an error naming the flag.
+func TestBenchBadFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--protocols", "paxos"}, "--protocols"},
+		{[]string{"--durability", "tmpfs"}, "--durability"},
+		{[]string{"--clients", "0"}, "--clients"},
+		{[]string{"--groups-per-msg", "4"}, "--groups-per-msg"},
+		{[]string{"--dest", "random"}, "--dest"},
+		{[]string{"--window", "10ms"}, "--window"},
+		{[]string{"--client-procs", "0"}, "--client-procs"},
+	} {
+		_, err := execCmd(benchCmd, tc.args...)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("bench %v: %v, want an error naming %s", tc.args, err, tc.want)
+		}
+	}
+}
