@@ -63,8 +63,7 @@ func benchSVG(rows []benchRow) []byte {
 <rect width="%d" height="%d" fill="white"/>
 <text x="%d" y="24" font-size="16">Latency (p50 solid, p99 dashed) against throughput, over the client ladder</text>
 `, w, h, w, h, w, h, left)
-	// Axes and grid.
-	fmt.Fprintf(&b, `<g class="axes" stroke="#888" fill="none"><rect x="%d" y="%d" width="%d" height="%d"/></g>`+"\n", left, top, pw, ph)
+	// Grid, then the frame over it.
 	step := xMax / 5
 	for i := 0; i <= 5; i++ {
 		x := px(float64(i) * step)
@@ -81,6 +80,7 @@ func benchSVG(rows []benchRow) []byte {
 				left, py(y), left+pw, py(y), left-6, py(y)+4, trimFloat(y))
 		}
 	}
+	fmt.Fprintf(&b, `<g class="axes" stroke="#888" fill="none"><rect x="%d" y="%d" width="%d" height="%d"/></g>`+"\n", left, top, pw, ph)
 	fmt.Fprintf(&b, `<text x="%d" y="%d" text-anchor="middle">throughput (multicasts/s, messages sent and answered in the window)</text>`+"\n", left+pw/2, h-16)
 	fmt.Fprintf(&b, `<text x="18" y="%d" text-anchor="middle" transform="rotate(-90 18 %d)">latency at the client (ms, log scale)</text>`+"\n", top+ph/2, top+ph/2)
 	palette := []string{"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#7f7f7f", "#bcbd22"}
