@@ -5,12 +5,16 @@ import (
 	"encoding/json"
 	"encoding/xml"
 	"errors"
+	"fmt"
 	"io"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/weft-dev/weft/wire"
 )
 
 // TestBenchLadder runs a tiny ladder of `weft bench` (WbCast, 1 replica
@@ -133,10 +137,45 @@ func TestBenchBadFlags(t *testing.T) {
 		{[]string{"--dest", "random"}, "--dest"},
 		{[]string{"--window", "10ms"}, "--window"},
 		{[]string{"--client-procs", "0"}, "--client-procs"},
+		{[]string{"--clients", "1,2001"}, "--clients"},
+		{[]string{"--payload", "1048577"}, "--payload"},
+		{[]string{"--replicas", "8"}, "--replicas"},
 	} {
 		_, err := execCmd(benchCmd, tc.args...)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("bench %v: %v, want an error naming %s", tc.args, err, tc.want)
 		}
+	}
+}
+
+// TestBenchDest: uniform draws k distinct groups; home is the worker's
+// home group plus neighbours rotating over the other groups.
+func TestBenchDest(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	seen := map[wire.GroupID]int{}
+	for n := range 300 {
+		d := benchDest("uniform", 2, 3, 0, n, rng)
+		if len(d) != 2 || d[0] >= d[1] {
+			t.Fatalf("uniform, 2 of 3 groups: %v", d)
+		}
+		for _, g := range d {
+			seen[g]++
+		}
+	}
+	if len(seen) != 3 {
+		t.Errorf("uniform destinations over 300 messages: %v, want every group", seen)
+	}
+	var got []string
+	for n := range 4 {
+		got = append(got, fmt.Sprint(benchDest("home", 2, 3, 1, n, rng)))
+	}
+	if want := "[[1 2] [0 1] [1 2] [0 1]]"; fmt.Sprint(got) != want {
+		t.Errorf("home 1, 2 groups per message: %v, want %s", got, want)
+	}
+	if d := benchDest("home", 1, 3, 2, 5, rng); fmt.Sprint(d) != "[2]" {
+		t.Errorf("home 2, 1 group per message: %v", d)
+	}
+	if d := benchDest("home", 3, 3, 0, 7, rng); fmt.Sprint(d) != "[0 1 2]" {
+		t.Errorf("home 0, 3 groups per message: %v", d)
 	}
 }
