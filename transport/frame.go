@@ -266,7 +266,10 @@ func (fr *FrameReader) readSpill(total int) ([]byte, error) {
 			copy(nb, buf)
 			buf = nb
 		}
-		n, err := io.ReadFull(fr.br, buf[len(buf):cap(buf)])
+		// Read up to total, never to cap: a spill buffer kept from a larger
+		// frame would otherwise read into the next frame (and, on a live
+		// connection, block until it arrived).
+		n, err := io.ReadFull(fr.br, buf[len(buf):min(cap(buf), total)])
 		buf = buf[:len(buf)+n]
 		if err != nil {
 			fr.spill = buf[:0]

@@ -288,3 +288,25 @@ func FuzzFrameReader(f *testing.F) {
 		}
 	})
 }
+
+// A spill buffer kept from a large frame is reused for a smaller frame that
+// still spills: the reader must read that frame only, not fill the buffer
+// from the frames after it (it did: the frame after read as truncated, and a
+// live connection would have blocked waiting for bytes not yet sent).
+func TestFrameReaderReusedSpill(t *testing.T) {
+	var stream []byte
+	sizes := []int{200, 40, 100, 17, 3}
+	for i, n := range sizes {
+		stream = AppendFrame(stream, FrameMessage, bytes.Repeat([]byte{byte(i + 1)}, n))
+	}
+	fr := newFrameReaderSize(bytes.NewReader(stream), DefaultMaxFrame, 16)
+	for i, n := range sizes {
+		_, p, err := fr.Next()
+		if err != nil || !bytes.Equal(p, bytes.Repeat([]byte{byte(i + 1)}, n)) {
+			t.Fatalf("frame %d (%d bytes): %d bytes, %v", i, n, len(p), err)
+		}
+	}
+	if _, _, err := fr.Next(); err != io.EOF {
+		t.Fatalf("after the last frame: %v, want EOF", err)
+	}
+}
