@@ -147,6 +147,9 @@ func (c *Client) Multicast(m wire.AppMsg) error {
 	if err := m.Validate(c.topo.NumGroups()); err != nil {
 		return err
 	}
+	if err := m.CheckDigest(); err != nil {
+		return fmt.Errorf("amcast: %w (seal the message: AppMsg.Seal)", err)
+	}
 	if _, dup := c.out[m.ID]; dup {
 		return fmt.Errorf("amcast: message %s is already outstanding", m.ID)
 	}

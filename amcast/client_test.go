@@ -18,9 +18,12 @@ func TestClientAbandon(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.RetryTicks = 2
-	id := func(seq uint64) wire.MsgID { return wire.MsgID{Client: 100, Session: 9, Seq: seq} }
+	msg := func(seq uint64) wire.AppMsg {
+		return wire.NewAppMsg(wire.MsgID{Client: 100, Session: 9, Seq: seq}, []wire.GroupID{0}, nil)
+	}
+	id := func(seq uint64) wire.MsgID { return msg(seq).ID }
 	for seq := uint64(1); seq <= 2; seq++ {
-		if err := c.Multicast(wire.AppMsg{ID: id(seq), Dest: []wire.GroupID{0}}); err != nil {
+		if err := c.Multicast(msg(seq)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -42,7 +45,7 @@ func TestClientAbandon(t *testing.T) {
 	if rd := c.Ready(); len(rd.Deliveries) != 0 {
 		t.Errorf("abandoned message completed: %v", rd.Deliveries)
 	}
-	if err := c.Multicast(wire.AppMsg{ID: id(3), Dest: []wire.GroupID{0}}); err != nil {
+	if err := c.Multicast(msg(3)); err != nil {
 		t.Fatal(err)
 	}
 	for _, env := range c.Ready().Messages {

@@ -415,6 +415,7 @@ func (c *Client) run() {
 func (c *Client) submit(r *request) {
 	c.seq++
 	m := wire.AppMsg{ID: wire.MsgID{Client: c.cfg.ID, Session: c.cfg.Session, Seq: c.seq}, Dest: r.dest, Payload: r.payload}
+	m.Seal()
 	r.start = time.Now()
 	if c.cfg.OnMulticast != nil {
 		c.cfg.OnMulticast(m, r.start)

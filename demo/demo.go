@@ -653,7 +653,7 @@ func (r *run) main(ctx context.Context) (*Summary, error) {
 				dest[i] = int(g)
 			}
 			r.mu.Lock()
-			r.events = append(r.events, check.Event{Ev: check.EvMulticast, ID: m.ID.String(), Dest: dest, T: at.UnixMicro()})
+			r.events = append(r.events, check.Event{Ev: check.EvMulticast, ID: m.ID.Full(), Dest: dest, T: at.UnixMicro()})
 			r.mu.Unlock()
 		}})
 	if err != nil {
@@ -884,7 +884,7 @@ func (r *run) worker(ctx context.Context, cl *client.Client, stop *atomic.Bool, 
 		r.completed++
 		r.lat = append(r.lat, res.Latency)
 		r.window = append(r.window, res.Latency)
-		r.replies[res.ID.String()] = res.GTS
+		r.replies[res.ID.Full()] = res.GTS
 		if r.killGroup >= 0 && r.firstBack.IsZero() && submitted.After(r.killTime) && slices.Contains(dest, wire.GroupID(r.killGroup)) {
 			r.firstBack = done
 		}

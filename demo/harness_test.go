@@ -199,7 +199,7 @@ func startCluster(t *testing.T, spec clusterSpec) *cluster {
 				dest[i] = int(g)
 			}
 			c.r.mu.Lock()
-			c.r.events = append(c.r.events, check.Event{Ev: check.EvMulticast, ID: m.ID.String(), Dest: dest, T: at.UnixMicro()})
+			c.r.events = append(c.r.events, check.Event{Ev: check.EvMulticast, ID: m.ID.Full(), Dest: dest, T: at.UnixMicro()})
 			c.r.mu.Unlock()
 		}})
 	if err != nil {

@@ -273,7 +273,7 @@ func (l *deliveryLog) add(m *wire.AppMsg, gts wire.Timestamp, now time.Time) {
 	l.pos.T = max(now.UnixMicro(), l.pos.T) // never backwards within the log
 	l.last = gts
 	l.n++
-	l.w.Write(check.Event{Ev: check.EvDeliver, Proc: l.cfg.proc, Group: l.cfg.group, ID: m.ID.String(),
+	l.w.Write(check.Event{Ev: check.EvDeliver, Proc: l.cfg.proc, Group: l.cfg.group, ID: m.ID.Full(),
 		GTS: check.GTS{T: gts.T, G: int(gts.G)}, T: l.pos.T})
 }
 

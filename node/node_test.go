@@ -145,7 +145,7 @@ func (c *cluster) recordMulticast(m wire.AppMsg, at time.Time) {
 	for i, g := range m.Dest {
 		dest[i] = int(g)
 	}
-	c.record(check.Event{Ev: check.EvMulticast, ID: m.ID.String(), Dest: dest, T: at.UnixMicro()})
+	c.record(check.Event{Ev: check.EvMulticast, ID: m.ID.Full(), Dest: dest, T: at.UnixMicro()})
 }
 
 func (c *cluster) leader(g wire.GroupID) (wire.ProcID, bool) {

@@ -33,6 +33,7 @@ func Forger(cfg *Config, adv wire.ProcID, n *int) func(now int64) []wire.Envelop
 			Dest:    dest,
 			Payload: []byte{byte(r.Uint32()), 0xf0, 0x4e},
 		}
+		m.Seal()
 		var out []wire.Envelope
 		for _, g := range dest {
 			for i := range cfg.Replicas {
@@ -46,8 +47,50 @@ func Forger(cfg *Config, adv wire.ProcID, n *int) func(now int64) []wire.Envelop
 	}
 }
 
-// ForgedClients adds a Forger to cfg, from a process outside the run.
+// Equivocator returns a Config.Inject that, as a client of its own outside
+// the run (id adv, session 1), multicasts messages that reuse its sequence
+// numbers for other content (issue #10 item 7): each names one of seq 1-20
+// with random destinations and payload, sealed as an honest client would,
+// and goes to every replica of a random non-empty subset of its
+// destination groups, so that groups hold different contents under one
+// sequence number and some learn a message only from another group's
+// ACCEPT. A message's identity is its content (wire.MsgID.Digest): each
+// must be ordered as a message of its own, and none may block a group. The
+// equivocator does not retry; the simulator records its messages as
+// optional (check.Event.Optional). n, if not nil, counts its MULTICASTs.
+func Equivocator(cfg *Config, adv wire.ProcID, n *int) func(now int64) []wire.Envelope {
+	r := rand.New(rand.NewPCG(cfg.Seed, 0x4551_5549_564f)) // "EQUIVO"
+	return func(now int64) []wire.Envelope {
+		if now > cfg.Faults.GST || r.IntN(4) != 0 {
+			return nil
+		}
+		k := 1 + r.IntN(cfg.Groups)
+		dest := make([]wire.GroupID, 0, k)
+		for _, g := range r.Perm(cfg.Groups)[:k] {
+			dest = append(dest, wire.GroupID(g))
+		}
+		sortGroups(dest)
+		m := wire.NewAppMsg(wire.MsgID{Client: adv, Session: 1, Seq: 1 + uint64(r.IntN(20))}, dest, []byte{byte(r.Uint32()), 0xe9})
+		var out []wire.Envelope
+		for _, g := range dest {
+			if len(dest) > 1 && r.IntN(2) == 0 {
+				continue // this group learns it from the others' ACCEPTs
+			}
+			for i := range cfg.Replicas {
+				out = append(out, wire.Envelope{From: adv, To: wire.ProcID(int(g)*cfg.Replicas + i), Msg: &wire.Multicast{M: m}})
+			}
+		}
+		if n != nil {
+			*n += len(out)
+		}
+		return out
+	}
+}
+
+// ForgedClients adds adversarial clients to cfg, from two processes
+// outside the run: a Forger and an Equivocator.
 func ForgedClients(cfg *Config) {
 	adv := wire.ProcID(cfg.Groups*cfg.Replicas + cfg.Workload.Clients)
-	cfg.Inject = Forger(cfg, adv, nil)
+	forge, equiv := Forger(cfg, adv, nil), Equivocator(cfg, adv+1, nil)
+	cfg.Inject = func(now int64) []wire.Envelope { return append(forge(now), equiv(now)...) }
 }

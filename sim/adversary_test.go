@@ -9,26 +9,33 @@ import (
 )
 
 // TestSwarmForgedClients runs swarm seeds (faults, leader changes, client
-// sessions turning over) with an adversary forging the genuine clients'
-// ids throughout the fault phase: every checker still passes.
+// sessions turning over) with two adversaries throughout the fault phase:
+// one forging the genuine clients' ids, one reusing its own ids for other
+// content (Equivocator). Every checker still passes: the forgeries are
+// never ordered, each reused id's contents are ordered as messages of
+// their own, and no group is blocked (the genuine clients' messages all
+// complete).
 func TestSwarmForgedClients(t *testing.T) {
 	seeds := 60
 	if testing.Short() {
 		seeds = 10
 	}
-	forged := 0
+	forged, equivocated, delivered := 0, 0, 0
 	for seed := uint64(1); seed <= uint64(seeds); seed++ {
 		cfg := SwarmConfig("wbcast", seed)
 		adv := wire.ProcID(cfg.Groups*cfg.Replicas + cfg.Workload.Clients)
-		cfg.Inject = Forger(&cfg, adv, &forged)
-		if r := RunSwarmConfig(cfg); r.Violations() > 0 {
+		forge, equiv := Forger(&cfg, adv, &forged), Equivocator(&cfg, adv+1, &equivocated)
+		cfg.Inject = func(now int64) []wire.Envelope { return append(forge(now), equiv(now)...) }
+		r := RunSwarmConfig(cfg)
+		if r.Violations() > 0 {
 			t.Fatalf("seed %d with forged clients: %s", seed, r.Failure())
 		}
+		delivered += r.Stats.InjectedDeliveries
 	}
-	if forged == 0 {
-		t.Fatal("nothing was forged")
+	if forged == 0 || equivocated == 0 || delivered == 0 {
+		t.Fatalf("forged %d, equivocated %d MULTICASTs, %d of the latter's deliveries: the adversaries did not act", forged, equivocated, delivered)
 	}
-	t.Logf("%d seeds, %d forged MULTICASTs refused", seeds, forged)
+	t.Logf("%d seeds: %d forged MULTICASTs refused; %d MULTICASTs reusing ids, %d deliveries of them", seeds, forged, equivocated, delivered)
 }
 
 // liar is a WbCast replica that tells clients a wrong gts.

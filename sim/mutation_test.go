@@ -51,6 +51,7 @@ var mutationSeeds = []struct {
 	{wbcast.MutEarlyCollect, 10},     // seed 1; 82%; agreement/termination, budget
 	{wbcast.MutNoReack, 10},          // seed 2; 89%; agreement/termination, budget
 	{wbcast.MutSkipDeliverChain, 20}, // seed 2; 55%; order, termination
+	{wbcast.MutSeqOnlyDedup, 20},     // seed 1; 88% of 1..60; agreement/termination, budget (with sim.ForgedClients, see mutantSwarm)
 }
 
 // mutantSwarm is swarm seed seed (SwarmConfig) with every WbCast replica
@@ -59,6 +60,10 @@ func mutantSwarm(k wbcast.Mutation, seed uint64) Config {
 	cfg := SwarmConfig("wbcast", seed)
 	if k != 0 {
 		cfg.Spec = wbcastSpec(func(c *wbcast.Config) { c.Mutation = k })
+	}
+	if k == wbcast.MutSeqOnlyDedup {
+		// It breaks a rule only a client reusing its ids exercises.
+		ForgedClients(&cfg)
 	}
 	return cfg
 }

@@ -344,20 +344,26 @@ type msgInfo struct {
 	first uint64         // groups that delivered it at least once
 	dest  []wire.GroupID
 	got   int // offset in Sim.got of one member bitmask per destination group
+	// injected: an outside client's message (Sim.recordInjected), tracked
+	// from its first delivery on, kept out of the latency figures.
+	injected bool
 }
 
 // Stats counts what a run did.
 type Stats struct {
-	Multicasts  int
-	MultiGroup  int // multicasts to 2 or more groups
-	Sessions    int // client sessions started after the first (Workload.SessionEvery)
-	Replies     int // client completions checked against the deliveries
-	Deliveries  int
-	Messages    int            // protocol messages sent between processes
-	Bytes       int64          // their encoded size
-	ByKind      map[string]int // messages by kind
-	VirtualTime int64          // time of the last event
-	Ticks       int            // global ticks (each ticks every live process)
+	Multicasts int
+	MultiGroup int // multicasts to 2 or more groups
+	Sessions   int // client sessions started after the first (Workload.SessionEvery)
+	Replies    int // client completions checked against the deliveries
+	Deliveries int
+	// InjectedDeliveries counts the deliveries of messages that clients
+	// outside the run multicast in their own name (Sim.recordInjected).
+	InjectedDeliveries int
+	Messages           int            // protocol messages sent between processes
+	Bytes              int64          // their encoded size
+	ByKind             map[string]int // messages by kind
+	VirtualTime        int64          // time of the last event
+	Ticks              int            // global ticks (each ticks every live process)
 	// Messages lost to faults: sent on a partitioned link, in flight on a
 	// link that was reset, or arriving at a crashed replica.
 	LostPartition, LostReset, LostDown int
@@ -424,10 +430,13 @@ type Sim struct {
 	issued  int
 	nextSeq []uint64
 	msgs    map[wire.MsgID]*msgInfo
-	hist    *check.History
-	stats   Stats
-	msgData arena
-	kindCnt [256]int
+	// injected holds the authentic MULTICASTs of clients outside the run
+	// (Config.Inject) recorded in the history.
+	injected map[wire.MsgID]bool
+	hist     *check.History
+	stats    Stats
+	msgData  arena
+	kindCnt  [256]int
 
 	fg           int   // workload events in the queue
 	horizon      int64 // 0: none
@@ -710,6 +719,7 @@ func (s *Sim) handle(ev *event) error {
 // ignoring refusals.
 func (s *Sim) inject() error {
 	for _, env := range s.cfg.Inject(s.now) {
+		s.recordInjected(env)
 		if int(env.To) >= len(s.procs) || !s.up[env.To] {
 			continue
 		}
@@ -719,6 +729,30 @@ func (s *Sim) inject() error {
 		}
 	}
 	return nil
+}
+
+// recordInjected records in the history, as an optional multicast, a
+// well-formed MULTICAST that a process outside the run sends in its own
+// name (an Equivocator's): replicas may order it, and the checkers then
+// hold it to every rule but termination (the sender does not retry).
+// Forged ones (another client's id) are not recorded: ordering one is a
+// violation.
+func (s *Sim) recordInjected(env wire.Envelope) {
+	mc, ok := env.Msg.(*wire.Multicast)
+	if !ok || s.hist == nil || int(env.From) < s.nrep || mc.M.ID.Client != env.From ||
+		mc.M.Validate(s.cfg.Groups) != nil || mc.M.CheckDigest() != nil || s.injected[mc.M.ID] {
+		return
+	}
+	if s.injected == nil {
+		s.injected = map[wire.MsgID]bool{}
+	}
+	s.injected[mc.M.ID] = true
+	d := make([]int, len(mc.M.Dest))
+	for j, g := range mc.M.Dest {
+		d[j] = int(g)
+	}
+	s.hist.Events = append(s.hist.Events, check.Event{Ev: check.EvMulticast, ID: mc.M.ID.Full(), Dest: d, T: s.now,
+		Digest: check.Digest(mc.M.Payload), Optional: true})
 }
 
 // handleMsg decodes a message and hands it to its recipient.
@@ -872,6 +906,15 @@ func (s *Sim) recordDelivery(id wire.ProcID, g wire.GroupID, d amcast.Delivery) 
 		s.cfg.OnDeliver(id, d)
 	}
 	s.stats.Deliveries++
+	if s.injected[d.M.ID] {
+		s.stats.InjectedDeliveries++
+		if s.msgs[d.M.ID] == nil {
+			// Delivered once, it must be delivered everywhere (agreement,
+			// check.Event.Optional): the run converges only then.
+			s.track(&d.M)
+			s.msgs[d.M.ID].injected = true
+		}
+	}
 	s.lastProgress = s.now
 	s.lastDelivery = s.now
 	if mi := s.msgs[d.M.ID]; mi != nil {
@@ -890,16 +933,19 @@ func (s *Sim) recordDelivery(id wire.ProcID, g wire.GroupID, d amcast.Delivery) 
 			}
 		}
 		lat := s.now - mi.t
-		if mi.first&(1<<g) == 0 {
+		switch {
+		case mi.first&(1<<g) == 0:
 			mi.first |= 1 << g
-			s.stats.LeaderLat = append(s.stats.LeaderLat, lat)
-		} else {
+			if !mi.injected {
+				s.stats.LeaderLat = append(s.stats.LeaderLat, lat)
+			}
+		case !mi.injected:
 			s.stats.FollowerLat = append(s.stats.FollowerLat, lat)
 		}
 	}
 	if s.hist != nil {
 		s.hist.Events = append(s.hist.Events, check.Event{
-			Ev: "deliver", Proc: int(id), Group: int(g), ID: d.M.ID.String(),
+			Ev: "deliver", Proc: int(id), Group: int(g), ID: d.M.ID.Full(),
 			GTS: check.GTS{T: d.GTS.T, G: int(d.GTS.G)}, T: s.now, Digest: check.Digest(d.M.Payload),
 		})
 	}

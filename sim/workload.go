@@ -43,6 +43,7 @@ func (s *Sim) issue(i int) error {
 			m.Payload[j] = byte(s.rng.Uint32())
 		}
 	}
+	m.Seal()
 	s.issued++
 	s.stats.Multicasts++
 	if s.f != nil && s.cfg.MaxTime == 0 && s.now+s.cfg.Faults.Conv > s.horizon {
@@ -60,7 +61,7 @@ func (s *Sim) issue(i int) error {
 		for j, g := range dest {
 			d[j] = int(g)
 		}
-		s.hist.Events = append(s.hist.Events, check.Event{Ev: "multicast", ID: m.ID.String(), Dest: d, T: s.now, Digest: check.Digest(m.Payload)})
+		s.hist.Events = append(s.hist.Events, check.Event{Ev: "multicast", ID: m.ID.Full(), Dest: d, T: s.now, Digest: check.Digest(m.Payload)})
 	}
 	if err := c.Multicast(m); err != nil {
 		return err

@@ -22,7 +22,7 @@ import (
 // with their length as a uvarint. Phase is one byte, bool is one byte (0 or
 // 1). Composite fields are flattened:
 //
-//	MsgID     Client Session Seq
+//	MsgID     Client Session Seq Digest(16 bytes)
 //	Timestamp T G
 //	Ballot    N P
 //	AppMsg    ID Floor len(Dest) Dest... len(Payload) Payload
@@ -37,7 +37,8 @@ import (
 // Version is the wire format version, byte 0 of every encoding.
 //
 // Version 2: MsgID gained Session and AppMsg gained Floor (client sessions).
-const Version = 2
+// Version 3: MsgID gained Digest (a message's identity is its content).
+const Version = 3
 
 // Size caps enforced by Decode before it allocates anything.
 const (
@@ -61,9 +62,9 @@ const DefaultMaxFrame = 4 << 20
 const (
 	minGroupSize    = 1  // one uvarint
 	minBallotSize   = 2  // N P
-	minMsgStateSize = 13 // AppMsg(6) Phase(1) LTS(2) GTS(2) len(Ballots)(1) len(LTSs)(1)
+	minMsgStateSize = 29 // AppMsg(22) Phase(1) LTS(2) GTS(2) len(Ballots)(1) len(LTSs)(1)
 	minTSSize       = 2  // T G
-	minMsgIDSize    = 3  // Client Session Seq
+	minMsgIDSize    = 19 // Client Session Seq Digest
 )
 
 // Decode errors. Decode wraps them with the kind and field at fault; test
@@ -192,10 +193,10 @@ func Append(buf []byte, m Message) []byte {
 			buf = binary.AppendUvarint(buf, uint64(c.Client))
 			buf = binary.AppendUvarint(buf, c.Session)
 			buf = binary.AppendUvarint(buf, c.Floor)
-			buf = binary.AppendUvarint(buf, c.W)
-			buf = binary.AppendUvarint(buf, uint64(len(c.Above)))
-			for _, a := range c.Above {
-				buf = binary.AppendUvarint(buf, a)
+			buf = binary.AppendUvarint(buf, uint64(len(c.Collected)))
+			for _, a := range c.Collected {
+				buf = binary.AppendUvarint(buf, a.Seq)
+				buf = append(buf, a.Digest[:]...)
 			}
 		}
 	default:
@@ -210,7 +211,8 @@ func Append(buf []byte, m Message) []byte {
 func appendMsgID(buf []byte, id MsgID) []byte {
 	buf = binary.AppendUvarint(buf, uint64(id.Client))
 	buf = binary.AppendUvarint(buf, id.Session)
-	return binary.AppendUvarint(buf, id.Seq)
+	buf = binary.AppendUvarint(buf, id.Seq)
+	return append(buf, id.Digest[:]...)
 }
 
 func appendTS(buf []byte, ts Timestamp) []byte {
@@ -371,9 +373,9 @@ func Size(m Message) int {
 			n += sizeBallot(m.Ballot) + sizeBallot(m.CBallot) + uvarintLen(m.Clock) + sizeTS(m.MaxDelivered) +
 				sizeStates(m.Msgs) + uvarintLen(uint64(len(m.Delivered))) + len(m.Delivered) + uvarintLen(uint64(len(m.Done)))
 			for _, c := range m.Done {
-				n += uvarintLen(uint64(c.Client)) + uvarintLen(c.Session) + uvarintLen(c.Floor) + uvarintLen(c.W) + uvarintLen(uint64(len(c.Above)))
-				for _, a := range c.Above {
-					n += uvarintLen(a)
+				n += uvarintLen(uint64(c.Client)) + uvarintLen(c.Session) + uvarintLen(c.Floor) + uvarintLen(uint64(len(c.Collected)))
+				for _, a := range c.Collected {
+					n += uvarintLen(a.Seq) + len(a.Digest)
 				}
 			}
 			return n
@@ -397,7 +399,7 @@ func Size(m Message) int {
 func uvarintLen(x uint64) int { return (bits.Len64(x|1) + 6) / 7 }
 
 func sizeMsgID(id MsgID) int {
-	return uvarintLen(uint64(id.Client)) + uvarintLen(id.Session) + uvarintLen(id.Seq)
+	return uvarintLen(uint64(id.Client)) + uvarintLen(id.Session) + uvarintLen(id.Seq) + len(id.Digest)
 }
 func sizeTS(ts Timestamp) int { return uvarintLen(ts.T) + uvarintLen(uint64(ts.G)) }
 func sizeBallot(b Ballot) int { return uvarintLen(uint64(b.N)) + uvarintLen(uint64(b.P)) }
@@ -592,18 +594,17 @@ func Decode(b []byte) (Message, error) {
 				x.Delivered[i] = d.bool("delivered")
 			}
 		}
-		if n := d.count("done", MaxStateEntries, 5); n > 0 {
+		if n := d.count("done", MaxStateEntries, 4); n > 0 {
 			x.Done = make([]ClientDone, n)
 			for i := range x.Done {
 				c := &x.Done[i]
 				c.Client = ProcID(d.u32("done.client"))
 				c.Session = d.uvarint("done.session")
 				c.Floor = d.uvarint("done.floor")
-				c.W = d.uvarint("done.w")
-				if k := d.count("done.above", MaxStateEntries, 1); k > 0 {
-					c.Above = make([]uint64, k)
-					for j := range c.Above {
-						c.Above[j] = d.uvarint("done.above")
+				if k := d.count("done.collected", MaxStateEntries, 1+len(Digest{})); k > 0 {
+					c.Collected = make([]SeqDigest, k)
+					for j := range c.Collected {
+						c.Collected[j] = SeqDigest{Seq: d.uvarint("done.collected"), Digest: d.digest("done.collected")}
 					}
 				}
 			}
@@ -768,7 +769,20 @@ func (d *decoder) count(field string, limit, minElem int) int {
 }
 
 func (d *decoder) msgID(field string) MsgID {
-	return MsgID{Client: ProcID(d.u32(field)), Session: d.uvarint(field), Seq: d.uvarint(field)}
+	return MsgID{Client: ProcID(d.u32(field)), Session: d.uvarint(field), Seq: d.uvarint(field), Digest: d.digest(field)}
+}
+
+func (d *decoder) digest(field string) Digest {
+	var x Digest
+	if d.err != nil {
+		return x
+	}
+	if len(d.b)-d.off < len(x) {
+		d.fail(ErrMalformed, field, "truncated input")
+		return x
+	}
+	d.off += copy(x[:], d.b[d.off:])
+	return x
 }
 
 func (d *decoder) ts(field string) Timestamp {

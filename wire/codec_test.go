@@ -31,7 +31,7 @@ func samples() []struct {
 	m    Message
 	desc string
 } {
-	big := MsgID{Client: math.MaxUint32, Seq: math.MaxUint64}
+	big := MsgID{Client: math.MaxUint32, Seq: math.MaxUint64, Digest: Digest{0: 0xff, 15: 0x80}}
 	return []struct {
 		m    Message
 		desc string
@@ -94,7 +94,7 @@ func samples() []struct {
 			`REC_EXPIRED sessions=[7@1 8@ab] ids=[9.2]`},
 		{&RecSnapshot{Ballot: Ballot{2, 5}, CBallot: Ballot{2, 5}, Clock: 9, MaxDelivered: Timestamp{6, 3},
 			Msgs: []MsgState{sampleState(1, PhaseCommitted)}, Delivered: []bool{true},
-			Done: []ClientDone{{Client: 9, W: 4, Above: []uint64{6, 9}}, {Client: 9, Session: 3, Floor: 7, W: 1}}},
+			Done: []ClientDone{{Client: 9, Collected: []SeqDigest{{Seq: 6, Digest: Digest{1}}, {Seq: 9}}}, {Client: 9, Session: 3, Floor: 7}}},
 			`REC_SNAPSHOT b=2.p5 cb=2.p5 clock=9 maxd=6.g3 msgs=1 sessions=2`},
 		{&RecNewState{B: Ballot{2, 5}, Clock: 1 << 40, State: []MsgState{sampleState(1, PhaseStart)}},
 			`REC_NEW_STATE b=2.p5 clock=1099511627776 state=[{9.1 START dest=[1 3] lts=4.g1 gts=6.g3 B=[2.p3 1.p9]}]`},
@@ -416,9 +416,9 @@ func randMessage(r *rand.Rand, k Kind) Message {
 		}
 		var done []ClientDone
 		for range r.IntN(3) {
-			c := ClientDone{Client: ProcID(randNum(r, 32)), Session: randNum(r, 64), Floor: randNum(r, 64), W: randNum(r, 64)}
+			c := ClientDone{Client: ProcID(randNum(r, 32)), Session: randNum(r, 64), Floor: randNum(r, 64)}
 			for range r.IntN(3) {
-				c.Above = append(c.Above, randNum(r, 64))
+				c.Collected = append(c.Collected, SeqDigest{Seq: randNum(r, 64), Digest: Digest{byte(r.IntN(256)), 7: byte(r.IntN(256))}})
 			}
 			done = append(done, c)
 		}
@@ -533,8 +533,11 @@ func TestDecodeErrors(t *testing.T) {
 	badVersion[0] = Version + 1
 	oldVersion := slices.Clone(valid)
 	oldVersion[0] = 1
+	v2 := slices.Clone(valid)
+	v2[0] = 2
 	zeroVersion := slices.Clone(valid)
 	zeroVersion[0] = 0
+	dg := make([]byte, len(Digest{})) // a MsgID's digest
 
 	tests := []struct {
 		name    string
@@ -544,8 +547,9 @@ func TestDecodeErrors(t *testing.T) {
 	}{
 		{"empty", nil, ErrMalformed, "empty"},
 		{"version only", []byte{Version}, ErrMalformed, "kind"},
-		{"version 3", badVersion, ErrVersion, "version byte 3"},
+		{"version 4", badVersion, ErrVersion, "version byte 4"},
 		{"version 1 (before client sessions)", oldVersion, ErrVersion, "version byte 1"},
+		{"version 2 (before content digests)", v2, ErrVersion, "version byte 2"},
 		{"version 0", zeroVersion, ErrVersion, "version byte 0"},
 		{"kind 0", raw(Version, KindInvalid), ErrUnknownKind, "kind byte 0"},
 		{"kind end of messages", raw(Version, kindEndMessages), ErrUnknownKind, "kind byte 24"},
@@ -554,9 +558,9 @@ func TestDecodeErrors(t *testing.T) {
 		{"kind 255", raw(Version, 255), ErrUnknownKind, "kind byte 255"},
 		{"trailing byte", withTrailing, ErrMalformed, "1 trailing bytes"},
 		{"trailing after empty body", raw(Version, KindNewLeader, 1, 2, 3), ErrMalformed, "trailing"},
-		{"unsorted dest", raw(Version, KindMulticast, 1, 0, 1, 0, 2, 5, 3, 0), ErrMalformed, "m.dest"},
-		{"duplicate dest", raw(Version, KindMulticast, 1, 0, 1, 0, 2, 5, 5, 0), ErrMalformed, "not strictly increasing"},
-		{"dest over 32 bits", raw(Version, KindMulticast, 1, 0, 1, 0, 1, uint64(1)<<32, 0), ErrMalformed, "32 bits"},
+		{"unsorted dest", raw(Version, KindMulticast, 1, 0, 1, dg, 0, 2, 5, 3, 0), ErrMalformed, "m.dest"},
+		{"duplicate dest", raw(Version, KindMulticast, 1, 0, 1, dg, 0, 2, 5, 5, 0), ErrMalformed, "not strictly increasing"},
+		{"dest over 32 bits", raw(Version, KindMulticast, 1, 0, 1, dg, 0, 1, uint64(1)<<32, 0), ErrMalformed, "32 bits"},
 		{"client over 32 bits", raw(Version, KindRecDelivered, uint64(1)<<32, 0, 1, 0, 1, 0), ErrMalformed, "id"},
 		{"ballot over 32 bits", raw(Version, KindNewLeader, uint64(math.MaxUint64), 0), ErrMalformed, "field b"},
 		{"varint overflow", raw(Version, KindNewLeader, bytes.Repeat([]byte{0xff}, 10), []byte{1}), ErrMalformed, "overflow"},
@@ -564,31 +568,31 @@ func TestDecodeErrors(t *testing.T) {
 		{"non-minimal varint", raw(Version, KindNewLeader, []byte{0x81, 0x00}, 0), ErrMalformed, "non-minimal"},
 		{"non-minimal zero", raw(Version, KindNewLeader, []byte{0x80, 0x00}, 0), ErrMalformed, "non-minimal"},
 		{"heartbeat bool 2", raw(Version, KindHeartbeat, 1, 1, 1, 1, 2), ErrMalformed, "leader"},
-		{"phase out of range", raw(Version, KindRecAccepted, 1, 0, 1, 0, 0, 0, []byte{byte(PhaseCommitted) + 1}, 0, 0, 0, 0, 0), ErrMalformed, "s.phase"},
-		{"command op out of range", raw(Version, KindPaxosAccept, 0, 0, 1, []byte{byte(cmdOpEnd)}, 1, 0, 1, 0, 0, 0, 0, 0), ErrMalformed, "cmd.op"},
+		{"phase out of range", raw(Version, KindRecAccepted, 1, 0, 1, dg, 0, 0, 0, []byte{byte(PhaseCommitted) + 1}, 0, 0, 0, 0, 0), ErrMalformed, "s.phase"},
+		{"command op out of range", raw(Version, KindPaxosAccept, 0, 0, 1, []byte{byte(cmdOpEnd)}, 1, 0, 1, dg, 0, 0, 0, 0, 0), ErrMalformed, "cmd.op"},
 		{"promise entry op out of range", raw(Version, KindPaxosPromise, 0, 0, 0, 1, 1, 0, 0, []byte{0}, []byte{9}, 1, 0, 1, 0, 0, 0, 0, 0), ErrMalformed, "entries.cmd.op"},
 		{"promise entries past end", raw(Version, KindPaxosPromise, 0, 0, 0, 5, 1, 0, 0), ErrMalformed, "entries"},
 		{"decided bool 2", raw(Version, KindPaxosPromise, 0, 0, 0, 1, 1, 0, 0, []byte{2}, []byte{0}, 1, 0, 1, 0, 0, 0, 0, 0), ErrMalformed, "entries.decided"},
-		{"command dest unsorted", raw(Version, KindRecSlotDecided, 1, []byte{1}, 1, 0, 1, 0, 2, 4, 3, 0, 0, 0), ErrMalformed, "cmd.m.dest"},
-		{"phase 255", raw(Version, KindRecAccepted, 1, 0, 1, 0, 0, 0, []byte{255}, 0, 0, 0, 0, 0), ErrMalformed, "phase 255"},
-		{"oversized payload", raw(Version, KindMulticast, 1, 0, 1, 0, 1, 0, MaxPayload+1), ErrTooLarge, "m.payload"},
-		{"oversized result", raw(Version, KindDelivered, 1, 0, 1, 0, 1, 0, 0, []byte{1}, MaxPayload+1), ErrTooLarge, "result"},
-		{"result past end", raw(Version, KindDelivered, 1, 0, 1, 0, 1, 0, 0, []byte{1}, 5, []byte("ab")), ErrMalformed, "result"},
-		{"huge payload", raw(Version, KindMulticast, 1, 0, 1, 0, 1, 0, uint64(math.MaxUint64)), ErrTooLarge, "limit"},
-		{"payload past end", raw(Version, KindMulticast, 1, 0, 1, 0, 1, 0, 10, []byte("abc")), ErrMalformed, "only 3 bytes left"},
-		{"max payload past end", raw(Version, KindMulticast, 1, 0, 1, 0, 1, 0, MaxPayload), ErrMalformed, "m.payload"},
-		{"too many dest groups", raw(Version, KindMulticast, 1, 0, 1, 0, MaxGroups+1), ErrTooLarge, "m.dest"},
-		{"dest count past end", raw(Version, KindMulticast, 1, 0, 1, 0, MaxGroups, 0, 1), ErrMalformed, "m.dest"},
-		{"too many ballots", raw(Version, KindAcceptAck, 1, 0, 1, 0, uint64(1)<<40), ErrTooLarge, "ballots"},
-		{"ballot count past end", raw(Version, KindAcceptAck, 1, 0, 1, 0, 3, 1, 1, 1, 1, 1), ErrMalformed, "ballots"},
+		{"command dest unsorted", raw(Version, KindRecSlotDecided, 1, []byte{1}, 1, 0, 1, dg, 0, 2, 4, 3, 0, 0, 0), ErrMalformed, "cmd.m.dest"},
+		{"phase 255", raw(Version, KindRecAccepted, 1, 0, 1, dg, 0, 0, 0, []byte{255}, 0, 0, 0, 0, 0), ErrMalformed, "phase 255"},
+		{"oversized payload", raw(Version, KindMulticast, 1, 0, 1, dg, 0, 1, 0, MaxPayload+1), ErrTooLarge, "m.payload"},
+		{"oversized result", raw(Version, KindDelivered, 1, 0, 1, dg, 0, 1, 0, 0, []byte{1}, MaxPayload+1), ErrTooLarge, "result"},
+		{"result past end", raw(Version, KindDelivered, 1, 0, 1, dg, 0, 1, 0, 0, []byte{1}, 5, []byte("ab")), ErrMalformed, "result"},
+		{"huge payload", raw(Version, KindMulticast, 1, 0, 1, dg, 0, 1, 0, uint64(math.MaxUint64)), ErrTooLarge, "limit"},
+		{"payload past end", raw(Version, KindMulticast, 1, 0, 1, dg, 0, 1, 0, 10, []byte("abc")), ErrMalformed, "only 3 bytes left"},
+		{"max payload past end", raw(Version, KindMulticast, 1, 0, 1, dg, 0, 1, 0, MaxPayload), ErrMalformed, "m.payload"},
+		{"too many dest groups", raw(Version, KindMulticast, 1, 0, 1, dg, 0, MaxGroups+1), ErrTooLarge, "m.dest"},
+		{"dest count past end", raw(Version, KindMulticast, 1, 0, 1, dg, 0, MaxGroups, 0, 1), ErrMalformed, "m.dest"},
+		{"too many ballots", raw(Version, KindAcceptAck, 1, 0, 1, dg, 0, uint64(1)<<40), ErrTooLarge, "ballots"},
+		{"ballot count past end", raw(Version, KindAcceptAck, 1, 0, 1, dg, 0, 3, 1, 1, 1, 1, 1), ErrMalformed, "ballots"},
 		{"too many states", raw(Version, KindNewState, 1, 1, 1, MaxStateEntries+1), ErrTooLarge, "state"},
 		{"state count past end", raw(Version, KindNewState, 1, 1, 1, MaxStateEntries, bytes.Repeat([]byte{0}, 30)), ErrMalformed, "state"},
-		{"state ballots past end", raw(Version, KindRecNewState, 1, 1, 1, 1, 1, 0, 1, 0, 0, 0, []byte{0}, 0, 0, 0, 0, 500), ErrMalformed, "state.ballots"},
+		{"state ballots past end", raw(Version, KindRecNewState, 1, 1, 1, 1, 1, 0, 1, dg, 0, 0, 0, []byte{0}, 0, 0, 0, 0, 500), ErrMalformed, "state.ballots"},
 		{"page over 32 bits", raw(Version, KindNewState, 1, 1, 1, 0, uint64(1)<<32, 0), ErrMalformed, "field page"},
 		{"more bool 2", raw(Version, KindNewLeaderAck, 1, 1, 0, 0, 1, 0, 0, 0, 7, 2), ErrMalformed, "field more"},
 		{"rec page truncated", raw(Version, KindRecNewState, 1, 1, 1, 0), ErrMalformed, "field page"},
 		{"rec more missing", raw(Version, KindRecNewState, 1, 1, 1, 0, 3), ErrMalformed, "field more"},
-		{"nested dest unsorted", raw(Version, KindNewLeaderAck, 0, 0, 0, 0, 0, 0, 0, 1, 1, 0, 1, 0, 2, 4, 4, 0, []byte{0}, 0, 0, 0, 0, 0), ErrMalformed, "state.m.dest"},
+		{"nested dest unsorted", raw(Version, KindNewLeaderAck, 0, 0, 0, 0, 0, 0, 0, 1, 1, 0, 1, dg, 0, 2, 4, 4, 0, []byte{0}, 0, 0, 0, 0, 0), ErrMalformed, "state.m.dest"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -17,7 +17,7 @@ import (
 // SnapshotPages splits r into pages of at most budget encoded bytes
 // (Size) and MaxStateEntries entries per list; a page holds at least one
 // entry, so a single entry larger than budget gets a page of its own.
-// A client's Above list longer than a page allows continues on the next
+// A client's Collected list longer than a page allows continues on the next
 // page in an entry with the same Client and Session. The pages share r's
 // slices; r with nothing to split is one page.
 func SnapshotPages(r *RecSnapshot, budget int) []*RecSnapshot {
@@ -44,24 +44,24 @@ func SnapshotPages(r *RecSnapshot, budget int) []*RecSnapshot {
 		used += n
 	}
 	for _, c := range r.Done {
-		above := c.Above
-		for first := true; first || len(above) > 0; first = false {
-			n := sizeDone(&ClientDone{Client: c.Client, Session: c.Session, Floor: c.Floor, W: c.W})
+		coll := c.Collected
+		for first := true; first || len(coll) > 0; first = false {
+			n := sizeDone(&ClientDone{Client: c.Client, Session: c.Session, Floor: c.Floor})
 			// A continuation starts a page: JoinSnapshotPages merges a
 			// page's first entry into the one before.
-			if !first || full(n+uvarintLen(aboveOrZero(above))) || len(p.Done) == MaxStateEntries {
+			if !first || full(n+firstCollectedSize(coll)) || len(p.Done) == MaxStateEntries {
 				next()
 			}
-			d := ClientDone{Client: c.Client, Session: c.Session, Floor: c.Floor, W: c.W}
+			d := ClientDone{Client: c.Client, Session: c.Session, Floor: c.Floor}
 			k := 0
-			for k < len(above) && k < MaxStateEntries && (k == 0 || !full(n+uvarintLen(above[k]))) {
-				n += uvarintLen(above[k])
+			for k < len(coll) && k < MaxStateEntries && (k == 0 || !full(n+sizeSeqDigest(coll[k]))) {
+				n += sizeSeqDigest(coll[k])
 				k++
 			}
 			if k > 0 {
-				d.Above = above[:k:k]
+				d.Collected = coll[:k:k]
 			}
-			above = above[k:]
+			coll = coll[k:]
 			p.Done = append(p.Done, d)
 			used += n
 		}
@@ -69,18 +69,20 @@ func SnapshotPages(r *RecSnapshot, budget int) []*RecSnapshot {
 	return append(pages, p)
 }
 
-func aboveOrZero(a []uint64) uint64 {
-	if len(a) == 0 {
+func firstCollectedSize(c []SeqDigest) int {
+	if len(c) == 0 {
 		return 0
 	}
-	return a[0]
+	return sizeSeqDigest(c[0])
 }
+
+func sizeSeqDigest(q SeqDigest) int { return uvarintLen(q.Seq) + len(q.Digest) }
 
 // sizeDone is the encoded size of one ClientDone in a REC_SNAPSHOT.
 func sizeDone(c *ClientDone) int {
-	n := uvarintLen(uint64(c.Client)) + uvarintLen(c.Session) + uvarintLen(c.Floor) + uvarintLen(c.W) + uvarintLen(uint64(len(c.Above)))
-	for _, a := range c.Above {
-		n += uvarintLen(a)
+	n := uvarintLen(uint64(c.Client)) + uvarintLen(c.Session) + uvarintLen(c.Floor) + uvarintLen(uint64(len(c.Collected)))
+	for _, q := range c.Collected {
+		n += sizeSeqDigest(q)
 	}
 	return n
 }
@@ -119,10 +121,10 @@ func JoinSnapshotPages(pages []*RecSnapshot) (*RecSnapshot, error) {
 		for j, d := range p.Done {
 			if j == 0 && len(out.Done) > 0 {
 				if last := &out.Done[len(out.Done)-1]; last.Client == d.Client && last.Session == d.Session {
-					if last.W != d.W || last.Floor != d.Floor {
-						return nil, fmt.Errorf("wire: snapshot page %d of %d continues session %d/%d with another high-water mark", i, len(pages), d.Client, d.Session)
+					if last.Floor != d.Floor {
+						return nil, fmt.Errorf("wire: snapshot page %d of %d continues session %d/%d with another floor", i, len(pages), d.Client, d.Session)
 					}
-					last.Above = append(slices.Clip(last.Above), d.Above...)
+					last.Collected = append(slices.Clip(last.Collected), d.Collected...)
 					continue
 				}
 			}

@@ -7,7 +7,7 @@ import (
 )
 
 // TestSnapshotPages: an image whose lists exceed what Decode accepts (more
-// than MaxStateEntries client sessions, one session's Above list longer
+// than MaxStateEntries client sessions, one session's Collected list longer
 // than that too) splits into pages that each decode under the caps and
 // within the byte budget, and that join back into the same image.
 func TestSnapshotPages(t *testing.T) {
@@ -18,11 +18,11 @@ func TestSnapshotPages(t *testing.T) {
 		r.Delivered = append(r.Delivered, i%2 == 0)
 	}
 	for i := range MaxStateEntries + 10 {
-		r.Done = append(r.Done, ClientDone{Client: ProcID(i%1000 + 100), Session: uint64(i), Floor: 4, W: uint64(i % 17)})
+		r.Done = append(r.Done, ClientDone{Client: ProcID(i%1000 + 100), Session: uint64(i), Floor: uint64(4 + i%17)})
 		if i == 500_000 {
 			big := &r.Done[len(r.Done)-1]
 			for j := range MaxStateEntries + 3 {
-				big.Above = append(big.Above, uint64(100+2*j))
+				big.Collected = append(big.Collected, SeqDigest{Seq: uint64(100 + 2*j), Digest: Digest{byte(j)}})
 			}
 		}
 	}
@@ -60,7 +60,7 @@ func TestSnapshotPages(t *testing.T) {
 		t.Fatal("joined pages of two images")
 	}
 	// A small image is one page, itself.
-	small := &RecSnapshot{Clock: 1, Done: []ClientDone{{Client: 1, Session: 1, W: 3}}}
+	small := &RecSnapshot{Clock: 1, Done: []ClientDone{{Client: 1, Session: 1, Floor: 3}}}
 	if ps := SnapshotPages(small, budget); len(ps) != 1 || !reflect.DeepEqual(ps[0], small) {
 		t.Fatalf("small image split into %d pages", len(ps))
 	}

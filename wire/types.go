@@ -4,6 +4,10 @@
 package wire
 
 import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
 	"fmt"
 	"slices"
 )
@@ -26,11 +30,45 @@ type GroupID uint32
 // answered with another incarnation's result. Seq counts the session's
 // messages from 1. Session 0 is used by replicas' own test clients and the
 // simulator, whose clients never restart.
+//
+// Digest binds the id to the message's content (ContentDigest of its
+// destinations and payload; AppMsg.Seal sets it, AppMsg.CheckDigest
+// verifies it). A message's identity is therefore its content: a client
+// that reuses one of its (Client, Session, Seq) with other destinations or
+// another payload sends a second, distinct message, which is ordered like
+// any other. Without it, a destination group that saw only the second copy
+// proposed it while a group holding the first refused it, and the message
+// blocked the proposing group's deliveries forever (docs/sessions.md).
 type MsgID struct {
 	Client  ProcID
 	Session uint64
 	Seq     uint64
+	Digest  Digest
 }
+
+// Digest is the first 16 bytes of a SHA-256 of a message's content: hard
+// enough to collide that a client cannot make two contents share an id.
+type Digest [16]byte
+
+// ContentDigest is the digest of a message with destinations dest and
+// payload payload.
+func ContentDigest(dest []GroupID, payload []byte) Digest {
+	h := sha256.New()
+	var b [binary.MaxVarintLen64]byte
+	h.Write(binary.AppendUvarint(b[:0], uint64(len(dest))))
+	for _, g := range dest {
+		h.Write(binary.BigEndian.AppendUint32(b[:0], uint32(g)))
+	}
+	h.Write(payload)
+	var sum [sha256.Size]byte
+	var d Digest
+	copy(d[:], h.Sum(sum[:0]))
+	return d
+}
+
+// ErrDigest reports a message whose id's digest is not the digest of its
+// content.
+var ErrDigest = errors.New("wire: content digest does not match the message")
 
 // String renders the id as used in histories: "<client>.<seq>", or
 // "<client>.<seq>@<session hex>" when the session is not 0.
@@ -39,6 +77,18 @@ func (id MsgID) String() string {
 		return fmt.Sprintf("%d.%d", id.Client, id.Seq)
 	}
 	return fmt.Sprintf("%d.%d@%x", id.Client, id.Seq, id.Session)
+}
+
+// Full renders the id with the first 4 bytes of its digest,
+// "<client>.<seq>[@<session hex>]#<8 hex digits>": histories
+// (internal/check) name messages this way, so that a client's reuse of a
+// sequence number for other content shows as two messages. An id with no
+// digest (a test's unsealed message) renders as String does.
+func (id MsgID) Full() string {
+	if id.Digest == (Digest{}) {
+		return id.String()
+	}
+	return fmt.Sprintf("%s#%x", id, id.Digest[:4])
 }
 
 // SessionKey identifies one session of one client.
@@ -52,7 +102,7 @@ func (k SessionKey) String() string { return fmt.Sprintf("%d@%x", k.Client, k.Se
 // Key returns the session id belongs to.
 func (id MsgID) Key() SessionKey { return SessionKey{Client: id.Client, Session: id.Session} }
 
-// Less orders message ids (client, session, then sequence).
+// Less orders message ids (client, session, sequence, then digest).
 func (id MsgID) Less(o MsgID) bool {
 	if id.Client != o.Client {
 		return id.Client < o.Client
@@ -60,10 +110,13 @@ func (id MsgID) Less(o MsgID) bool {
 	if id.Session != o.Session {
 		return id.Session < o.Session
 	}
-	return id.Seq < o.Seq
+	if id.Seq != o.Seq {
+		return id.Seq < o.Seq
+	}
+	return bytes.Compare(id.Digest[:], o.Digest[:]) < 0
 }
 
-// Compare returns -1, 0 or +1 (client, session, then sequence).
+// Compare returns -1, 0 or +1 (client, session, sequence, then digest).
 func (id MsgID) Compare(o MsgID) int {
 	switch {
 	case id.Less(o):
@@ -177,6 +230,29 @@ func (m *AppMsg) Validate(numGroups int) error {
 		if numGroups > 0 && int(g) >= numGroups {
 			return fmt.Errorf("wire: message %s: destination group %d out of range [0,%d)", m.ID, g, numGroups)
 		}
+	}
+	return nil
+}
+
+// NewAppMsg returns the message with id (its Digest set from the content),
+// destinations dest and payload payload.
+func NewAppMsg(id MsgID, dest []GroupID, payload []byte) AppMsg {
+	m := AppMsg{ID: id, Dest: dest, Payload: payload}
+	m.Seal()
+	return m
+}
+
+// Seal sets m.ID.Digest to the digest of m's content. Whoever creates a
+// message seals it once; copies and retries carry the same id.
+func (m *AppMsg) Seal() { m.ID.Digest = ContentDigest(m.Dest, m.Payload) }
+
+// CheckDigest returns an error wrapping ErrDigest unless m.ID.Digest is the
+// digest of m's content. Protocols check every full message they receive
+// (MULTICAST, ACCEPT, recovery state); records that carry only an id and
+// destinations (the Paxos baselines' CmdFinal) are not full messages.
+func (m *AppMsg) CheckDigest() error {
+	if m.ID.Digest != ContentDigest(m.Dest, m.Payload) {
+		return fmt.Errorf("%w: %s (%d destinations, %d payload bytes)", ErrDigest, m.ID, len(m.Dest), len(m.Payload))
 	}
 	return nil
 }
@@ -503,14 +579,21 @@ type RecSnapshot struct {
 }
 
 // ClientDone is one client session's duplicate-suppression state: the
-// collected sequence numbers (every Seq in [1, W], and those in Above) and
-// the highest Floor the client declared (AppMsg.Floor).
+// collected ids remembered and the highest Floor the client declared
+// (AppMsg.Floor).
 type ClientDone struct {
 	Client  ProcID
 	Session uint64
 	Floor   uint64
-	W       uint64
-	Above   []uint64
+	// Collected holds the session's collected ids remembered here, as
+	// (Seq, Digest) pairs sorted by Seq then Digest.
+	Collected []SeqDigest
+}
+
+// SeqDigest is the part of a MsgID below its session.
+type SeqDigest struct {
+	Seq    uint64
+	Digest Digest
 }
 
 // RecExpired records what client sessions' duplicate suppression forgot:

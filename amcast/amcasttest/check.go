@@ -94,10 +94,10 @@ func (e *Env) history() (*check.History, string) {
 				for i, x := range d.M.Dest {
 					dest[i] = int(x)
 				}
-				mcast = append(mcast, check.Event{Ev: check.EvMulticast, ID: d.M.ID.String(), Dest: dest, Digest: check.Digest(d.M.Payload)})
+				mcast = append(mcast, check.Event{Ev: check.EvMulticast, ID: d.M.ID.Full(), Dest: dest, Digest: check.Digest(d.M.Payload)})
 			}
 			t++
-			h.Events = append(h.Events, check.Event{Ev: check.EvDeliver, Proc: cp, Group: int(g), ID: d.M.ID.String(),
+			h.Events = append(h.Events, check.Event{Ev: check.EvDeliver, Proc: cp, Group: int(g), ID: d.M.ID.Full(),
 				GTS: check.GTS{T: d.GTS.T, G: int(d.GTS.G)}, T: t, Digest: check.Digest(d.M.Payload)})
 		}
 	}

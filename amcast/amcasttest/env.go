@@ -320,10 +320,18 @@ func (e *Env) Deliveries(id wire.ProcID) []amcast.Delivery {
 	return e.delivered[id]
 }
 
-// Message returns a message multicast earlier in the script.
+// Message returns a message multicast earlier in the script. Scripts name
+// messages without their digest ("6.1"): the lookup ignores id.Digest
+// (the env's clients never reuse a sequence number).
 func (e *Env) Message(id wire.MsgID) (wire.AppMsg, bool) {
-	m, ok := e.msgs[id]
+	m, ok := e.msgs[nameOf(id)]
 	return m, ok
+}
+
+// nameOf is id without its digest: how scripts write it.
+func nameOf(id wire.MsgID) wire.MsgID {
+	id.Digest = wire.Digest{}
+	return id
 }
 
 // Queued returns the messages in flight, link by link in (from, to) order.
@@ -607,11 +615,12 @@ func (e *Env) cmdMulticast(t *testing.T, d *datadriven.TestData, w *strings.Buil
 	}
 	payload, _ := argOne(t, d, "payload")
 	m := wire.AppMsg{ID: wire.MsgID{Client: c.ID(), Seq: e.seq[ci] + 1}, Dest: dest, Payload: []byte(payload)}
+	m.Seal()
 	if err := c.Multicast(m); err != nil {
 		fmt.Fprintf(w, "error: %v\n", err)
 	} else {
 		e.seq[ci]++
-		e.msgs[m.ID] = wire.AppMsg{ID: m.ID, Dest: slices.Clone(dest), Payload: []byte(payload)}
+		e.msgs[nameOf(m.ID)] = wire.AppMsg{ID: m.ID, Dest: slices.Clone(dest), Payload: []byte(payload)}
 	}
 	e.Drain(t, c.ID(), w, "")
 }
@@ -671,7 +680,7 @@ func (f *filter) match(env wire.Envelope) bool {
 	}
 	if f.ids != nil {
 		id, ok := MsgIDOf(env.Msg)
-		if !ok || !slices.Contains(f.ids, id) {
+		if !ok || !slices.Contains(f.ids, nameOf(id)) {
 			return false
 		}
 	}
@@ -837,16 +846,28 @@ func (e *Env) cmdInject(t *testing.T, d *datadriven.TestData, w *strings.Builder
 	if !ok1 || !ok2 || !ok3 || !ok4 || len(kinds) != 1 {
 		d.Fatalf(t, "inject needs from=, to=, one kind= and msg=")
 	}
+	// A message multicast earlier is named by its id with the digest the
+	// client sealed; dest= or payload= then forge other content under that
+	// id (refused: bad_digest), unless "seal" re-seals it, which makes it a
+	// new message reusing the id's sequence number (the id-reuse case).
+	// A message never multicast is sealed as given.
+	known, isKnown := e.msgs[nameOf(id)]
+	if isKnown {
+		id = known.ID
+	}
 	appMsg := func() wire.AppMsg {
-		m, ok := e.msgs[id]
+		m := known
 		m.ID = id
 		if dest, has := argGroups(t, d, "dest"); has {
 			m.Dest = dest
-		} else if !ok {
+		} else if !isKnown {
 			d.Fatalf(t, "message %s was not multicast: give dest=", id)
 		}
 		if p, has := argOne(t, d, "payload"); has {
 			m.Payload = []byte(p)
+		}
+		if !isKnown || d.HasArg("seal") {
+			m.Seal()
 		}
 		return m
 	}

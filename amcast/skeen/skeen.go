@@ -162,6 +162,9 @@ func (p *Process) checkMulticast(from wire.ProcID, m *wire.AppMsg) error {
 	if err := m.Validate(p.topo.NumGroups()); err != nil {
 		return p.rejects.Reject("bad_dest", "%v", err)
 	}
+	if err := m.CheckDigest(); err != nil {
+		return p.rejects.Reject("bad_digest", "%v", err)
+	}
 	if m.DestIndex(p.g) < 0 {
 		return p.rejects.Reject("not_destination", "message %s is not addressed to group %d", m.ID, p.g)
 	}

@@ -14,7 +14,7 @@ func TestAmnesiacIsInert(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := wire.AppMsg{ID: wire.MsgID{Client: 6, Seq: 1}, Dest: []wire.GroupID{0, 1}, Payload: []byte("x")}
+	m := wire.NewAppMsg(wire.MsgID{Client: 6, Seq: 1}, []wire.GroupID{0, 1}, []byte("x"))
 	for _, env := range []wire.Envelope{
 		{From: 6, To: 0, Msg: &wire.Multicast{M: m}},
 		{From: 1, To: 0, Msg: &wire.NewLeader{B: wire.Ballot{N: 1, P: 1}}},

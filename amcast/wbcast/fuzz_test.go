@@ -65,8 +65,8 @@ func fuzzCorpus() map[string]struct {
 } {
 	const client, stranger = 6, 8
 	ts := func(t uint64, g wire.GroupID) wire.Timestamp { return wire.Timestamp{T: t, G: g} }
-	id := wire.MsgID{Client: 6, Seq: 1}
-	m := wire.AppMsg{ID: id, Dest: []wire.GroupID{0, 1}, Payload: []byte("fuzz")}
+	m := wire.NewAppMsg(wire.MsgID{Client: 6, Seq: 1}, []wire.GroupID{0, 1}, []byte("fuzz"))
+	id := m.ID
 	b0, b1 := wire.Ballot{N: 0, P: 0}, wire.Ballot{N: 0, P: 3}
 	nb := wire.Ballot{N: 5, P: 1}
 	st := []wire.MsgState{{M: m, Phase: wire.PhaseAccepted, LTS: ts(3, 0), GTS: ts(3, 1),
@@ -78,8 +78,8 @@ func fuzzCorpus() map[string]struct {
 	in := sim.FuzzInput
 	type fm = sim.FuzzMsg
 	return map[string]entry{
-		"stranger_multicast": {7, in(fm{Sender: stranger, Msg: &wire.Multicast{M: wire.AppMsg{ID: wire.MsgID{Client: 9, Seq: 1}, Dest: []wire.GroupID{0, 1}}}},
-			fm{Sender: stranger, Msg: &wire.Multicast{M: wire.AppMsg{ID: wire.MsgID{Client: 9, Seq: 1}, Dest: []wire.GroupID{0}}}})},
+		"stranger_multicast": {7, in(fm{Sender: stranger, Msg: &wire.Multicast{M: wire.NewAppMsg(wire.MsgID{Client: 9, Seq: 1}, []wire.GroupID{0, 1}, nil)}},
+			fm{Sender: stranger, Msg: &wire.Multicast{M: wire.NewAppMsg(wire.MsgID{Client: 9, Seq: 1}, []wire.GroupID{0}, nil)}})},
 		"stranger_protocol": {20, in(fm{Sender: stranger, Msg: &wire.Accept{M: m, G: 0, B: b0, LTS: ts(1, 0)}},
 			fm{Sender: stranger + 1, Msg: &wire.Deliver{ID: id, B: b0, LTS: ts(1, 0), GTS: ts(2, 1)}},
 			fm{Sender: stranger, Msg: &wire.NewLeaderAck{B: nb, CBallot: b0, State: st}},
@@ -103,7 +103,10 @@ func fuzzCorpus() map[string]struct {
 			fm{Sender: 1, Msg: &wire.NewState{B: nb, Clock: 3, Paged: wire.Paged{Page: 1}}})},
 		"replica_catchup": {94, in(fm{Sender: 0, Msg: &wire.Deliver{ID: id, B: b0, LTS: ts(1, 0), GTS: ts(50, 1), M: &m}},
 			fm{Sender: 3, Msg: &wire.Deliver{ID: id, B: b1, LTS: ts(1, 1), GTS: ts(2, 1), Prev: ts(1, 0)}})},
+		// Another content under m's id (bad digest), then the same sequence
+		// number sealed with other content: a second message.
 		"client_reuses_ids": {125, in(fm{Sender: client, Msg: &wire.Multicast{M: m}},
-			fm{Sender: client, Msg: &wire.Multicast{M: wire.AppMsg{ID: id, Dest: []wire.GroupID{1}, Payload: []byte("other")}}})},
+			fm{Sender: client, Msg: &wire.Multicast{M: wire.AppMsg{ID: id, Dest: []wire.GroupID{1}, Payload: []byte("other")}}},
+			fm{Sender: client, Msg: &wire.Multicast{M: wire.NewAppMsg(wire.MsgID{Client: 6, Seq: 1}, []wire.GroupID{1}, []byte("other"))}})},
 	}
 }

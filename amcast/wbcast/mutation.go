@@ -79,6 +79,16 @@ const (
 	// a DELIVER that does not follow its last delivery (Deliver.Prev), so
 	// a lost DELIVER is skipped for good instead of caught up.
 	MutSkipDeliverChain
+	// MutSeqOnlyDedup breaks P15's exactness for reused ids (issue #10
+	// item 7, sessions.go): duplicate suppression takes any message of a
+	// session whose sequence number was collected here for a late copy,
+	// whatever its content (digest), as the contiguous mark did. A client
+	// that reuses a sequence number then has its second message dropped at
+	// a group that collected the first, while another destination group
+	// proposed it and waits for this group's ACCEPT forever. Only an
+	// adversarial client exercises it: the swarm catches it with
+	// sim.ForgedClients (sim/mutation_test.go).
+	MutSeqOnlyDedup
 
 	mutEnd // one past the last knob
 )
@@ -105,6 +115,7 @@ var mutationNames = map[Mutation]string{
 	MutEarlyCollect:        "early-collect",
 	MutNoReack:             "no-reack",
 	MutSkipDeliverChain:    "skip-deliver-chain",
+	MutSeqOnlyDedup:        "seq-only-dedup",
 }
 
 // String names the knobs set in m, joined by "+" ("none" for 0).
@@ -122,6 +133,21 @@ func (m Mutation) String() string {
 		parts = append(parts, "unknown")
 	}
 	return strings.Join(parts, "+")
+}
+
+// collected is sessionTable.collected, or under MutSeqOnlyDedup the
+// content-blind check.
+func (p *Process) collected(id wire.MsgID) bool {
+	if p.mut(MutSeqOnlyDedup) {
+		if s := p.sess.m[id.Key()]; s != nil {
+			for q := range s.done {
+				if q.Seq == id.Seq {
+					return true
+				}
+			}
+		}
+	}
+	return p.sess.collected(id)
 }
 
 // mut reports whether knob k is set (always false outside tests).

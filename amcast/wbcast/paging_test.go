@@ -31,8 +31,8 @@ func accepted(n int) []wire.MsgState {
 	st := make([]wire.MsgState, n)
 	for i := range st {
 		ts := wire.Timestamp{T: uint64(i + 1)}
-		st[i] = wire.MsgState{M: wire.AppMsg{ID: wire.MsgID{Client: 50, Seq: uint64(i + 1)}, Dest: []wire.GroupID{0},
-			Payload: []byte(fmt.Sprintf("%0100d", i))}, Phase: wire.PhaseAccepted, LTS: ts, GTS: ts}
+		st[i] = wire.MsgState{M: wire.NewAppMsg(wire.MsgID{Client: 50, Seq: uint64(i + 1)}, []wire.GroupID{0},
+			[]byte(fmt.Sprintf("%0100d", i))), Phase: wire.PhaseAccepted, LTS: ts, GTS: ts}
 	}
 	return st
 }

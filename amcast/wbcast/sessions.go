@@ -13,16 +13,15 @@ import (
 // garbage-collected must not be ordered again (P15): a client's retry, a
 // replica's re-multicast (H12) delayed in the network, a leader's re-sent
 // ACCEPT (P2). A replica therefore remembers, per client session, the ids
-// it collected, exactly. What keeps that memory small:
+// it collected, exactly: sequence number and content digest (a message's
+// identity is its content, wire.MsgID.Digest, so a client that reuses a
+// sequence number for other content sends another message, which must not
+// be mistaken for a late copy of the first). What keeps that memory small:
 //
-//   - A contiguous mark: a session's sequence numbers collected here form
-//     [1, w] plus a set above w. Gaps are normal (a session's messages are
-//     spread over destination groups), so the set alone would grow with
-//     the session's history.
 //   - The client's floor (wire.AppMsg.Floor): "every message of mine up to
 //     here is answered and I will never send it again". A collected id at
 //     or below the floor is forgotten once Config.SessionTicks have passed
-//     since it was collected, so the set above w holds the client's window
+//     since it was collected, so a session's set holds the client's window
 //     of unanswered messages plus what was collected in the last
 //     SessionTicks.
 //   - Idle expiry: a session with no message held here and no activity for
@@ -36,17 +35,24 @@ import (
 // cannot make one destination group refuse what another proposed.
 type sessionTable struct {
 	m       map[wire.SessionKey]*session
-	entries int // sum over sessions of len(above)
+	entries int // sum over sessions of len(done)
 }
 
 // session is one client session's duplicate-suppression state here.
+//
+// There is no contiguous "[1, w] collected" mark: a mark cannot say which
+// content each covered sequence number had, so a reused sequence number
+// below it would be taken for a collected message and refused at this
+// group while another destination group proposed it (the id-reuse block,
+// docs/sessions.md). The floor bounds the set instead.
 type session struct {
-	floor uint64            // highest AppMsg.Floor seen
-	w     uint64            // every seq in [1, w] was collected here
-	above map[uint64]uint64 // collected seqs above w: seq -> tick collected
-	live  int               // records of the session held in Process.recs
-	last  uint64            // tick of the last activity
+	floor uint64                    // highest AppMsg.Floor seen
+	done  map[wire.SeqDigest]uint64 // collected ids: -> tick collected
+	live  int                       // records of the session held in Process.recs
+	last  uint64                    // tick of the last activity
 }
+
+func seqDigest(id wire.MsgID) wire.SeqDigest { return wire.SeqDigest{Seq: id.Seq, Digest: id.Digest} }
 
 func newSessionTable() sessionTable { return sessionTable{m: map[wire.SessionKey]*session{}} }
 
@@ -54,7 +60,7 @@ func newSessionTable() sessionTable { return sessionTable{m: map[wire.SessionKey
 func (t *sessionTable) get(k wire.SessionKey) *session {
 	s := t.m[k]
 	if s == nil {
-		s = &session{above: map[uint64]uint64{}}
+		s = &session{done: map[wire.SeqDigest]uint64{}}
 		t.m[k] = s
 	}
 	return s
@@ -73,10 +79,7 @@ func (t *sessionTable) collected(id wire.MsgID) bool {
 	if s == nil {
 		return false
 	}
-	if id.Seq != 0 && id.Seq <= s.w {
-		return true
-	}
-	_, ok := s.above[id.Seq]
+	_, ok := s.done[seqDigest(id)]
 	return ok
 }
 
@@ -91,20 +94,9 @@ func (t *sessionTable) mayHaveForgotten(id wire.MsgID) bool {
 // add remembers that id was collected here at tick now.
 func (t *sessionTable) add(id wire.MsgID, now uint64) {
 	s := t.get(id.Key())
-	if id.Seq != 0 && id.Seq <= s.w {
-		return
-	}
-	if _, ok := s.above[id.Seq]; !ok {
-		s.above[id.Seq] = now // seq 0 (unused by clients) is kept here
+	if _, ok := s.done[seqDigest(id)]; !ok {
+		s.done[seqDigest(id)] = now
 		t.entries++
-	}
-	for {
-		if _, ok := s.above[s.w+1]; !ok {
-			break
-		}
-		delete(s.above, s.w+1)
-		t.entries--
-		s.w++
 	}
 }
 
@@ -113,9 +105,9 @@ func (t *sessionTable) add(id wire.MsgID, now uint64) {
 func (t *sessionTable) prune(now, lease uint64) []wire.MsgID {
 	var out []wire.MsgID
 	for k, s := range t.m {
-		for q, at := range s.above {
-			if q != 0 && q <= s.floor && now >= at+lease {
-				out = append(out, wire.MsgID{Client: k.Client, Session: k.Session, Seq: q})
+		for q, at := range s.done {
+			if q.Seq != 0 && q.Seq <= s.floor && now >= at+lease {
+				out = append(out, wire.MsgID{Client: k.Client, Session: k.Session, Seq: q.Seq, Digest: q.Digest})
 			}
 		}
 	}
@@ -129,8 +121,8 @@ func (t *sessionTable) prune(now, lease uint64) []wire.MsgID {
 // forgetID drops one remembered collected id.
 func (t *sessionTable) forgetID(id wire.MsgID) {
 	if s := t.m[id.Key()]; s != nil {
-		if _, ok := s.above[id.Seq]; ok {
-			delete(s.above, id.Seq)
+		if _, ok := s.done[seqDigest(id)]; ok {
+			delete(s.done, seqDigest(id))
 			t.entries--
 		}
 	}
@@ -154,13 +146,13 @@ func (t *sessionTable) expire(now, lease uint64) []wire.SessionKey {
 
 func (t *sessionTable) drop(k wire.SessionKey) {
 	if s := t.m[k]; s != nil {
-		t.entries -= len(s.above)
+		t.entries -= len(s.done)
 		delete(t.m, k)
 	}
 }
 
 // size is the number of entries held: one per session plus the collected
-// sequence numbers above each mark.
+// ids remembered.
 func (t *sessionTable) size() int { return len(t.m) + t.entries }
 
 // clone copies the table (Restore takes the store's). Collection ticks are
@@ -171,9 +163,9 @@ func (t *sessionTable) clone() sessionTable {
 	for k, s := range t.m {
 		cp := *s
 		cp.last = 0
-		cp.above = make(map[uint64]uint64, len(s.above))
-		for q := range s.above {
-			cp.above[q] = 0
+		cp.done = make(map[wire.SeqDigest]uint64, len(s.done))
+		for q := range s.done {
+			cp.done[q] = 0
 		}
 		out.m[k] = &cp
 	}
@@ -190,11 +182,13 @@ func (t *sessionTable) records() []wire.ClientDone {
 	out := make([]wire.ClientDone, 0, len(keys))
 	for _, k := range keys {
 		s := t.m[k]
-		cd := wire.ClientDone{Client: k.Client, Session: k.Session, Floor: s.floor, W: s.w}
-		for q := range s.above {
-			cd.Above = append(cd.Above, q)
+		cd := wire.ClientDone{Client: k.Client, Session: k.Session, Floor: s.floor}
+		for q := range s.done {
+			cd.Collected = append(cd.Collected, q)
 		}
-		slices.Sort(cd.Above)
+		slices.SortFunc(cd.Collected, func(a, b wire.SeqDigest) int {
+			return wire.MsgID{Seq: a.Seq, Digest: a.Digest}.Compare(wire.MsgID{Seq: b.Seq, Digest: b.Digest})
+		})
 		out = append(out, cd)
 	}
 	return out
@@ -205,10 +199,10 @@ func (t *sessionTable) load(ds []wire.ClientDone) {
 	*t = newSessionTable()
 	for _, c := range ds {
 		s := t.get(wire.SessionKey{Client: c.Client, Session: c.Session})
-		s.floor, s.w = c.Floor, c.W
-		for _, q := range c.Above {
-			if _, ok := s.above[q]; !ok {
-				s.above[q] = 0
+		s.floor = c.Floor
+		for _, q := range c.Collected {
+			if _, ok := s.done[q]; !ok {
+				s.done[q] = 0
 				t.entries++
 			}
 		}
@@ -232,17 +226,17 @@ func (t *sessionTable) durableDiff(live *sessionTable) string {
 	for k, l := range live.m {
 		r := t.m[k]
 		if r == nil {
-			if l.w != 0 || len(l.above) != 0 {
-				return fmt.Sprintf("session %s: live remembers %d collected ids above mark %d, restored nothing", k, len(l.above), l.w)
+			if len(l.done) != 0 {
+				return fmt.Sprintf("session %s: live remembers %d collected ids, restored nothing", k, len(l.done))
 			}
 			continue
 		}
-		if r.w != l.w || len(r.above) != len(l.above) {
-			return fmt.Sprintf("session %s: mark %d and %d ids above, live %d and %d", k, r.w, len(r.above), l.w, len(l.above))
+		if len(r.done) != len(l.done) {
+			return fmt.Sprintf("session %s: %d collected ids, live %d", k, len(r.done), len(l.done))
 		}
-		for q := range l.above {
-			if _, ok := r.above[q]; !ok {
-				return fmt.Sprintf("session %s: seq %d collected live, not restored", k, q)
+		for q := range l.done {
+			if _, ok := r.done[q]; !ok {
+				return fmt.Sprintf("session %s: seq %d (digest %x) collected live, not restored", k, q.Seq, q.Digest[:4])
 			}
 		}
 	}

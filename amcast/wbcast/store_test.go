@@ -13,7 +13,7 @@ import (
 func TestSnapshotRoundTrip(t *testing.T) {
 	st := NewStore()
 	m := func(seq uint64) wire.AppMsg {
-		return wire.AppMsg{ID: wire.MsgID{Client: 9, Seq: seq}, Dest: []wire.GroupID{0, 1}, Payload: []byte{byte(seq)}}
+		return wire.NewAppMsg(wire.MsgID{Client: 9, Seq: seq}, []wire.GroupID{0, 1}, []byte{byte(seq)})
 	}
 	recs := []wire.Message{
 		&wire.RecBallot{Ballot: wire.Ballot{N: 2, P: 1}, CBallot: wire.Ballot{N: 1, P: 0}},
@@ -70,7 +70,7 @@ func amcastTopo(g, r int) (*amcast.Topology, error) { return amcast.NewTopology(
 // ACCEPT, as the live one would.
 func TestRestoreDropsOwnAcceptsOfLeftBallots(t *testing.T) {
 	topo, _ := amcastTopo(2, 3)
-	m := wire.AppMsg{ID: wire.MsgID{Client: 9, Seq: 1}, Dest: []wire.GroupID{0, 1}, Payload: []byte("m")}
+	m := wire.NewAppMsg(wire.MsgID{Client: 9, Seq: 1}, []wire.GroupID{0, 1}, []byte("m"))
 	b0, b1, g1 := wire.Ballot{N: 0, P: 0}, wire.Ballot{N: 1, P: 1}, wire.Ballot{N: 0, P: 3}
 	lts0, lts1 := wire.Timestamp{T: 1, G: 0}, wire.Timestamp{T: 1, G: 1}
 	state := func(own wire.Ballot) wire.MsgState {

@@ -18,13 +18,14 @@ import (
 // Reasons (stable, snake_case; metrics and logs key on them):
 //
 //	invalid_message            AppMsg malformed (no or unsorted destinations, group out of range)
+//	bad_digest                 an id whose digest is not its message's content digest (wire.MsgID.Digest)
 //	not_addressed              the message is not addressed to this group
 //	not_a_destination          an ACCEPT or ACCEPT_ACK from a group that is not a destination
 //	wrong_sender               a sender outside the group the message claims, or not its ballot's leader
 //	foreign_ballot             a ballot whose leader is not a member of the group it is for
 //	bad_ballot                 a cballot above the ballot (INV-1)
-//	dest_mismatch              a known id with another destination set
-//	payload_mismatch           a known id with another payload
+//	dest_mismatch              a known id with another destination set (only past a digest collision: bad_digest comes first)
+//	payload_mismatch           a known id with another payload (likewise)
 //	bad_timestamp              a timestamp or clock no correct process sends (⊥, wrong group, lts above gts, >= 2^62, ...)
 //	bad_ballots                an ACCEPT_ACK ballot vector of the wrong length
 //	lts_conflict               two local timestamps for one message under one ballot (INV-2)
@@ -49,6 +50,9 @@ func (p *Process) Rejected() map[string]uint64 { return p.rejects.Counts() }
 func (p *Process) checkMsg(m *wire.AppMsg) error {
 	if err := m.Validate(p.topo.NumGroups()); err != nil {
 		return p.rejects.Reject("invalid_message", "%v", err)
+	}
+	if err := m.CheckDigest(); err != nil {
+		return p.rejects.Reject("bad_digest", "%v", err)
 	}
 	if m.DestIndex(p.g) < 0 {
 		return p.rejects.Reject("not_addressed", "message %s is not addressed to group %d", m.ID, p.g)

@@ -425,7 +425,7 @@ func (p *Process) onMulticast(env wire.Envelope, mc *wire.Multicast) error {
 	case Follower:
 		return nil // the client retries to every member; the leader acts
 	}
-	if p.sess.collected(mc.M.ID) {
+	if p.collected(mc.M.ID) {
 		p.reply(&mc.M, wire.Timestamp{}) // delivered everywhere and collected (P15)
 		return nil
 	}
@@ -506,7 +506,7 @@ func (p *Process) onAccept(env wire.Envelope, a *wire.Accept) error {
 		}
 		return nil
 	}
-	if p.sess.collected(a.M.ID) {
+	if p.collected(a.M.ID) {
 		return nil // delivered everywhere and collected: a stale ACCEPT
 	}
 	r := p.rec(a.M.ID)

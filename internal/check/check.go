@@ -188,15 +188,16 @@ type checker struct {
 
 	G, R, N, Q int
 
-	ids  map[string]int32
-	name []string  // per message
-	dest [][]int   // per message: sanitized destination groups
-	mT   []int64   // per message: multicast time
-	mDig []uint64  // per message: multicast digest
-	slot []int32   // per message: index of its first (message, dest group) slot; len M+1
-	cnt  []int32   // per slot: valid deliveries
-	bits []uint64  // per slot*R + replica: delivered
-	seq  [][]int32 // per process: delivery sequence (valid, first deliveries)
+	ids      map[string]int32
+	name     []string  // per message
+	optional []bool    // per message: Event.Optional
+	dest     [][]int   // per message: sanitized destination groups
+	mT       []int64   // per message: multicast time
+	mDig     []uint64  // per message: multicast digest
+	slot     []int32   // per message: index of its first (message, dest group) slot; len M+1
+	cnt      []int32   // per slot: valid deliveries
+	bits     []uint64  // per slot*R + replica: delivered
+	seq      [][]int32 // per process: delivery sequence (valid, first deliveries)
 
 	mGTS     []GTS   // per message: first GTS seen
 	mGTSProc []int32 // per message: process that delivered with mGTS
@@ -294,6 +295,7 @@ func (c *checker) multicasts() {
 		m := int32(len(c.name))
 		c.ids[ev.ID] = m
 		c.name = append(c.name, ev.ID)
+		c.optional = append(c.optional, ev.Optional)
 		c.dest = append(c.dest, dest)
 		c.mT = append(c.mT, ev.T)
 		c.mDig = append(c.mDig, ev.Digest)
@@ -881,6 +883,9 @@ func (c *checker) termination() {
 			}
 		}
 		for di, g := range c.dest[m] {
+			if c.optional[m] && !anywhere {
+				break // never delivered: allowed for an optional message
+			}
 			if !lacking(base+di, g, nil) {
 				continue
 			}

@@ -402,6 +402,18 @@ func TestTermination(t *testing.T) {
 	expect(t, r, KindTermination)
 	expectHas(t, r, KindTermination, "f")
 	expect(t, Check(&b.h, Options{Termination: TermAll}), KindTermination)
+
+	// An optional message (a client that does not retry) nobody delivered
+	// is excused; one that some process delivered is not.
+	b = &builder{h: *base()}
+	b.mc("f", 1)
+	b.h.Events[len(b.h.Events)-1].Optional = true
+	expect(t, Check(&b.h, Options{Termination: TermQuorum}))
+	expect(t, Check(&b.h, Options{Termination: TermAll}))
+	b.dl(3, "f", GTS{T: 99, G: 1})
+	r = Check(&b.h, Options{Termination: TermQuorum})
+	expect(t, r, KindTermination, KindAgreement)
+	expectHas(t, r, KindAgreement, "f")
 }
 
 func TestAgreement(t *testing.T) {

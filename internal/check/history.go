@@ -99,6 +99,12 @@ type Event struct {
 	GTS    GTS    // deliver
 	T      int64  // virtual time
 	Digest uint64 // payload digest (multicast, deliver); 0 = not recorded; NOT written to the JSON file
+	// Optional (multicast) excuses the message from termination unless some
+	// process delivers it (then agreement holds it to the usual rule): a
+	// message of a client that does not retry, such as the simulator's
+	// adversarial clients, may be lost with the process it reached. NOT
+	// written to the JSON file.
+	Optional bool
 }
 
 // History is a recorded run: its configuration and its events in time

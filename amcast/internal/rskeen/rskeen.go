@@ -290,6 +290,9 @@ func (c *Core) checkAppMsg(m *wire.AppMsg) error {
 	if err := m.Validate(c.Topo.NumGroups()); err != nil {
 		return c.Reject("bad_dest", "%v", err)
 	}
+	if err := m.CheckDigest(); err != nil {
+		return c.Reject("bad_digest", "%v", err)
+	}
 	if m.DestIndex(c.G) < 0 {
 		return c.Reject("not_destination", "message %s is not addressed to group %d", m.ID, c.G)
 	}
@@ -327,6 +330,9 @@ func (c *Core) CheckCommand(cmd *wire.Command) error {
 		return fmt.Errorf("%s of %s not addressed to group %d", cmd.Op, cmd.M.ID, c.G)
 	}
 	if cmd.Op == wire.CmdAssign {
+		if err := cmd.M.CheckDigest(); err != nil {
+			return err // a FINAL carries no payload; an ASSIGN the whole message
+		}
 		if !cmd.TS.IsZero() && (cmd.TS.G != c.G || cmd.TS.T == 0) {
 			return fmt.Errorf("ASSIGN of %s with timestamp %s", cmd.M.ID, cmd.TS)
 		}
