@@ -33,8 +33,13 @@ func TestLeaderChurnGC(t *testing.T) {
 	// Entries: messages held, plus one per live session, plus collected ids
 	// remembered for a lease (SessionTicks, 1000δ) after their client's
 	// floor passed them: about the messages collected in the last 1000δ
-	// (~2 per δ at a replica here), whatever the length of the run.
-	if res.PeakRetained > 5000 {
+	// (~2 per δ at a replica here), plus the last ids of each session that
+	// ended in the last lease (no later message of the session carries a
+	// floor past them; they go when the session idles out), whatever the
+	// length of the run. Measured (weft sim gc, same workload): 4,711 at
+	// 20,000 messages, 5,215 at 100,000 (exact (seq, digest) ids since
+	// issue #10's id-reuse fix; 3,784 with the old contiguous mark).
+	if res.PeakRetained > 7000 {
 		t.Fatalf("peak retained %d entries for 20000 messages: garbage collection or forgetting is not keeping up", res.PeakRetained)
 	}
 	if res.Coverage.SessionsExpired == 0 {
