@@ -48,6 +48,10 @@ var ErrBadMessage = errors.New("amcast: bad message")
 // crashes after persisting a prefix of Persist must treat the deliveries
 // whose Rec lies in the prefix as done (the application replays them from
 // the log), and the others as never having happened.
+//
+// Expired is set only by a client (Client.ExpireTicks): it gave up on M
+// when its session's lease passed with no reply. M may or may not have been
+// delivered; GTS is zero and the client never sends M again.
 type Delivery struct {
 	M   wire.AppMsg
 	GTS wire.Timestamp
@@ -57,6 +61,7 @@ type Delivery struct {
 	// Client.AllGroups, else the first one (with each group's result, when
 	// the nodes run a replicated service: package rsm).
 	Replies []*wire.Delivered
+	Expired bool
 }
 
 // Ready is the batch of outputs a Machine produced since the last Advance.
@@ -119,6 +124,12 @@ func (o *Outbox) Persist(r wire.Message) {
 // Deliver queues an application delivery without a durable record.
 func (o *Outbox) Deliver(m wire.AppMsg, gts wire.Timestamp) {
 	o.rd.Deliveries = append(o.rd.Deliveries, Delivery{M: m, GTS: gts, Rec: -1})
+}
+
+// Expire queues the completion of a client's message it gave up on
+// (Delivery.Expired).
+func (o *Outbox) Expire(m wire.AppMsg) {
+	o.rd.Deliveries = append(o.rd.Deliveries, Delivery{M: m, Rec: -1, Expired: true})
 }
 
 // DeliverDurable persists rec and queues a delivery that takes effect when

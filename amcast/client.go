@@ -2,6 +2,7 @@ package amcast
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/weft-dev/weft/wire"
 )
@@ -30,14 +31,25 @@ type Client struct {
 	// destination group; the protocols alone answer from the first one,
 	// the designated replier, so a client of such nodes must leave it off.
 	AllGroups bool
-	id        wire.ProcID
-	session   uint64
-	maxSeq    uint64 // highest sequence number multicast
-	topo      *Topology
-	leaders   []wire.ProcID
-	out       map[wire.MsgID]*outstanding
-	ticks     uint64
-	retries   int
+	// ExpireTicks, when positive, is the client's side of the session
+	// lease (docs/sessions.md): a message still unanswered ExpireTicks
+	// ticks after it was first sent is given up. It completes with
+	// Delivery.Expired set (client.ErrSessionExpired for the real client):
+	// it may or may not have been delivered, and it is never sent again.
+	// Replicas remember a collected id for their lease (wbcast
+	// Config.SessionTicks) after collecting it; a client that stops
+	// retrying well within that lease of the first send cannot have a late
+	// retry ordered a second time. 0 (the default) retries forever.
+	ExpireTicks int
+	id          wire.ProcID
+	session     uint64
+	maxSeq      uint64 // highest sequence number multicast
+	topo        *Topology
+	leaders     []wire.ProcID
+	out         map[wire.MsgID]*outstanding
+	ticks       uint64
+	retries     int
+	expired     int
 }
 
 type outstanding struct {
@@ -45,6 +57,7 @@ type outstanding struct {
 	due     uint64
 	backoff uint64
 	replies []*wire.Delivered // one per destination group answered (AllGroups)
+	sent    uint64            // tick of the first send
 }
 
 // NewClient returns a client of session 0 whose leader view is every
@@ -89,9 +102,11 @@ func (c *Client) Session() uint64 { return c.session }
 // Retries returns how many times the client re-sent a message.
 func (c *Client) Retries() int { return c.retries }
 
-// Tick implements Machine: it re-sends messages whose reply is overdue.
+// Tick implements Machine: it gives up on messages past ExpireTicks and
+// re-sends messages whose reply is overdue.
 func (c *Client) Tick() {
 	c.ticks++
+	c.expire()
 	if c.RetryTicks <= 0 {
 		return
 	}
@@ -119,6 +134,32 @@ func (c *Client) Tick() {
 		}
 	}
 }
+
+// expire gives up on the messages unanswered ExpireTicks after their first
+// send, in id order.
+func (c *Client) expire() {
+	if c.ExpireTicks <= 0 {
+		return
+	}
+	var ids []wire.MsgID
+	for id, o := range c.out {
+		if c.ticks-o.sent >= uint64(c.ExpireTicks) {
+			ids = append(ids, id)
+		}
+	}
+	slices.SortFunc(ids, wire.MsgID.Compare)
+	for _, id := range ids {
+		c.outbox.Expire(c.out[id].m)
+		delete(c.out, id)
+		c.expired++
+	}
+}
+
+// OutstandingIDs returns the ids of the messages awaiting a reply, sorted.
+func (c *Client) OutstandingIDs() []wire.MsgID { return wire.SortedIDs(c.out) }
+
+// Expired returns how many messages the client gave up on (ExpireTicks).
+func (c *Client) Expired() int { return c.expired }
 
 // SetLeader sets the client's view of group g's leader to p (from a
 // membership view); new messages to g go to p. p must be a member of g.
@@ -159,7 +200,7 @@ func (c *Client) Multicast(m wire.AppMsg) error {
 	c.maxSeq = m.ID.Seq
 	m.Floor = c.floor(m.ID.Seq)
 	rt := uint64(max(c.RetryTicks, 1))
-	c.out[m.ID] = &outstanding{m: m, due: c.ticks + rt, backoff: rt}
+	c.out[m.ID] = &outstanding{m: m, due: c.ticks + rt, backoff: rt, sent: c.ticks}
 	mc := &wire.Multicast{M: m}
 	for _, g := range m.Dest {
 		c.outbox.Send(c.id, c.leaders[g], mc)

@@ -70,8 +70,9 @@ func TestClientAllGroups(t *testing.T) {
 			t.Fatal(err)
 		}
 		c.AllGroups = all
-		id := wire.MsgID{Client: 100, Session: 9, Seq: 1}
-		if err := c.Multicast(wire.AppMsg{ID: id, Dest: []wire.GroupID{0, 2}}); err != nil {
+		m := wire.NewAppMsg(wire.MsgID{Client: 100, Session: 9, Seq: 1}, []wire.GroupID{0, 2}, nil)
+		id := m.ID
+		if err := c.Multicast(m); err != nil {
 			t.Fatal(err)
 		}
 		c.Advance()
@@ -104,5 +105,68 @@ func TestClientAllGroups(t *testing.T) {
 		if string(ds[0].Replies[0].Result) != "two" || string(ds[0].Replies[1].Result) != "zero" {
 			t.Fatalf("results %q %q", ds[0].Replies[0].Result, ds[0].Replies[1].Result)
 		}
+	}
+}
+
+// TestClientExpire: a message unanswered ExpireTicks after its first send
+// completes as expired (never with a gts), is not retried after that, and a
+// late reply does not complete it again; a message answered in time is
+// unaffected.
+func TestClientExpire(t *testing.T) {
+	topo, err := NewTopology(1, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := NewSessionClient(topo, 100, 9)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.RetryTicks, c.ExpireTicks = 2, 10
+	m1 := wire.NewAppMsg(wire.MsgID{Client: 100, Session: 9, Seq: 1}, []wire.GroupID{0}, []byte("a"))
+	if err := c.Multicast(m1); err != nil {
+		t.Fatal(err)
+	}
+	c.Advance()
+	for range 5 {
+		c.Tick()
+	}
+	m2 := wire.NewAppMsg(wire.MsgID{Client: 100, Session: 9, Seq: 2}, []wire.GroupID{0}, []byte("b"))
+	if err := c.Multicast(m2); err != nil {
+		t.Fatal(err)
+	}
+	c.Advance()
+	var expired []wire.MsgID
+	for tick := 6; tick <= 10; tick++ {
+		c.Tick()
+		for _, d := range c.Ready().Deliveries {
+			if !d.Expired || !d.GTS.IsZero() {
+				t.Fatalf("tick %d: completion %+v, want an expiry", tick, d)
+			}
+			expired = append(expired, d.M.ID)
+			if tick != 10 {
+				t.Errorf("%s expired at tick %d, want 10", d.M.ID, tick)
+			}
+		}
+		c.Advance()
+	}
+	if len(expired) != 1 || expired[0] != m1.ID || c.Outstanding() != 1 || c.Expired() != 1 {
+		t.Fatalf("expired %v, outstanding %d; want only %s", expired, c.Outstanding(), m1.ID)
+	}
+	for range 3 {
+		c.Tick()
+	}
+	for _, env := range c.Ready().Messages {
+		if env.Msg.(*wire.Multicast).M.ID == m1.ID {
+			t.Errorf("expired message retried to p%d", env.To)
+		}
+	}
+	c.Advance()
+	for _, m := range []wire.AppMsg{m1, m2} {
+		if err := c.Step(wire.Envelope{From: 0, To: 100, Msg: &wire.Delivered{ID: m.ID, G: 0, GTS: wire.Timestamp{T: 1}, Leader: 0}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if ds := c.Ready().Deliveries; len(ds) != 1 || ds[0].M.ID != m2.ID || ds[0].Expired {
+		t.Fatalf("after late replies: %+v, want only %s completed", ds, m2.ID)
 	}
 }

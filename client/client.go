@@ -59,6 +59,10 @@ const (
 	DefaultTick       = 10 * time.Millisecond
 	DefaultRetryTicks = 20
 	DefaultViewTicks  = 50
+	// DefaultSessionLease is half the nodes' default session_lease (1m):
+	// the client stops retrying well before the replicas may forget that
+	// they delivered the message.
+	DefaultSessionLease = 30 * time.Second
 )
 
 // ErrClosed is returned by Multicast after Close.
@@ -72,6 +76,15 @@ var ErrClosed = errors.New("client: closed")
 // another destination group's leader, may have taken it in), at most once:
 // its id is never reused. Test with errors.Is.
 var ErrOverloaded = errors.New("client: node overloaded (message shed; back off)")
+
+// ErrSessionExpired is returned by Multicast when the message was not
+// answered within Config.SessionLease of its first send (a partition, or
+// nodes down that long). Past the lease the client cannot retry without
+// risking a second delivery (replicas forget delivered ids after their
+// session_lease, docs/sessions.md), so it gives up: the message may or may
+// not have been delivered, and it is never sent again. Test with
+// errors.Is.
+var ErrSessionExpired = errors.New("client: session expired (no reply within the session lease; the message may or may not have been delivered)")
 
 // Config configures a Client.
 type Config struct {
@@ -100,6 +113,11 @@ type Config struct {
 	Tick time.Duration
 	// RetryTicks is the reply timeout in ticks (default DefaultRetryTicks).
 	RetryTicks int
+	// SessionLease is how long the client retries an unanswered message
+	// before it gives up with ErrSessionExpired (default
+	// DefaultSessionLease; negative retries forever). Keep it below the
+	// nodes' session_lease, by at least the longest network delay.
+	SessionLease time.Duration
 	// ViewTicks is how often, in ticks, the client asks a node for the
 	// cluster's view (default DefaultViewTicks; negative never asks).
 	ViewTicks int
@@ -249,6 +267,12 @@ func New(cfg Config) (*Client, error) {
 	}
 	m.RetryTicks = cfg.RetryTicks
 	m.AllGroups = cfg.AllGroups
+	if cfg.SessionLease == 0 {
+		cfg.SessionLease = DefaultSessionLease
+	}
+	if cfg.SessionLease > 0 {
+		m.ExpireTicks = max(1, int(cfg.SessionLease/cfg.Tick))
+	}
 	c := &Client{
 		cfg:     cfg,
 		reqs:    make(chan *request),
@@ -520,6 +544,10 @@ func (c *Client) ready() {
 		r := c.waiting[d.M.ID]
 		delete(c.waiting, d.M.ID)
 		if r == nil {
+			continue
+		}
+		if d.Expired {
+			r.reply <- answer{err: fmt.Errorf("%w: %s after %v", ErrSessionExpired, d.M.ID, now.Sub(r.start).Round(time.Millisecond))}
 			continue
 		}
 		res := Result{ID: d.M.ID, GTS: d.GTS, Latency: now.Sub(r.start)}

@@ -163,3 +163,57 @@ func TestClientOverloaded(t *testing.T) {
 			cl.Overloaded(), got[0].Load(), got[1].Load())
 	}
 }
+
+// TestClientSessionExpired: a message no node answers within the session
+// lease makes Multicast return ErrSessionExpired, and the client stops
+// sending it; the next message is served as usual.
+func TestClientSessionExpired(t *testing.T) {
+	topo, err := amcast.NewTopology(1, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tr atomic.Pointer[transport.Transport]
+	var copies1 atomic.Int64 // copies of seq 1 received
+	node, err := transport.New(transport.Config{ClusterName: "c", Self: 0, Listen: "127.0.0.1:0",
+		Handler: func(from wire.ProcID, m wire.Message) {
+			mc, ok := m.(*wire.Multicast)
+			if !ok {
+				return
+			}
+			if mc.M.ID.Seq == 1 {
+				copies1.Add(1) // never answered
+				return
+			}
+			tr.Load().Send(from, &wire.Delivered{ID: mc.M.ID, G: 0, GTS: wire.Timestamp{T: mc.M.ID.Seq}, Leader: 0})
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr.Store(node)
+	t.Cleanup(func() { node.Close() })
+	cl, err := client.New(client.Config{Cluster: "c", Topology: topo, Nodes: map[wire.ProcID]string{0: node.Addr().String()},
+		RetryTicks: 2, ViewTicks: -1, SessionLease: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := cl.Multicast(ctx, []wire.GroupID{0}, []byte("a")); !errors.Is(err, client.ErrSessionExpired) {
+		t.Fatalf("unanswered multicast: %v, want ErrSessionExpired", err)
+	}
+	res, err := cl.Multicast(ctx, []wire.GroupID{0}, []byte("b"))
+	if err != nil || res.ID.Seq != 2 {
+		t.Fatalf("second multicast: %+v %v", res, err)
+	}
+	// The given-up message is never sent again: its copies stop growing
+	// while the client keeps running (it ticks every 10ms).
+	n := copies1.Load()
+	if n < 2 {
+		t.Fatalf("seq 1 was sent %d times before it expired; want its retries", n)
+	}
+	res, err = cl.Multicast(ctx, []wire.GroupID{0}, []byte("c"))
+	if err != nil || res.ID.Seq != 3 || copies1.Load() != n {
+		t.Errorf("third multicast %+v %v; seq 1 copies %d -> %d (want none after expiry)", res, err, n, copies1.Load())
+	}
+}

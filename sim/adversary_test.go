@@ -78,3 +78,34 @@ func TestClientReplyCheck(t *testing.T) {
 		t.Fatalf("honest run: %v, %d replies checked", err, res.Stats.Replies)
 	}
 }
+
+// TestClientsGiveUp runs swarm seeds whose clients restart with messages
+// in flight (Workload.CrashClients) and give up on messages unanswered
+// past a short lease (Workload.ExpireTicks): the given-up messages are
+// optional for the checkers (delivered everywhere or nowhere), every other
+// message still completes, and none is given up after GST.
+func TestClientsGiveUp(t *testing.T) {
+	seeds := 40
+	if testing.Short() {
+		seeds = 8
+	}
+	expired, givenUp := 0, 0
+	for seed := uint64(1); seed <= uint64(seeds); seed++ {
+		cfg := SwarmConfig("wbcast", seed)
+		if cfg.Workload.SessionEvery == 0 {
+			cfg.Workload.SessionEvery = 5
+		}
+		cfg.Workload.CrashClients = true
+		cfg.Workload.ExpireTicks = 30
+		r := RunSwarmConfig(cfg)
+		if r.Violations() > 0 {
+			t.Fatalf("seed %d: %s", seed, r.Failure())
+		}
+		expired += r.Stats.Expired
+		givenUp += r.Stats.GivenUp
+	}
+	if expired == 0 || givenUp <= expired {
+		t.Fatalf("%d messages expired, %d given up in all: the test no longer exercises both", expired, givenUp)
+	}
+	t.Logf("%d seeds: %d messages given up (%d expired, %d outstanding at a client restart)", seeds, givenUp, expired, givenUp-expired)
+}

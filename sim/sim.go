@@ -103,6 +103,19 @@ type Workload struct {
 	// every SessionEvery of its messages, at the first moment it has none
 	// outstanding. 0 keeps one session per client for the whole run.
 	SessionEvery int
+	// CrashClients, with SessionEvery, starts a client's new session even
+	// while messages are outstanding, as a client process that crashed
+	// and restarted would: the messages in flight are given up
+	// (Sim.giveUp), and replies to them reach the new incarnation, which
+	// ignores them.
+	CrashClients bool
+	// ExpireTicks, if positive, is the clients' side of the session lease
+	// (amcast.Client.ExpireTicks): a message unanswered that many ticks
+	// after its first send is given up (Sim.giveUp). A give-up once the
+	// liveness phase has begun (GST plus Faults.Conv) fails the run: after
+	// GST every message must complete. Keep it at most half the
+	// replicas' session lease (wbcast.Config.SessionTicks).
+	ExpireTicks int
 }
 
 // DelayFunc overrides the delay of one message; ok=false keeps the model's.
@@ -344,9 +357,11 @@ type msgInfo struct {
 	first uint64         // groups that delivered it at least once
 	dest  []wire.GroupID
 	got   int // offset in Sim.got of one member bitmask per destination group
-	// injected: an outside client's message (Sim.recordInjected), tracked
-	// from its first delivery on, kept out of the latency figures.
+	// injected: an outside client's message (Sim.recordInjected) or one
+	// its client gave up (Sim.giveUp), tracked from its first delivery on,
+	// kept out of the latency figures.
 	injected bool
+	hist     int // index of its multicast event in Sim.hist, or -1
 }
 
 // Stats counts what a run did.
@@ -354,6 +369,8 @@ type Stats struct {
 	Multicasts int
 	MultiGroup int // multicasts to 2 or more groups
 	Sessions   int // client sessions started after the first (Workload.SessionEvery)
+	Expired    int // messages their client gave up (Workload.ExpireTicks)
+	GivenUp    int // messages given up: expired, or outstanding at a client restart (Workload.CrashClients)
 	Replies    int // client completions checked against the deliveries
 	Deliveries int
 	// InjectedDeliveries counts the deliveries of messages that clients
@@ -430,9 +447,11 @@ type Sim struct {
 	issued  int
 	nextSeq []uint64
 	msgs    map[wire.MsgID]*msgInfo
-	// injected holds the authentic MULTICASTs of clients outside the run
-	// (Config.Inject) recorded in the history.
-	injected map[wire.MsgID]bool
+	// optional holds the messages recorded in the history as optional:
+	// authentic MULTICASTs of clients outside the run (Config.Inject) and
+	// messages their client gave up (Sim.giveUp). Each is tracked for
+	// convergence from its first delivery on.
+	optional map[wire.MsgID]bool
 	hist     *check.History
 	stats    Stats
 	msgData  arena
@@ -496,6 +515,7 @@ func New(cfg Config) (*Sim, error) {
 		if err != nil {
 			return nil, err
 		}
+		c.ExpireTicks = cfg.Workload.ExpireTicks
 		s.procs = append(s.procs, c)
 		s.clients = append(s.clients, c)
 	}
@@ -740,13 +760,13 @@ func (s *Sim) inject() error {
 func (s *Sim) recordInjected(env wire.Envelope) {
 	mc, ok := env.Msg.(*wire.Multicast)
 	if !ok || s.hist == nil || int(env.From) < s.nrep || mc.M.ID.Client != env.From ||
-		mc.M.Validate(s.cfg.Groups) != nil || mc.M.CheckDigest() != nil || s.injected[mc.M.ID] {
+		mc.M.Validate(s.cfg.Groups) != nil || mc.M.CheckDigest() != nil || s.optional[mc.M.ID] {
 		return
 	}
-	if s.injected == nil {
-		s.injected = map[wire.MsgID]bool{}
+	if s.optional == nil {
+		s.optional = map[wire.MsgID]bool{}
 	}
-	s.injected[mc.M.ID] = true
+	s.optional[mc.M.ID] = true
 	d := make([]int, len(mc.M.Dest))
 	for j, g := range mc.M.Dest {
 		d[j] = int(g)
@@ -859,7 +879,11 @@ func (s *Sim) flush(id wire.ProcID, fg bool) error {
 	if !rep {
 		ci := int(id) - s.nrep
 		for _, d := range rd.Deliveries {
-			if err := s.checkReply(id, d); err != nil {
+			if d.Expired {
+				if err := s.expired(id, d.M.ID); err != nil {
+					return err
+				}
+			} else if err := s.checkReply(id, d); err != nil {
 				return err
 			}
 			s.lastProgress = s.now
@@ -906,8 +930,10 @@ func (s *Sim) recordDelivery(id wire.ProcID, g wire.GroupID, d amcast.Delivery) 
 		s.cfg.OnDeliver(id, d)
 	}
 	s.stats.Deliveries++
-	if s.injected[d.M.ID] {
-		s.stats.InjectedDeliveries++
+	if s.optional[d.M.ID] {
+		if int(d.M.ID.Client) >= s.nrep+len(s.clients) {
+			s.stats.InjectedDeliveries++
+		}
 		if s.msgs[d.M.ID] == nil {
 			// Delivered once, it must be delivered everywhere (agreement,
 			// check.Event.Optional): the run converges only then.

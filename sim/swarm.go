@@ -93,6 +93,16 @@ func SwarmConfig(protocol string, seed uint64) Config {
 	if ps, err := LookupProtocol(protocol); err == nil && ps.Amnesiac != nil && tolerant && rs.IntN(3) == 0 {
 		f.DiskLossProb = 0.1 + 0.4*rs.Float64()
 	}
+	// Clients that restart with messages in flight, and clients that give
+	// up on a message unanswered past their session lease (at most half
+	// WbCast's default replica lease of 1000 ticks), each in one seed of
+	// three; from the same separate stream, after every earlier draw.
+	if cfg.Workload.SessionEvery > 0 && rs.IntN(3) == 0 {
+		cfg.Workload.CrashClients = true
+	}
+	if rs.IntN(3) == 0 {
+		cfg.Workload.ExpireTicks = 200 + rs.IntN(301)
+	}
 	f.SpikeEvery = rate(0.7, 8)
 	f.SpikeFor = int64(5+r.IntN(56)) * delta
 	cfg.Faults = f

@@ -27,7 +27,7 @@ func (s *Sim) issue(i int) error {
 		dest = s.randomDest()
 	}
 	c := s.clients[ci]
-	if w.SessionEvery > 0 && s.nextSeq[ci] >= uint64(w.SessionEvery) && c.Outstanding() == 0 {
+	if w.SessionEvery > 0 && s.nextSeq[ci] >= uint64(w.SessionEvery) && (c.Outstanding() == 0 || w.CrashClients) {
 		var err error
 		if c, err = s.newSession(ci); err != nil {
 			return err
@@ -61,6 +61,9 @@ func (s *Sim) issue(i int) error {
 		for j, g := range dest {
 			d[j] = int(g)
 		}
+		if mi := s.msgs[m.ID]; mi != nil {
+			mi.hist = len(s.hist.Events)
+		}
 		s.hist.Events = append(s.hist.Events, check.Event{Ev: "multicast", ID: m.ID.Full(), Dest: d, T: s.now, Digest: check.Digest(m.Payload)})
 	}
 	if err := c.Multicast(m); err != nil {
@@ -84,7 +87,10 @@ func (s *Sim) newSession(ci int) (*amcast.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	c.RetryTicks = old.RetryTicks
+	c.RetryTicks, c.ExpireTicks = old.RetryTicks, old.ExpireTicks
+	for _, id := range old.OutstandingIDs() { // Workload.CrashClients
+		s.giveUp(id)
+	}
 	for g := range s.cfg.Groups {
 		if err := c.SetLeader(wire.GroupID(g), old.Leader(wire.GroupID(g))); err != nil {
 			return nil, err
@@ -122,7 +128,7 @@ func (s *Sim) track(m *wire.AppMsg) {
 	if _, dup := s.msgs[m.ID]; dup || m.Validate(s.cfg.Groups) != nil {
 		return
 	}
-	mi := &msgInfo{t: s.now, dest: m.Dest, got: len(s.got)}
+	mi := &msgInfo{t: s.now, dest: m.Dest, got: len(s.got), hist: -1}
 	s.msgs[m.ID] = mi
 	for _, g := range m.Dest {
 		s.got = append(s.got, 0)
@@ -133,6 +139,51 @@ func (s *Sim) track(m *wire.AppMsg) {
 			}
 		}
 	}
+}
+
+// expired handles a client's give-up on message id (Workload.ExpireTicks).
+func (s *Sim) expired(client wire.ProcID, id wire.MsgID) error {
+	if s.f != nil && s.now > s.cfg.Faults.GST+s.cfg.Faults.Conv {
+		return fmt.Errorf("sim: t=%d client %d gave up on %s after the liveness phase began (GST %d + %d): it was not delivered in time",
+			s.now, client, id, s.cfg.Faults.GST, s.cfg.Faults.Conv)
+	}
+	s.stats.Expired++
+	s.giveUp(id)
+	return nil
+}
+
+// giveUp handles a message its client will never send again (it expired,
+// or the client restarted with it outstanding): it becomes optional in the
+// history (check.Event.Optional: no termination unless some replica
+// delivers it) and, if no replica has delivered it yet, leaves the
+// convergence count until one does (recordDelivery tracks it again then,
+// as it does injected messages).
+func (s *Sim) giveUp(id wire.MsgID) {
+	mi := s.msgs[id]
+	if mi == nil || mi.injected {
+		return
+	}
+	s.stats.GivenUp++
+	if s.hist != nil && mi.hist >= 0 {
+		s.hist.Events[mi.hist].Optional = true
+	}
+	if s.optional == nil {
+		s.optional = map[wire.MsgID]bool{}
+	}
+	s.optional[id] = true
+	if mi.first != 0 {
+		mi.injected = true // delivered somewhere: it must complete
+		return
+	}
+	for _, g := range mi.dest {
+		s.addressed[g]--
+		for _, p := range s.topo.Members(g) {
+			if s.up[p] && (s.f == nil || !s.f.wiped[p]) {
+				s.remaining--
+			}
+		}
+	}
+	delete(s.msgs, id)
 }
 
 func (s *Sim) randomDest() []wire.GroupID {
