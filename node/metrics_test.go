@@ -96,7 +96,7 @@ func TestMetricsScrape(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer forger.Close()
-	forged := &wire.Multicast{M: wire.AppMsg{ID: wire.MsgID{Client: 1001, Session: 1, Seq: 1}, Dest: []wire.GroupID{0}, Payload: []byte("x")}}
+	forged := &wire.Multicast{M: wire.NewAppMsg(wire.MsgID{Client: 1001, Session: 1, Seq: 1}, []wire.GroupID{0}, []byte("x"))}
 	if err := forger.Send(lp, forged); err != nil {
 		t.Fatal(err)
 	}

@@ -51,6 +51,7 @@ func (s *sumSM) Snapshot(w io.Writer) error {
 		b = binary.BigEndian.AppendUint32(b, uint32(id.Client))
 		b = binary.BigEndian.AppendUint64(b, id.Session)
 		b = binary.BigEndian.AppendUint64(b, id.Seq)
+		b = append(b, id.Digest[:]...)
 		b = binary.BigEndian.AppendUint64(b, s.after[i])
 	}
 	_, err := w.Write(b)
@@ -60,7 +61,7 @@ func (s *sumSM) Snapshot(w io.Writer) error {
 func (s *sumSM) Restore(r io.Reader) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var b [28]byte
+	var b [44]byte
 	if _, err := io.ReadFull(r, b[:16]); err != nil {
 		return err
 	}
@@ -72,7 +73,8 @@ func (s *sumSM) Restore(r io.Reader) error {
 			return err
 		}
 		s.ids[i] = wire.MsgID{Client: wire.ProcID(binary.BigEndian.Uint32(b[:4])), Session: binary.BigEndian.Uint64(b[4:12]), Seq: binary.BigEndian.Uint64(b[12:20])}
-		s.after[i] = binary.BigEndian.Uint64(b[20:])
+		copy(s.ids[i].Digest[:], b[20:36])
+		s.after[i] = binary.BigEndian.Uint64(b[36:])
 	}
 	return nil
 }

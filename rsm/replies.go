@@ -21,8 +21,8 @@ type replyTable struct {
 	max      int
 	maxBytes int64
 	res      map[wire.MsgID][]byte
-	bySess   map[wire.SessionKey][]uint64 // sequence numbers held, per session
-	order    []wire.MsgID                 // apply order; ids no longer held are skipped
+	bySess   map[wire.SessionKey][]wire.SeqDigest // ids held, per session (a reused seq is another message: wire.MsgID.Digest)
+	order    []wire.MsgID                         // apply order; ids no longer held are skipped
 	head     int
 	bytes    int64
 	evicted  uint64
@@ -31,7 +31,7 @@ type replyTable struct {
 func (t *replyTable) init(max int, maxBytes int64) {
 	t.max, t.maxBytes = max, maxBytes
 	t.res = map[wire.MsgID][]byte{}
-	t.bySess = map[wire.SessionKey][]uint64{}
+	t.bySess = map[wire.SessionKey][]wire.SeqDigest{}
 	t.order, t.head, t.bytes, t.evicted = nil, 0, 0, 0
 }
 
@@ -49,8 +49,8 @@ func (t *replyTable) put(id wire.MsgID, floor uint64, result []byte) {
 	if seqs := t.bySess[k]; len(seqs) > 0 {
 		kept := seqs[:0]
 		for _, s := range seqs {
-			if s <= floor {
-				t.drop(wire.MsgID{Client: id.Client, Session: id.Session, Seq: s})
+			if s.Seq <= floor {
+				t.drop(wire.MsgID{Client: id.Client, Session: id.Session, Seq: s.Seq, Digest: s.Digest})
 			} else {
 				kept = append(kept, s)
 			}
@@ -65,7 +65,7 @@ func (t *replyTable) put(id wire.MsgID, floor uint64, result []byte) {
 		r = append([]byte(nil), result...)
 	}
 	t.res[id] = r
-	t.bySess[k] = append(t.bySess[k], id.Seq)
+	t.bySess[k] = append(t.bySess[k], wire.SeqDigest{Seq: id.Seq, Digest: id.Digest})
 	t.order = append(t.order, id)
 	t.bytes += int64(len(r)) + replyOverhead
 	for len(t.res) > t.max || (t.bytes > t.maxBytes && len(t.res) > 0) {
@@ -106,7 +106,7 @@ func (t *replyTable) unindex(id wire.MsgID) {
 	k := id.Key()
 	seqs := t.bySess[k]
 	for i, s := range seqs {
-		if s == id.Seq {
+		if s.Seq == id.Seq && s.Digest == id.Digest {
 			seqs = append(seqs[:i], seqs[i+1:]...)
 			break
 		}

@@ -24,7 +24,7 @@ import (
 // (numbers as uvarints). The applied gts travels in front of the
 // application's stream so the two can never disagree: a restored replica
 // replays exactly the deliveries above it (docs/rsm.md).
-const snapMagic = "WEFTRSM1"
+const snapMagic = "WEFTRSM2" // 2: reply ids carry their digest (wire.MsgID.Digest)
 
 // chunkSize is the data per chunk; a reader never buffers more than one.
 const chunkSize = 64 << 10
@@ -53,6 +53,7 @@ func (d *Driver) Snapshot(w io.Writer) error {
 		buf = binary.AppendUvarint(buf, uint64(id.Client))
 		buf = binary.AppendUvarint(buf, id.Session)
 		buf = binary.AppendUvarint(buf, id.Seq)
+		buf = append(buf, id.Digest[:]...)
 		buf = binary.AppendUvarint(buf, uint64(len(r)))
 		buf = append(buf, r...)
 		_, err := bw.Write(buf)
@@ -97,7 +98,13 @@ func (d *Driver) Restore(r io.Reader) error {
 	t.init(math.MaxInt, math.MaxInt64)
 	for range hdr[3] {
 		var f [4]uint64
+		var dg wire.Digest
 		for i := range f {
+			if i == 3 { // the id's digest comes between Seq and the length
+				if _, err := io.ReadFull(br, dg[:]); err != nil {
+					return fmt.Errorf("%w: results: %v", ErrBadSnapshot, snapErr(cr, err))
+				}
+			}
 			v, err := binary.ReadUvarint(br)
 			if err != nil {
 				return fmt.Errorf("%w: results: %v", ErrBadSnapshot, snapErr(cr, err))
@@ -111,7 +118,7 @@ func (d *Driver) Restore(r io.Reader) error {
 		if _, err := io.ReadFull(br, res); err != nil {
 			return fmt.Errorf("%w: results: %v", ErrBadSnapshot, snapErr(cr, err))
 		}
-		t.put(wire.MsgID{Client: wire.ProcID(f[0]), Session: f[1], Seq: f[2]}, 0, res)
+		t.put(wire.MsgID{Client: wire.ProcID(f[0]), Session: f[1], Seq: f[2], Digest: dg}, 0, res)
 	}
 	if err := d.sm.Restore(br); err != nil {
 		return fmt.Errorf("rsm: the state machine's restore: %w", err)

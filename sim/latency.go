@@ -202,12 +202,12 @@ func AdversarialConfig(protocol string, replicas int, seed uint64) Config {
 		{At: t0, Client: 0, Dest: []wire.GroupID{0, 1}},             // m
 		{At: t0 + c - 2*eps, Client: 1, Dest: []wire.GroupID{0, 1}}, // m'
 	}
-	mPrime := wire.MsgID{Client: clientB, Seq: 1}
 	return Config{
 		Protocol: protocol, Groups: 2, Replicas: replicas, Seed: seed, Delta: delta, Delay: DelayFixed,
 		Workload: Workload{Mode: Script, Clients: 2, Script: script},
 		DelayFn: func(now int64, from, to wire.ProcID, m wire.Message) (int64, bool) {
-			if mc, ok := m.(*wire.Multicast); ok && mc.M.ID == mPrime && to == g0Leader {
+			if mc, ok := m.(*wire.Multicast); ok && mc.M.ID.Client == clientB && mc.M.ID.Seq == 1 && to == g0Leader { // m'
+
 				return eps, true
 			}
 			return 0, false
