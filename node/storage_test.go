@@ -189,7 +189,7 @@ func testPowerLoss(t *testing.T, seed uint64) {
 	// delivering) on state its clone lacks, which no real crash allows.
 	mem := vfs.NewCrashableMem()
 	var mu sync.Mutex
-	handedOut := map[string]bool{} // ids some node delivered to its application
+	handedOut := map[string]bool{} // ids (as histories name them: MsgID.Full) some node delivered to its application
 	acked := map[string]bool{}     // ids a client got its reply for
 	c := newCluster(t, 1, 3, func(cfg *Config) {
 		if cfg.DataDir == "" {
@@ -199,7 +199,7 @@ func testPowerLoss(t *testing.T, seed uint64) {
 		cfg.CompactBytes = 4 << 10
 		cfg.OnDeliver = func(d Delivery) {
 			mu.Lock()
-			handedOut[d.M.ID.String()] = true
+			handedOut[d.M.ID.Full()] = true
 			mu.Unlock()
 		}
 	})
@@ -213,7 +213,7 @@ func testPowerLoss(t *testing.T, seed uint64) {
 				res, err := cl.Multicast(ctx, []wire.GroupID{0}, fmt.Appendf(nil, "worker %d", i))
 				if err == nil {
 					mu.Lock()
-					acked[res.ID.String()] = true
+					acked[res.ID.Full()] = true
 					mu.Unlock()
 				}
 			}
