@@ -120,7 +120,7 @@ func RecordSteady(newReplica ReplicaFunc, opt SteadyOptions) (*Trace, error) {
 		}
 		tr.Marks = append(tr.Marks, len(tr.Inputs))
 		sent++
-		m := wire.AppMsg{ID: wire.MsgID{Client: wire.ProcID(n), Seq: uint64(sent)}, Dest: opt.Dests(sent - 1), Payload: payload}
+		m := wire.NewAppMsg(wire.MsgID{Client: wire.ProcID(n), Seq: uint64(sent)}, opt.Dests(sent-1), payload)
 		if err := cl.Multicast(m); err != nil {
 			return err
 		}
