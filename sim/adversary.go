@@ -19,15 +19,10 @@ func Forger(cfg *Config, adv wire.ProcID, n *int) func(now int64) []wire.Envelop
 	r := rand.New(rand.NewPCG(cfg.Seed, 0x464f_5247_4552)) // "FORGER"
 	nrep := cfg.Groups * cfg.Replicas
 	return func(now int64) []wire.Envelope {
-		if now > cfg.Faults.GST || r.IntN(4) != 0 {
+		dest := adversaryDest(cfg, r, now)
+		if dest == nil {
 			return nil
 		}
-		k := 1 + r.IntN(cfg.Groups)
-		dest := make([]wire.GroupID, 0, k)
-		for _, g := range r.Perm(cfg.Groups)[:k] {
-			dest = append(dest, wire.GroupID(g))
-		}
-		sortGroups(dest)
 		m := wire.AppMsg{
 			ID:      wire.MsgID{Client: wire.ProcID(nrep + r.IntN(cfg.Workload.Clients)), Session: uint64(r.IntN(4)), Seq: 1 + uint64(r.IntN(60))},
 			Dest:    dest,
@@ -61,15 +56,10 @@ func Forger(cfg *Config, adv wire.ProcID, n *int) func(now int64) []wire.Envelop
 func Equivocator(cfg *Config, adv wire.ProcID, n *int) func(now int64) []wire.Envelope {
 	r := rand.New(rand.NewPCG(cfg.Seed, 0x4551_5549_564f)) // "EQUIVO"
 	return func(now int64) []wire.Envelope {
-		if now > cfg.Faults.GST || r.IntN(4) != 0 {
+		dest := adversaryDest(cfg, r, now)
+		if dest == nil {
 			return nil
 		}
-		k := 1 + r.IntN(cfg.Groups)
-		dest := make([]wire.GroupID, 0, k)
-		for _, g := range r.Perm(cfg.Groups)[:k] {
-			dest = append(dest, wire.GroupID(g))
-		}
-		sortGroups(dest)
 		m := wire.NewAppMsg(wire.MsgID{Client: adv, Session: 1, Seq: 1 + uint64(r.IntN(20))}, dest, []byte{byte(r.Uint32()), 0xe9})
 		var out []wire.Envelope
 		for _, g := range dest {
@@ -85,6 +75,22 @@ func Equivocator(cfg *Config, adv wire.ProcID, n *int) func(now int64) []wire.En
 		}
 		return out
 	}
+}
+
+// adversaryDest decides whether an adversary acts at time now (at one
+// global tick in four, during the fault phase only) and, if so, draws the
+// destinations of its message; nil when it does not act.
+func adversaryDest(cfg *Config, r *rand.Rand, now int64) []wire.GroupID {
+	if now > cfg.Faults.GST || r.IntN(4) != 0 {
+		return nil
+	}
+	k := 1 + r.IntN(cfg.Groups)
+	dest := make([]wire.GroupID, 0, k)
+	for _, g := range r.Perm(cfg.Groups)[:k] {
+		dest = append(dest, wire.GroupID(g))
+	}
+	sortGroups(dest)
+	return dest
 }
 
 // ForgedClients adds adversarial clients to cfg, from two processes
