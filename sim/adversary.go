@@ -3,6 +3,7 @@ package sim
 import (
 	"math/rand/v2"
 
+	"github.com/weft-dev/weft/internal/check"
 	"github.com/weft-dev/weft/wire"
 )
 
@@ -99,4 +100,44 @@ func ForgedClients(cfg *Config) {
 	adv := wire.ProcID(cfg.Groups*cfg.Replicas + cfg.Workload.Clients)
 	forge, equiv := Forger(cfg, adv, nil), Equivocator(cfg, adv+1, nil)
 	cfg.Inject = func(now int64) []wire.Envelope { return append(forge(now), equiv(now)...) }
+}
+
+// inject hands Config.Inject's envelopes to their live recipients,
+// ignoring refusals.
+func (s *Sim) inject() error {
+	for _, env := range s.cfg.Inject(s.now) {
+		s.recordInjected(env)
+		if int(env.To) >= len(s.procs) || !s.up[env.To] {
+			continue
+		}
+		_ = s.procs[env.To].Step(env)
+		if err := s.flush(env.To, false); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// recordInjected records in the history, as an optional multicast, a
+// well-formed MULTICAST that a process outside the run sends in its own
+// name (an Equivocator's): replicas may order it, and the checkers then
+// hold it to every rule but termination (the sender does not retry).
+// Forged ones (another client's id) are not recorded: ordering one is a
+// violation.
+func (s *Sim) recordInjected(env wire.Envelope) {
+	mc, ok := env.Msg.(*wire.Multicast)
+	if !ok || s.hist == nil || int(env.From) < s.nrep || mc.M.ID.Client != env.From ||
+		mc.M.Validate(s.cfg.Groups) != nil || mc.M.CheckDigest() != nil || s.optional[mc.M.ID] {
+		return
+	}
+	if s.optional == nil {
+		s.optional = map[wire.MsgID]bool{}
+	}
+	s.optional[mc.M.ID] = true
+	d := make([]int, len(mc.M.Dest))
+	for j, g := range mc.M.Dest {
+		d[j] = int(g)
+	}
+	s.hist.Events = append(s.hist.Events, check.Event{Ev: check.EvMulticast, ID: mc.M.ID.Full(), Dest: d, T: s.now,
+		Digest: check.Digest(mc.M.Payload), Optional: true})
 }
