@@ -38,6 +38,9 @@ type AdminOptions struct {
 	Loopback bool
 	// Logger receives refused requests (default: discard).
 	Logger *slog.Logger
+	// DashboardEvery is the dashboard history's sampling interval
+	// (default 1 s; dashboard.go).
+	DashboardEvery time.Duration
 }
 
 // maxAdminBody bounds a mutating request's JSON body.
@@ -51,6 +54,7 @@ const maxAdminBody = 4 << 10
 //	GET  /healthz                 200 while the node runs (no token needed)
 //	GET  /readyz                  Readiness as JSON: 200 if ready, else 503 (no token needed)
 //	GET  /debug/pprof/...         net/http/pprof: always needs the token
+//	GET  /dashboard/              the live dashboard (dashboard.go): page without a token, data by the read rules
 //	POST /leave        {}         announce this node's departure (Leave)
 //	POST /assassinate  {"id":N}   remove member N from gossip (Assassinate);
 //	POST /assassinate  {"addr":A} the same, naming the member by its address
@@ -81,6 +85,8 @@ type adminHandler struct {
 	hasToken bool
 	loopback bool
 	log      *slog.Logger
+
+	dash *dashHistory // dashboard.go
 
 	mu      sync.Mutex
 	refused map[string]uint64
@@ -157,6 +163,7 @@ func newAdminHandler(n *Node, opt AdminOptions) *adminHandler {
 		}
 		fmt.Fprintf(w, "assassinating p%d: watching it for heartbeat progress before removing it\n", target)
 	}))
+	h.registerDashboard(opt.DashboardEvery)
 	return h
 }
 
@@ -357,6 +364,9 @@ type Admin struct {
 	srv *http.Server
 	ln  net.Listener
 	h   *adminHandler
+	// stopDash ends the dashboard's sampler, dashDone closes when it has.
+	stopDash, dashDone chan struct{}
+	stopOnce           sync.Once
 }
 
 // ServeAdmin starts the admin endpoint on addr. It refuses to serve on an
@@ -377,8 +387,12 @@ func ServeAdmin(n *Node, addr string, opt AdminOptions) (*Admin, error) {
 	}
 	h := newAdminHandler(n, opt)
 	a := &Admin{srv: &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
-		IdleTimeout: time.Minute, MaxHeaderBytes: 16 << 10}, ln: ln, h: h}
+		IdleTimeout: time.Minute, MaxHeaderBytes: 16 << 10}, ln: ln, h: h, stopDash: make(chan struct{}), dashDone: make(chan struct{})}
 	go a.srv.Serve(ln)
+	// The dashboard's history is kept while the endpoint serves, so an
+	// operator who opens the page during an incident sees the minutes
+	// before it.
+	go func() { defer close(a.dashDone); h.dash.run(a.stopDash) }()
 	return a, nil
 }
 
@@ -393,6 +407,8 @@ func (a *Admin) Refused() map[string]uint64 { return a.h.Refused() }
 func (a *Admin) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
+	a.stopOnce.Do(func() { close(a.stopDash) })
+	<-a.dashDone
 	err := a.srv.Shutdown(ctx)
 	if errors.Is(err, http.ErrServerClosed) {
 		err = nil
