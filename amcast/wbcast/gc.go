@@ -47,8 +47,22 @@ func (p *Process) collect() {
 	}
 	p.dlog = slices.Delete(p.dlog, 0, k)
 	p.cov.Collected += len(ids)
-	p.persist(&wire.RecCollected{IDs: ids})
+	for len(ids) > 0 { // bounded records (maxRecordIDs)
+		n := min(len(ids), maxRecordIDs)
+		p.persist(&wire.RecCollected{IDs: ids[:n:n]})
+		ids = ids[n:]
+	}
 }
+
+// maxRecordIDs bounds the ids (and expired sessions) one REC_COLLECTED or
+// REC_EXPIRED carries: what one collection or one forget pass produces is
+// persisted as several records of at most this many entries, so a record
+// stays far below the decoder's per-list cap (wire.MaxStateEntries) and a
+// WAL record limit of 1 MiB (an id encodes in at most 41 bytes; 16,384 of
+// them in under 700 KiB), whatever the state: a million idle sessions
+// expiring in one pass used to make one record no node could write or
+// read back.
+const maxRecordIDs = 16 << 10
 
 // forget drops what sessions no longer need to remember (sessions.go):
 // collected ids below their client's floor and idle sessions, each once
@@ -61,5 +75,12 @@ func (p *Process) forget() {
 		return
 	}
 	p.cov.SessionsExpired += len(ks)
-	p.persist(&wire.RecExpired{Sessions: ks, IDs: ids})
+	for len(ids) > 0 || len(ks) > 0 { // bounded records (maxRecordIDs)
+		r := &wire.RecExpired{}
+		n := min(len(ks), maxRecordIDs)
+		r.Sessions, ks = ks[:n:n], ks[n:]
+		n = min(len(ids), maxRecordIDs-n)
+		r.IDs, ids = ids[:n:n], ids[n:]
+		p.persist(r)
+	}
 }

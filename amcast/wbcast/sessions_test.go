@@ -151,3 +151,44 @@ func TestMulticastSender(t *testing.T) {
 		t.Fatal("the genuine MULTICAST was not proposed")
 	}
 }
+
+// TestForgetBoundsRecords: sessions far more numerous than one record may
+// carry expire in one forget pass as several REC_EXPIRED records, each of
+// at most maxRecordIDs entries, which the store applies to the same state
+// (issue #11: one record of a million expired sessions could be neither
+// written nor read back).
+func TestForgetBoundsRecords(t *testing.T) {
+	topo, _ := amcastTopo(1, 1)
+	p, err := New(Config{Topology: topo, ID: 0, SessionTicks: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 2*maxRecordIDs + 5
+	for i := range n {
+		p.sess.touch(&wire.AppMsg{ID: wire.MsgID{Client: 1, Session: uint64(i + 1), Seq: 1}}, 0)
+	}
+	st := NewStore()
+	p.ticks = 10
+	p.forget()
+	rd := p.Ready()
+	records, expired := 0, 0
+	for _, rec := range rd.Persist {
+		if r, ok := rec.(*wire.RecExpired); ok {
+			records++
+			expired += len(r.Sessions) + len(r.IDs)
+			if len(r.Sessions)+len(r.IDs) > maxRecordIDs {
+				t.Errorf("a REC_EXPIRED of %d entries, bound %d", len(r.Sessions)+len(r.IDs), maxRecordIDs)
+			}
+			b := wire.Append(nil, r)
+			if _, err := wire.Decode(b); err != nil {
+				t.Fatalf("a REC_EXPIRED of %d bytes does not decode: %v", len(b), err)
+			}
+		}
+		if err := st.Apply(rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if records != 3 || expired != n || p.sess.size() != 0 {
+		t.Fatalf("%d records with %d expired sessions (want 3 and %d), %d entries left", records, expired, n, p.sess.size())
+	}
+}
