@@ -105,7 +105,7 @@ function renderGroups(d) {
     const g = groups.get(m.group) || { leader: null, ballot: null, up: 0, all: 0 };
     g.all++;
     if (m.status === "UP" || m.self) g.up++;
-    if (m.role === "LEADER" && (m.status === "UP" || m.self) &&
+    if (String(m.role).toUpperCase() === "LEADER" && (m.status === "UP" || m.self) &&
         (!g.ballot || m.ballot.N > g.ballot.N || (m.ballot.N === g.ballot.N && m.ballot.P > g.ballot.P))) {
       g.leader = m.id; g.ballot = m.ballot;
     }
