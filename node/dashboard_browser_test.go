@@ -129,7 +129,12 @@ func TestDashboardInBrowser(t *testing.T) {
 			return false
 		}
 		for _, p := range v.Peers {
-			if n, _ := strconv.Atoi(p.Samples); n < 2 {
+			if n, _ := strconv.Atoi(p.Samples); n < 2 || p.Status != MemberUp {
+				return false
+			}
+		}
+		for _, m := range v.Members {
+			if m.Status != MemberUp {
 				return false
 			}
 		}
@@ -165,21 +170,35 @@ func TestDashboardInBrowser(t *testing.T) {
 	}
 	// The graphs: each peer's round-trip graph has one point per measured
 	// interval of the data the page holds, its label the last of them;
-	// the up/down strip is all green.
+	// the up/down strip one green bar per UP sample, one red per DOWN.
 	for _, p := range v.Peers {
 		id, _ := strconv.Atoi(p.Peer)
-		points, last := 0, ""
+		points, last, up, down, flaps := 0, "", 0, 0, uint64(0)
 		for _, s := range v.Data.History {
-			if r := s.Peers[wire.ProcID(id)].RTTMs; r != nil {
-				points++
-				last = fmt.Sprintf("%.3f", *r)
+			pt, ok := s.Peers[wire.ProcID(id)]
+			if !ok {
+				continue
 			}
+			if pt.RTTMs != nil {
+				points++
+				last = fmt.Sprintf("%.3f", *pt.RTTMs)
+			}
+			switch pt.Status {
+			case MemberUp:
+				up++
+			case MemberDown, MemberRemoved:
+				down++
+			}
+			flaps = pt.Flaps
 		}
 		if p.Samples != strconv.Itoa(points) || p.Last != last || p.Polylines == 0 {
 			t.Errorf("peer p%s: graph of %s points (last %s, %d lines), the data has %d (last %s)", p.Peer, p.Samples, p.Last, p.Polylines, points, last)
 		}
-		if p.Down != "0" || p.Up == "0" || p.Status != MemberUp {
-			t.Errorf("peer p%s: %s, strip %s up / %s down, want all up", p.Peer, p.Status, p.Up, p.Down)
+		// Under CPU contention the tests' fast gossip may convict a live
+		// peer for a moment: the strip must show exactly what the data
+		// says, whatever it is.
+		if p.Up != strconv.Itoa(up) || p.Down != strconv.Itoa(down) || up == 0 || p.Flaps != strconv.FormatUint(flaps, 10) {
+			t.Errorf("peer p%s: strip %s up / %s down, %s flaps; the data has %d / %d, %d flaps", p.Peer, p.Up, p.Down, p.Flaps, up, down, flaps)
 		}
 	}
 	if v.Delivered != strconv.Itoa(sent) {
