@@ -109,6 +109,10 @@ type Options struct {
 	// certificates (a CA, one certificate per agent, one for the client,
 	// written to Dir/tls) instead of the cluster key.
 	TLS bool
+	// Hold keeps the cluster up after the workload until ctx ends (weft
+	// demo --hold: Ctrl-C), so its dashboard stays live; then the agents
+	// stop and the checks run as without it.
+	Hold bool
 }
 
 // ErrCheckFailed is returned by Run when the recorded history fails a
@@ -639,6 +643,13 @@ func (r *run) main(ctx context.Context) (*Summary, error) {
 		security = "mutual TLS, certificates in " + r.tlsDir
 	}
 	r.printf("cluster up in %v: %d agents (%s), leaders %s", time.Since(startUp).Round(time.Millisecond), len(r.agents), security, r.leaders(r.snapshot()))
+	dash := r.dashboardAgent()
+	dashURL := "http://" + dash.admin + "/dashboard/"
+	live := "live while the agents run, until the checks; --hold keeps it up after the workload"
+	if opt.Hold {
+		live = "live while the agents run, after the workload too until Ctrl-C"
+	}
+	r.printf("dashboard   %s (p%d's view of the cluster; %s)", dashURL, dash.id, live)
 
 	// The workload.
 	nodes := map[wire.ProcID]string{}
@@ -766,6 +777,10 @@ loop:
 		r.printf("the groups did not settle within 10s (checking anyway)")
 	}
 	r.printMembers(ctx)
+	if opt.Hold {
+		r.printf("holding the cluster up (--hold): dashboard %s; Ctrl-C stops the agents and runs the checks", dashURL)
+		<-ctx.Done()
+	}
 	stopPoll()
 	r.stopAll(5 * time.Second)
 	for _, a := range r.agents {
@@ -814,6 +829,18 @@ loop:
 		return sum, ErrCheckFailed
 	}
 	return sum, nil
+}
+
+// dashboardAgent is the agent whose dashboard the demo shows: the first
+// one outside the group whose leader is killed, so the page stays up
+// through the failover and shows it.
+func (r *run) dashboardAgent() *agent {
+	for _, a := range r.agents {
+		if a.group != r.opt.KillGroup {
+			return a
+		}
+	}
+	return r.agents[0]
 }
 
 // settled reports whether every group's members are all up and agree on

@@ -26,7 +26,9 @@ progress line, kill the leader of one group with SIGKILL at 30% of the run
 and restart it at 60% (it recovers from its WAL and rejoins), then check
 every recorded delivery with the project's checkers (validity, integrity,
 order, gts, quorum termination, agreement) and print a summary as the last
-lines. Exits non-zero if any check fails. Nothing to set up: the agents are
+lines. Exits non-zero if any check fails. It prints the URL of one
+agent's live dashboard (served by its admin endpoint); --hold keeps the
+cluster up after the workload until Ctrl-C. Nothing to set up: the agents are
 this binary, re-executed as 'weft agent'.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -58,6 +60,7 @@ this binary, re-executed as 'weft agent'.`,
 	f.StringVar(&opt.HistoryFile, "history", "", "also write the checked history to this file (JSON lines)")
 	f.Uint64Var(&opt.Seed, "seed", 0, "workload seed (default: from the clock)")
 	f.StringVar(&opt.LogFormat, "log-format", "text", "the agents' log format (their logs are in the working directory): text|json")
+	f.BoolVar(&opt.Hold, "hold", false, "keep the cluster (and its dashboard) up after the workload until Ctrl-C, then check")
 	f.BoolVar(&opt.TLS, "tls", false, "connect everything over mutual TLS with development certificates (default: a cluster key)")
 	return c
 }
