@@ -147,7 +147,7 @@ func (s *service) holdReply(env wire.Envelope) bool {
 	return true
 }
 
-// apply hands one Ready's deliveries to the state machine and sends the
+// applyService hands one Ready's deliveries to the state machine and sends the
 // replies: the held ones with their results, and this group's own when it
 // is not the designated replier and this node leads it.
 func (n *Node) applyService(ds []amcast.Delivery) error {
