@@ -145,3 +145,16 @@ func TestDashboardHistoryBound(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkDashboardSample measures one history sample (the sampler takes
+// one a second while the admin endpoint serves): status, gossip view,
+// histogram reads.
+func BenchmarkDashboardSample(b *testing.B) {
+	n := newBenchNode(b)
+	h := newDashHistory(n, time.Nanosecond, dashboardSamples)
+	t0 := time.Now()
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		h.sample(t0.Add(time.Duration(i)*time.Millisecond), n.Members())
+	}
+}

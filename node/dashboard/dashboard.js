@@ -22,12 +22,15 @@ function svgEl(tag, attrs) {
 function ballot(b) { return b ? b.N + ".p" + b.P : "-"; }
 function fmt(v, digits) { return v === null || v === undefined ? "-" : v.toFixed(digits); }
 
-// x maps a sample time to the chart's width: the chart spans the
-// history's whole capacity, newest at the right edge.
+// span is the time the charts show: the history so far (at least 30
+// samples), at most its capacity, so a young history fills the width.
+function span(d) { return Math.min(d.capacity, Math.max(30, d.history.length)) * d.every_ms; }
+
+// x maps a sample time to the chart's width, newest at the right edge.
 function xScale(d) {
-  const span = d.capacity * d.every_ms;
+  const span_ = span(d);
   const right = d.history.length ? d.history[d.history.length - 1].t : d.now;
-  return t => W * (1 - (right - t) / span);
+  return t => W * (1 - (right - t) / span_);
 }
 
 // lineChart draws values (null: no measurement, a gap) against the
@@ -61,7 +64,7 @@ function lineChart(svg, d, values, height) {
 function upDownStrip(svg, d, statuses) {
   while (svg.firstChild) svg.removeChild(svg.firstChild);
   const x = xScale(d);
-  const w = Math.max(0.5, W * d.every_ms / (d.capacity * d.every_ms));
+  const w = Math.max(0.5, W * d.every_ms / span(d));
   let up = 0, down = 0;
   statuses.forEach((s, i) => {
     if (!s) return;
@@ -148,9 +151,10 @@ function renderPeers(d) {
       el("td", { class: "num flaps" }, last ? String(last.flaps) : "0"));
     tb.append(tr);
   }
-  const mins = (d.capacity * d.every_ms / 60000);
-  document.getElementById("window").textContent = "last " + (mins >= 1 ? mins.toFixed(0) + " min" : (d.capacity * d.every_ms / 1000).toFixed(0) + " s") +
-    ", one sample every " + (d.every_ms / 1000) + " s (" + d.history.length + " so far)";
+  const secs = span(d) / 1000, cap = d.capacity * d.every_ms / 1000;
+  const dur = x => x >= 120 ? (x / 60).toFixed(0) + " min" : x.toFixed(0) + " s";
+  document.getElementById("window").textContent = "graphs span the last " + dur(secs) + " (history kept: " + dur(cap) +
+    "), one sample every " + (d.every_ms / 1000) + " s, " + d.history.length + " so far";
 }
 
 function renderRates(d) {
