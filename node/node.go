@@ -746,7 +746,11 @@ func (n *Node) run() {
 		}
 		if n.m.HasReady() {
 			if err = n.ready(); err != nil {
-				n.log.Error("stopping: storage failed", "err", err)
+				what := "stopping: storage failed"
+				if errors.Is(err, errServiceFailed) {
+					what = "stopping: the state machine failed (a restart rebuilds it from its snapshot and the log)"
+				}
+				n.log.Error(what, "err", err)
 				return
 			}
 		}

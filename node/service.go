@@ -42,6 +42,11 @@ import (
 // refuses to start rather than run a state that skipped a delivery.
 const serviceSnapshotFile = "rsm.snapshot"
 
+// errServiceFailed wraps the error of a state machine that failed (its
+// Apply returned an error, or a result over rsm.Config.MaxResult): the
+// node stops (Node.Err).
+var errServiceFailed = errors.New("node: the state machine failed")
+
 type service struct {
 	d    *rsm.Driver
 	fs   vfs.FS
@@ -157,7 +162,7 @@ func (n *Node) applyService(ds []amcast.Delivery) error {
 		s.entries = append(s.entries, rsm.EntryOf(&ds[i].M, ds[i].GTS))
 	}
 	if err := s.d.Apply(s.entries); err != nil {
-		return err
+		return fmt.Errorf("%w: %w", errServiceFailed, err)
 	}
 	clear(s.entries)
 	for _, env := range s.held {

@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"io"
 	"maps"
 	"math/rand/v2"
@@ -391,4 +392,56 @@ func TestServicePowerLoss(t *testing.T) {
 		}
 	}
 	t.Logf("%d acknowledged before the power loss; %d messages in every replica's state after it", len(must), len(ref.ids))
+}
+
+// bigSM answers every entry with a result of its payload's first byte
+// times 8 KiB: a payload of 0x80 (1 MiB) is one byte over a MaxResult of
+// 1 MiB - 1.
+type bigSM struct{}
+
+func (bigSM) Apply(batch []rsm.Entry) ([][]byte, error) {
+	out := make([][]byte, len(batch))
+	for i, e := range batch {
+		out[i] = make([]byte, int(e.Payload[0])<<13)
+	}
+	return out, nil
+}
+func (bigSM) Snapshot(io.Writer) error { return nil }
+func (bigSM) Restore(io.Reader) error  { return nil }
+
+// TestServiceResultBound drives the result bound end to end: a result at
+// rsm.Config.MaxResult reaches the client whole; one byte over it stops
+// every node of the group with rsm.ErrResultTooLarge (the state machine is
+// wrong, and every replica is wrong alike).
+func TestServiceResultBound(t *testing.T) {
+	const limit = 1<<20 - 1
+	c := newCluster(t, 1, 3, func(cfg *Config) {
+		cfg.StateMachine = bigSM{}
+		cfg.RSM = rsm.Config{MaxResult: limit}
+	})
+	cl := c.client()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	res, err := cl.Multicast(ctx, []wire.GroupID{0}, []byte{0x7f})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, ok := res.Of(0); !ok || len(r) != 0x7f<<13 {
+		t.Fatalf("result of %d bytes (held %v), want %d", len(r), ok, 0x7f<<13)
+	}
+	ctx2, cancel2 := context.WithTimeout(context.Background(), time.Second)
+	defer cancel2()
+	if _, err := cl.Multicast(ctx2, []wire.GroupID{0}, []byte{0x80}); err == nil {
+		t.Fatal("a result over the bound reached the client")
+	}
+	for p, n := range c.nodes {
+		select {
+		case <-n.Done():
+		case <-time.After(5 * time.Second):
+			t.Fatalf("p%d did not stop", p)
+		}
+		if err := n.Err(); !errors.Is(err, rsm.ErrResultTooLarge) || !errors.Is(err, errServiceFailed) {
+			t.Fatalf("p%d stopped with %v", p, err)
+		}
+	}
 }
