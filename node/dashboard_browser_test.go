@@ -41,6 +41,8 @@ type pageView struct {
 	Delivered          string        `json:"delivered"`
 	ThroughputSamples  string        `json:"throughput_samples"`
 	ThroughputPolyline int           `json:"throughput_polylines"`
+	ThroughputMax      string        `json:"throughput_max"`
+	LatencyMax         string        `json:"latency_max"`
 	LatencySamples     string        `json:"latency_samples"`
 	Warnings           []string      `json:"warnings"`
 	Data               dashboardData `json:"data"`
@@ -66,7 +68,9 @@ const readPage = `(() => {
     delivered: q("#delivered").textContent,
     throughput_samples: q("#throughput").dataset.samples,
     throughput_polylines: qa("#throughput polyline").length,
+    throughput_max: q("#throughput").dataset.max,
     latency_samples: q("#latency").dataset.samples,
+    latency_max: q("#latency").dataset.max,
     warnings: qa("#warnings li").map(li => li.textContent),
     data: w.data,
   };
@@ -206,6 +210,21 @@ func TestDashboardInBrowser(t *testing.T) {
 	}
 	if n, _ := strconv.Atoi(v.ThroughputSamples); n != len(v.Data.History) || v.ThroughputPolyline == 0 {
 		t.Errorf("throughput graph: %s points in %d lines, the history has %d samples", v.ThroughputSamples, v.ThroughputPolyline, len(v.Data.History))
+	}
+	// The throughput and latency graphs peak where the data does, and the
+	// latency graph has a point per interval that delivered a message
+	// a client sent to p0.
+	var maxRate, maxLat float64
+	lats := 0
+	for _, s := range v.Data.History {
+		maxRate = max(maxRate, s.DeliveryRate)
+		if s.LatencyMs != nil {
+			lats++
+			maxLat = max(maxLat, *s.LatencyMs)
+		}
+	}
+	if v.ThroughputMax != fmt.Sprintf("%.3f", maxRate) || maxRate == 0 || v.LatencyMax != fmt.Sprintf("%.3f", maxLat) || v.LatencySamples != strconv.Itoa(lats) {
+		t.Errorf("graphs: throughput max %s, latency max %s over %s points; the data: %.3f, %.3f over %d", v.ThroughputMax, v.LatencyMax, v.LatencySamples, maxRate, maxLat, lats)
 	}
 	if len(v.Warnings) < 2 || v.Warnings[0] != "clock skew: not measured yet (gossip carries no wall times yet)" {
 		t.Errorf("warnings %q", v.Warnings)
