@@ -3,6 +3,7 @@ package sim
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/weft-dev/weft/amcast"
@@ -173,12 +174,14 @@ func mustRun(t *testing.T, cfg Config) *Result {
 	return res
 }
 
-// deliveries returns "p<proc>:<id>@<t>" for every deliver event.
+// deliveries returns "p<proc>:<id>@<t>" for every deliver event, the id
+// without its digest suffix (MsgID.Full), as the tests name messages.
 func deliveries(h *check.History) []string {
 	var ds []string
 	for _, ev := range h.Events {
 		if ev.Ev == check.EvDeliver {
-			ds = append(ds, fmt.Sprintf("p%d:%s@%d", ev.Proc, ev.ID, ev.T))
+			id, _, _ := strings.Cut(ev.ID, "#")
+			ds = append(ds, fmt.Sprintf("p%d:%s@%d", ev.Proc, id, ev.T))
 		}
 	}
 	return ds
