@@ -23,7 +23,6 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -55,10 +54,26 @@ var devtoolsRE = regexp.MustCompile(`DevTools listening on (ws://[^\s]+)`)
 // to its first page; it is killed when the test ends.
 func startBrowser(t *testing.T, bin string) *browser {
 	t.Helper()
+	// The profile is not under t.TempDir: chromium's helper processes may
+	// still write to it for a moment after the browser is killed, and
+	// TempDir's cleanup fails the test on a directory that is not empty.
+	// It is removed best-effort instead.
+	profile, err := os.MkdirTemp("", "weft-dashboard-profile-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for range 20 {
+			if os.RemoveAll(profile) == nil {
+				return
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	})
 	args := []string{"--headless=new", "--disable-gpu", "--no-first-run", "--no-default-browser-check",
 		"--disable-extensions", "--disable-background-networking", "--disable-component-update", "--disable-sync",
 		"--remote-debugging-address=127.0.0.1", "--remote-debugging-port=0",
-		"--user-data-dir=" + filepath.Join(t.TempDir(), "profile"), "--window-size=1280,1200", "about:blank"}
+		"--user-data-dir=" + profile, "--window-size=1280,1200", "about:blank"}
 	if os.Geteuid() == 0 {
 		args = append(args, "--no-sandbox") // chromium refuses to run as root with its sandbox
 	}

@@ -164,7 +164,11 @@ func TestTLSRefusedBothWays(t *testing.T) {
 				s1, s2 := nodes[1].tr.Stats(), nodes[2].tr.Stats()
 				return s1.DialFailures[ReasonCertificate] > 0 && s1.Rejected[ReasonCertificate] > 0 &&
 					s2.DialFailures[ReasonCertificate] > 0 && s2.Rejected[ReasonCertificate] > 0 &&
-					logged(logs[1], ReasonCertificate, tc.why) && logged(logs[2], ReasonCertificate, tc.why)
+					logged(logs[1], ReasonCertificate, tc.why) && logged(logs[2], ReasonCertificate, tc.why) &&
+					// Each side's log of the other's refusal follows its
+					// counters: wait for it rather than race it.
+					logged(logs[2], ReasonCertificate, "peer rejected the handshake", tc.why) &&
+					logged(logs[2], ReasonCertificate, "refused by the dialer", tc.why)
 			})
 			if !logged(logs[2], ReasonCertificate, "peer rejected the handshake", tc.why) {
 				t.Error("node 2 (dialer) did not learn why node 1 refused it")
