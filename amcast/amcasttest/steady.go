@@ -256,7 +256,7 @@ func SteadyAllocs(tb testing.TB, newReplica ReplicaFunc, opt SteadyOptions) floa
 	runs := steadyMeasured/chunk - 2 // AllocsPerRun runs f once more to warm up; the last chunk needs a next mark
 	avg := testing.AllocsPerRun(runs, func() {
 		if _, err := tr.Replay(m, tr.Marks[k], tr.Marks[k+chunk]); err != nil {
-			panic(err)
+			tb.Fatal(err) // same goroutine: AllocsPerRun calls f directly
 		}
 		k += chunk
 	})
