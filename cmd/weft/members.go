@@ -108,21 +108,7 @@ member's may be stale.`,
   weft members --admin 10.0.0.1:7200 --token-file admin.token`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := af.client()
-			if err != nil {
-				return err
-			}
-			ctx, cancel := af.ctx(cmd.Context())
-			defer cancel()
-			ms, err := c.Members(ctx)
-			if err != nil {
-				return err
-			}
-			if format == outJSON {
-				return printJSON(cmd.OutOrStdout(), ms)
-			}
-			node.WriteMembers(cmd.OutOrStdout(), ms)
-			return nil
+			return adminGet(cmd, &af, format, (*node.AdminClient).Members, node.WriteMembers)
 		},
 	}
 	af.register(c)
@@ -189,6 +175,27 @@ The node must have an admin token (admin_token_file); this command sends it
 	}
 	af.register(c)
 	return c
+}
+
+// adminGet reads one report from the selected node's admin endpoint with
+// get and prints it: as JSON with -o json, else with write.
+func adminGet[T any](cmd *cobra.Command, a *adminFlags, format string,
+	get func(*node.AdminClient, context.Context) (T, error), write func(io.Writer, T)) error {
+	c, err := a.client()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := a.ctx(cmd.Context())
+	defer cancel()
+	v, err := get(c, ctx)
+	if err != nil {
+		return err
+	}
+	if format == outJSON {
+		return printJSON(cmd.OutOrStdout(), v)
+	}
+	write(cmd.OutOrStdout(), v)
+	return nil
 }
 
 func printJSON(w io.Writer, v any) error {

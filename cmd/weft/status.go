@@ -31,21 +31,7 @@ each peer. -o json prints the endpoint's whole report (GET /status).`,
   weft status --config node0.toml -o json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := af.client()
-			if err != nil {
-				return err
-			}
-			ctx, cancel := af.ctx(cmd.Context())
-			defer cancel()
-			rep, err := c.Report(ctx)
-			if err != nil {
-				return err
-			}
-			if format == outJSON {
-				return printJSON(cmd.OutOrStdout(), rep)
-			}
-			writeStatus(cmd.OutOrStdout(), rep)
-			return nil
+			return adminGet(cmd, &af, format, (*node.AdminClient).Report, writeStatus)
 		},
 	}
 	af.register(c)
