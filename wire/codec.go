@@ -38,7 +38,9 @@ import (
 //
 // Version 2: MsgID gained Session and AppMsg gained Floor (client sessions).
 // Version 3: MsgID gained Digest (a message's identity is its content).
-const Version = 3
+// Version 4: NEW_LEADER_ACK gained Linf; SNAPSHOT, REJOIN and REC_INSTALL
+// (state transfer).
+const Version = 4
 
 // Size caps enforced by Decode before it allocates anything.
 const (
@@ -133,6 +135,7 @@ func Append(buf []byte, m Message) []byte {
 		buf = appendBallot(buf, m.CBallot)
 		buf = binary.AppendUvarint(buf, m.Clock)
 		buf = appendTS(buf, m.MaxDelivered)
+		buf = appendTS(buf, m.Linf)
 		buf = appendStates(buf, m.State)
 		buf = appendPaged(buf, m.Paged)
 	case *NewState:
@@ -202,7 +205,9 @@ func Append(buf []byte, m Message) []byte {
 	default:
 		var ok bool
 		if buf, ok = appendPaxos(buf, m); !ok {
-			buf, _ = appendNodeMsg(buf, m)
+			if buf, ok = appendNodeMsg(buf, m); !ok {
+				buf, _ = appendTransfer(buf, m)
+			}
 		}
 	}
 	return buf
@@ -318,7 +323,7 @@ func Size(m Message) int {
 	case *NewLeaderAck:
 		if m != nil {
 			return n + sizeBallot(m.B) + sizeBallot(m.CBallot) + uvarintLen(m.Clock) +
-				sizeTS(m.MaxDelivered) + sizeStates(m.State) + sizePaged(m.Paged)
+				sizeTS(m.MaxDelivered) + sizeTS(m.Linf) + sizeStates(m.State) + sizePaged(m.Paged)
 		}
 	case *NewState:
 		if m != nil {
@@ -388,6 +393,9 @@ func Size(m Message) int {
 			return n + b
 		}
 		if b, ok := sizeNodeMsg(m); ok {
+			return n + b
+		}
+		if b, ok := sizeTransfer(m); ok {
 			return n + b
 		}
 		panic("wire: encoding unknown message type " + fmt.Sprintf("%T", m))
@@ -534,6 +542,7 @@ func Decode(b []byte) (Message, error) {
 		x.CBallot = d.ballot("cballot")
 		x.Clock = d.uvarint("clock")
 		x.MaxDelivered = d.ts("max_delivered")
+		x.Linf = d.ts("linf")
 		x.State = d.states()
 		x.Paged = d.paged()
 		m = x
@@ -638,6 +647,9 @@ func Decode(b []byte) (Message, error) {
 		x, ok := d.decodePaxos()
 		if !ok {
 			x, ok = d.decodeNodeMsg()
+		}
+		if !ok {
+			x, ok = d.decodeTransfer()
 		}
 		if !ok {
 			return nil, fmt.Errorf("%w: kind byte %d", ErrUnknownKind, b[1])

@@ -70,6 +70,15 @@ func samples() []struct {
 			`NEW_LEADER_ACK b=1.p4 cb=0.p0 clock=0 state=[]`},
 		{&NewLeaderAck{B: Ballot{1, 4}, State: []MsgState{sampleState(3, PhaseCommitted)}, Paged: Paged{Page: 2, More: true}},
 			`NEW_LEADER_ACK b=1.p4 cb=0.p0 clock=0 state=[{9.3 COMMITTED dest=[1 3] lts=4.g1 gts=6.g3 B=[2.p3 1.p9]}] page=2 more`},
+		{&NewLeaderAck{B: Ballot{1, 4}, Linf: Timestamp{3, 0}},
+			`NEW_LEADER_ACK b=1.p4 cb=0.p0 clock=0 linf=3.g0 state=[]`},
+		{&Snapshot{B: Ballot{2, 4}, Image: RecSnapshot{Clock: 9, MaxDelivered: Timestamp{8, 1}, Msgs: []MsgState{sampleState(1, PhaseCommitted)}, Delivered: []bool{true},
+			Done: []ClientDone{{Client: 7, Session: 1, Collected: []SeqDigest{{Seq: 1}}}}}, Paged: Paged{Page: 1}},
+			`SNAPSHOT b=2.p4 point=8.g1 clock=9 msgs=1 sessions=1 page=1`},
+		{&Rejoin{Floor: Ballot{3, 5}},
+			`REJOIN floor=3.p5`},
+		{&RecInstall{Image: RecSnapshot{MaxDelivered: Timestamp{8, 1}}, Paged: Paged{More: true}},
+			`REC_INSTALL point=8.g1 clock=0 msgs=0 sessions=0 page=0 more`},
 		{&NewState{B: Ballot{1, 4}, Clock: 20, State: []MsgState{{M: AppMsg{ID: MsgID{Client: 3, Seq: 3}}}}},
 			`NEW_STATE b=1.p4 clock=20 state=[{3.3 START dest=[] lts=0.g0 gts=0.g0 B=[]}]`},
 		{&NewState{B: Ballot{1, 4}, Clock: 20, Paged: Paged{Page: math.MaxUint32}},
@@ -395,7 +404,13 @@ func randMessage(r *rand.Rand, k Kind) Message {
 	case KindNewLeader:
 		return &NewLeader{B: randBallot(r)}
 	case KindNewLeaderAck:
-		return &NewLeaderAck{B: randBallot(r), CBallot: randBallot(r), Clock: randNum(r, 64), MaxDelivered: randTS(r), State: randStates(r), Paged: randPaged(r)}
+		return &NewLeaderAck{B: randBallot(r), CBallot: randBallot(r), Clock: randNum(r, 64), MaxDelivered: randTS(r), Linf: randTS(r), State: randStates(r), Paged: randPaged(r)}
+	case KindSnapshot:
+		return &Snapshot{B: randBallot(r), Image: *randMessage(r, KindRecSnapshot).(*RecSnapshot), Paged: randPaged(r)}
+	case KindRejoin:
+		return &Rejoin{Floor: randBallot(r)}
+	case KindRecInstall:
+		return &RecInstall{Image: *randMessage(r, KindRecSnapshot).(*RecSnapshot), Paged: randPaged(r)}
 	case KindNewState:
 		return &NewState{B: randBallot(r), Clock: randNum(r, 64), State: randStates(r), Paged: randPaged(r)}
 	case KindNewStateAck:
@@ -547,14 +562,14 @@ func TestDecodeErrors(t *testing.T) {
 	}{
 		{"empty", nil, ErrMalformed, "empty"},
 		{"version only", []byte{Version}, ErrMalformed, "kind"},
-		{"version 4", badVersion, ErrVersion, "version byte 4"},
+		{"version 5", badVersion, ErrVersion, "version byte 5"},
 		{"version 1 (before client sessions)", oldVersion, ErrVersion, "version byte 1"},
 		{"version 2 (before content digests)", v2, ErrVersion, "version byte 2"},
 		{"version 0", zeroVersion, ErrVersion, "version byte 0"},
 		{"kind 0", raw(Version, KindInvalid), ErrUnknownKind, "kind byte 0"},
-		{"kind end of messages", raw(Version, kindEndMessages), ErrUnknownKind, "kind byte 24"},
+		{"kind end of messages", raw(Version, kindEndMessages), ErrUnknownKind, "kind byte 26"},
 		{"kind 99", raw(Version, 99), ErrUnknownKind, "kind byte 99"},
-		{"kind end of records", raw(Version, kindEndRecords), ErrUnknownKind, "kind byte 109"},
+		{"kind end of records", raw(Version, kindEndRecords), ErrUnknownKind, "kind byte 110"},
 		{"kind 255", raw(Version, 255), ErrUnknownKind, "kind byte 255"},
 		{"trailing byte", withTrailing, ErrMalformed, "1 trailing bytes"},
 		{"trailing after empty body", raw(Version, KindNewLeader, 1, 2, 3), ErrMalformed, "trailing"},
@@ -589,10 +604,10 @@ func TestDecodeErrors(t *testing.T) {
 		{"state count past end", raw(Version, KindNewState, 1, 1, 1, MaxStateEntries, bytes.Repeat([]byte{0}, 30)), ErrMalformed, "state"},
 		{"state ballots past end", raw(Version, KindRecNewState, 1, 1, 1, 1, 1, 0, 1, dg, 0, 0, 0, []byte{0}, 0, 0, 0, 0, 500), ErrMalformed, "state.ballots"},
 		{"page over 32 bits", raw(Version, KindNewState, 1, 1, 1, 0, uint64(1)<<32, 0), ErrMalformed, "field page"},
-		{"more bool 2", raw(Version, KindNewLeaderAck, 1, 1, 0, 0, 1, 0, 0, 0, 7, 2), ErrMalformed, "field more"},
+		{"more bool 2", raw(Version, KindNewLeaderAck, 1, 1, 0, 0, 1, 0, 0, 0, 0, 0, 7, 2), ErrMalformed, "field more"},
 		{"rec page truncated", raw(Version, KindRecNewState, 1, 1, 1, 0), ErrMalformed, "field page"},
 		{"rec more missing", raw(Version, KindRecNewState, 1, 1, 1, 0, 3), ErrMalformed, "field more"},
-		{"nested dest unsorted", raw(Version, KindNewLeaderAck, 0, 0, 0, 0, 0, 0, 0, 1, 1, 0, 1, dg, 0, 2, 4, 4, 0, []byte{0}, 0, 0, 0, 0, 0), ErrMalformed, "state.m.dest"},
+		{"nested dest unsorted", raw(Version, KindNewLeaderAck, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 0, 1, dg, 0, 2, 4, 4, 0, []byte{0}, 0, 0, 0, 0, 0), ErrMalformed, "state.m.dest"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

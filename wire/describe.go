@@ -94,6 +94,9 @@ func describe(sb *strings.Builder, m Message) {
 		descBallot(sb, "cb", m.CBallot)
 		descClock(sb, m.Clock)
 		descMaxDelivered(sb, m.MaxDelivered)
+		if !m.Linf.IsZero() {
+			descTS(sb, "linf", m.Linf)
+		}
 		descStates(sb, m.State)
 		descPaged(sb, m.Paged)
 	case *NewState:
@@ -141,7 +144,7 @@ func describe(sb *strings.Builder, m Message) {
 		descStates(sb, m.State)
 		descPaged(sb, m.Paged)
 	default:
-		if !describePaxos(sb, m) && !describeNodeMsg(sb, m) {
+		if !describePaxos(sb, m) && !describeNodeMsg(sb, m) && !describeTransfer(sb, m) {
 			fmt.Fprintf(sb, " %T", m)
 		}
 	}
@@ -187,7 +190,7 @@ func isNilPtr(m Message) bool {
 	case *RecSnapshot:
 		return m == nil
 	}
-	return isNilPaxos(m) || isNilNodeMsg(m)
+	return isNilPaxos(m) || isNilNodeMsg(m) || isNilTransfer(m)
 }
 
 func descID(sb *strings.Builder, id MsgID) {

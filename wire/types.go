@@ -296,6 +296,8 @@ const (
 	KindViewRequest
 	KindView
 	KindOverloaded
+	KindSnapshot
+	KindRejoin
 	kindEndMessages
 )
 
@@ -310,6 +312,7 @@ const (
 	KindRecSlotAccepted
 	KindRecSlotDecided
 	KindRecExpired
+	KindRecInstall
 	kindEndRecords
 )
 
@@ -347,6 +350,9 @@ var kindNames = map[Kind]string{
 	KindRecSlotAccepted: "REC_SLOT_ACCEPTED",
 	KindRecSlotDecided:  "REC_SLOT_DECIDED",
 	KindRecExpired:      "REC_EXPIRED",
+	KindSnapshot:        "SNAPSHOT",
+	KindRejoin:          "REJOIN",
+	KindRecInstall:      "REC_INSTALL",
 }
 
 func (k Kind) String() string {
@@ -493,7 +499,11 @@ type NewLeaderAck struct {
 	CBallot      Ballot
 	Clock        uint64
 	MaxDelivered Timestamp
-	State        []MsgState
+	// Linf is the member's view of the group's delivered floor: it may
+	// have collected delivered messages up to it, which its State then
+	// leaves out (a candidate below it cannot lead: wbcast, transfer.go).
+	Linf  Timestamp
+	State []MsgState
 	Paged
 }
 
