@@ -52,6 +52,13 @@ var ErrBadMessage = errors.New("amcast: bad message")
 // Expired is set only by a client (Client.ExpireTicks): it gave up on M
 // when its session's lease passed with no reply. M may or may not have been
 // delivered; GTS is zero and the client never sends M again.
+//
+// Install is state transfer (wbcast, transfer.go): the process's delivered
+// prefix jumped to GTS, the last delivery of a prefix of its group's order
+// installed from another member; M is zero. The application must install a
+// snapshot of its state taken by a member of the group at GTS or later, and
+// skip the deliveries at or below that snapshot's point that follow (package
+// rsm applies by gts exactly once and does both).
 type Delivery struct {
 	M   wire.AppMsg
 	GTS wire.Timestamp
@@ -62,6 +69,7 @@ type Delivery struct {
 	// the nodes run a replicated service: package rsm).
 	Replies []*wire.Delivered
 	Expired bool
+	Install bool
 }
 
 // Ready is the batch of outputs a Machine produced since the last Advance.
@@ -137,6 +145,12 @@ func (o *Outbox) Expire(m wire.AppMsg) {
 func (o *Outbox) DeliverDurable(m wire.AppMsg, gts wire.Timestamp, rec wire.Message) {
 	o.Persist(rec)
 	o.rd.Deliveries = append(o.rd.Deliveries, Delivery{M: m, GTS: gts, Rec: len(o.rd.Persist) - 1})
+}
+
+// Install queues a state transfer to gts (Delivery.Install) that takes
+// effect when the last record queued is durable.
+func (o *Outbox) Install(gts wire.Timestamp) {
+	o.rd.Deliveries = append(o.rd.Deliveries, Delivery{GTS: gts, Rec: len(o.rd.Persist) - 1, Install: true})
 }
 
 // HasReady implements Machine.

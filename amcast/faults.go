@@ -23,6 +23,10 @@ type Coverage struct {
 	CatchUps               int // DELIVERs re-sent to lagging followers
 	Collected              int // messages garbage-collected
 	SessionsExpired        int // idle client sessions forgotten
+	Snapshots              int // SNAPSHOTs sent to members the floor passed (state transfer)
+	Installs               int // SNAPSHOTs installed
+	Rejoins                int // members that lost their disk and rejoined
+	BallotsAbandoned       int // candidates below their group's floor that gave up their ballot
 }
 
 // Add accumulates o into c.
@@ -35,6 +39,10 @@ func (c *Coverage) Add(o Coverage) {
 	c.CatchUps += o.CatchUps
 	c.Collected += o.Collected
 	c.SessionsExpired += o.SessionsExpired
+	c.Snapshots += o.Snapshots
+	c.Installs += o.Installs
+	c.Rejoins += o.Rejoins
+	c.BallotsAbandoned += o.BallotsAbandoned
 }
 
 // Observable is implemented by fault-tolerant machines so drivers can

@@ -84,7 +84,7 @@ type protocolSpec struct {
 	// amnesiac builds the core of a member whose durable state was lost
 	// (Config.Rejoin; datadir.go): inert until it is replaced. nil: the
 	// protocol has no disk-loss path and the node refuses a rejoin.
-	amnesiac func(cc coreConfig, det Detector) (core, error)
+	amnesiac func(cc coreConfig, det Detector, st coreStore) (core, error)
 }
 
 var protocolSpecs = map[string]*protocolSpec{
@@ -148,6 +148,15 @@ func newCore(ps *protocolSpec, cc coreConfig, det Detector, fresh bool, recs []w
 	if fresh && len(recs) == 0 {
 		return ps.open(cc, det, nil)
 	}
+	st, err := replayStore(ps, recs)
+	if err != nil {
+		return nil, err
+	}
+	return ps.open(cc, det, st)
+}
+
+// replayStore applies recs to a new store of protocol ps.
+func replayStore(ps *protocolSpec, recs []wire.Message) (coreStore, error) {
 	st := ps.newStore()
 	for i, r := range recs {
 		if err := st.Apply(r); err != nil {
@@ -155,7 +164,7 @@ func newCore(ps *protocolSpec, cc coreConfig, det Detector, fresh bool, recs []w
 				ps.name, i+1, len(recs), err)
 		}
 	}
-	return ps.open(cc, det, st)
+	return st, nil
 }
 
 // durableDeliveries returns the deliveries recs make durable, in delivery
@@ -206,14 +215,18 @@ func wbcastConfig(cc coreConfig, det Detector) wbcast.Config {
 }
 
 // openWbCastAmnesiac restores a WbCast replica that lost its store
-// (wbcast.RestoreAmnesiac, docs/disk-loss.md): inert, its store empty for
-// good (an amnesiac persists nothing).
-func openWbCastAmnesiac(cc coreConfig, det Detector) (core, error) {
-	p, err := wbcast.RestoreAmnesiac(wbcastConfig(cc, det))
+// (wbcast.RestoreAmnesiac, docs/disk-loss.md): inert until it rejoined;
+// st is what its new directory's log holds since (nothing at first).
+func openWbCastAmnesiac(cc coreConfig, det Detector, st coreStore) (core, error) {
+	ws := wbcastStore{wbcast.NewStore()}
+	if st != nil {
+		ws = st.(wbcastStore)
+	}
+	p, err := wbcast.RestoreAmnesiac(wbcastConfig(cc, det), ws.Store)
 	if err != nil {
 		return nil, err
 	}
-	return &wbcastCore{Process: p, st: wbcastStore{wbcast.NewStore()}}, nil
+	return &wbcastCore{Process: p, st: ws}, nil
 }
 
 func openWbCast(cc coreConfig, det Detector, st coreStore) (core, error) {

@@ -606,14 +606,18 @@ func (n *Node) open() error {
 	n.cc = coreConfig{Topology: cfg.Topology, ID: cfg.ID, HeartbeatTicks: cfg.HeartbeatTicks,
 		ElectionTicks: cfg.ElectionTicks, RetryTicks: cfg.RetryTicks, SessionTicks: cfg.SessionTicks}
 	if mode == startAmnesiac {
-		// The store is lost: nothing in this directory's WAL (an amnesiac
-		// persists nothing) is state to restore.
-		if n.m, err = n.proto.amnesiac(n.cc, cfg.Detector); err != nil {
+		// The store was lost: this directory's log holds only what the
+		// member persisted since (nothing until it rejoined).
+		st, err := replayStore(n.proto, recs)
+		if err != nil {
 			return err
 		}
-		n.log.Warn("AMNESIAC: this member lost its data directory and was rejoined: it is INERT: it never votes, acks, "+
-			"leads or delivers, and its group tolerates one fewer failure, until state transfer (issue #12) exists; "+
-			"see docs/disk-loss.md", "member", uint32(cfg.ID), "incarnation", n.ident.Incarnation)
+		if n.m, err = n.proto.amnesiac(n.cc, cfg.Detector, st); err != nil {
+			return err
+		}
+		n.log.Warn("AMNESIAC: this member lost its data directory: it is inert (it never votes, acks, leads or delivers) "+
+			"until it has rejoined: it asks its group's leader for a ballot established without it, adopts that ballot's "+
+			"state, and installs a snapshot of the delivered prefix; see docs/disk-loss.md", "member", uint32(cfg.ID), "incarnation", n.ident.Incarnation)
 	} else if n.m, err = newCore(n.proto, n.cc, cfg.Detector, fresh, recs); err != nil {
 		return err
 	}

@@ -12,7 +12,7 @@ import (
 // new (wbcast.New): the amnesia hazard RestoreAmnesiac prevents.
 func naiveDiskLoss() *ProtocolSpec {
 	ps := *wbcastSpec(nil)
-	ps.Amnesiac = func(topo *amcast.Topology, id wire.ProcID) (amcast.Machine, error) {
+	ps.Amnesiac = func(topo *amcast.Topology, id wire.ProcID, _ amcast.Store) (amcast.Machine, error) {
 		return machine(wbcast.New(wbcast.Config{Topology: topo, ID: id}))
 	}
 	return &ps

@@ -320,7 +320,7 @@ type faultState struct {
 	auto      []bool // per replica: crashed by the nemesis (restarts by itself)
 	inc       []int  // per replica: crashes so far (stale restart events)
 	permanent []bool
-	wiped     []bool // per replica: lost its disk (inert from then on)
+	wiped     []bool // per replica: lost its disk (restarts through ProtocolSpec.Amnesiac from then on)
 
 	gstDone    bool
 	scriptLeft int
@@ -494,9 +494,7 @@ func (f *faultState) crash(p wire.ProcID, torn bool) {
 	f.torn[p] = noTorn
 	f.inc[p]++
 	g, _ := s.topo.GroupOf(p)
-	if !f.wiped[p] { // an amnesiac replica's deliveries are not expected
-		s.remaining -= s.addressed[g] - s.delivered[p]
-	}
+	s.remaining -= s.addressed[g] - s.delivered[p]
 	f.stats.Crashes++
 	if torn {
 		f.stats.TornCrashes++
@@ -513,6 +511,16 @@ func (f *faultState) crash(p wire.ProcID, torn bool) {
 	}
 }
 
+// inert reports whether replica p lost its disk and has not rejoined its
+// group yet (wbcast's RestoreAmnesiac): it is as good as down.
+func (f *faultState) inert(p wire.ProcID) bool {
+	if !f.wiped[p] {
+		return false
+	}
+	a, ok := f.s.procs[p].(interface{ Amnesiac() bool })
+	return !ok || a.Amnesiac()
+}
+
 // restart rebuilds replica p from its store.
 // wipe crashes p and loses its store: it restarts amnesiac (FaultDiskLoss).
 func (f *faultState) wipe(p wire.ProcID) {
@@ -527,7 +535,7 @@ func (f *faultState) restart(p wire.ProcID) error {
 	var m amcast.Machine
 	var err error
 	if f.wiped[p] {
-		m, err = s.spec.Amnesiac(s.topo, p)
+		m, err = s.spec.Amnesiac(s.topo, p, f.stores[p])
 	} else {
 		m, err = s.spec.Restore(s.topo, p, f.stores[p])
 	}
@@ -540,9 +548,7 @@ func (f *faultState) restart(p wire.ProcID) error {
 	}
 	f.permanent[p] = false
 	g, _ := s.topo.GroupOf(p)
-	if !f.wiped[p] { // an amnesiac replica delivers nothing more
-		s.remaining += s.addressed[g] - s.delivered[p]
-	}
+	s.remaining += s.addressed[g] - s.delivered[p] // an amnesiac one too, once it rejoined
 	f.stats.Restarts++
 	s.lastProgress = s.now
 	if s.hist != nil {
@@ -699,7 +705,7 @@ func (f *faultState) gst() error {
 	for g := range s.topo.Groups {
 		kept := 0
 		for _, p := range s.topo.Members(wire.GroupID(g)) {
-			if f.wiped[p] {
+			if f.inert(p) {
 				kept++ // an amnesiac member is as good as down
 			}
 		}
@@ -813,7 +819,7 @@ func (f *faultState) randomCrash() {
 	for g := range s.topo.Groups {
 		down := 0
 		for _, p := range s.topo.Members(wire.GroupID(g)) {
-			if !s.up[p] || f.torn[p] != noTorn || f.wiped[p] {
+			if !s.up[p] || f.torn[p] != noTorn || f.inert(p) {
 				down++
 			}
 		}
@@ -827,7 +833,7 @@ func (f *faultState) randomCrash() {
 	g := groups[f.rng.IntN(len(groups))]
 	var cands []wire.ProcID
 	for _, p := range s.topo.Members(g) {
-		if s.up[p] && f.torn[p] == noTorn && !f.wiped[p] {
+		if s.up[p] && f.torn[p] == noTorn && !f.inert(p) {
 			cands = append(cands, p)
 		}
 	}

@@ -26,9 +26,10 @@ type ProtocolSpec struct {
 	// returned, to which the simulator applied every record the replica
 	// persisted before it crashed.
 	Restore func(topo *amcast.Topology, id wire.ProcID, st amcast.Store) (amcast.Machine, error)
-	// Amnesiac rebuilds replica id after its store was lost (FaultDiskLoss).
+	// Amnesiac rebuilds replica id after its store was lost (FaultDiskLoss);
+	// st holds what it persisted since.
 	// nil: the protocol has no amnesia handling and runs without disk loss.
-	Amnesiac func(topo *amcast.Topology, id wire.ProcID) (amcast.Machine, error)
+	Amnesiac func(topo *amcast.Topology, id wire.ProcID, st amcast.Store) (amcast.Machine, error)
 	// CompareRestored, when set, compares a live replica with one Restore
 	// rebuilt from what the live one persisted so far, on the durable state
 	// (Config.CheckRestore); nil means the protocol defines no comparison.
@@ -75,8 +76,12 @@ func wbcastSpec(tune func(*wbcast.Config)) *ProtocolSpec {
 			}
 			return machine(wbcast.Restore(config(topo, id), ws))
 		},
-		Amnesiac: func(topo *amcast.Topology, id wire.ProcID) (amcast.Machine, error) {
-			return machine(wbcast.RestoreAmnesiac(config(topo, id)))
+		Amnesiac: func(topo *amcast.Topology, id wire.ProcID, st amcast.Store) (amcast.Machine, error) {
+			ws, ok := st.(*wbcast.Store)
+			if !ok {
+				return nil, fmt.Errorf("sim: wbcast cannot restore from a %T", st)
+			}
+			return machine(wbcast.RestoreAmnesiac(config(topo, id), ws))
 		},
 		CompareRestored: func(live, restored amcast.Machine) error {
 			l, ok1 := live.(*wbcast.Process)

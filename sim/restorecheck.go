@@ -34,7 +34,7 @@ func newRestoreCheck(s *Sim) *restoreCheck {
 // check runs after replica id's Ready, whose records recs are durable.
 func (rc *restoreCheck) check(id wire.ProcID, recs []wire.Message) error {
 	s := rc.s
-	if s.f != nil && s.f.wiped[id] {
+	if s.f != nil && s.f.inert(id) {
 		return nil // inert after a disk loss: nothing durable to compare
 	}
 	var st amcast.Store

@@ -55,6 +55,8 @@ type Stats struct {
 	GivenUp    int // messages given up: expired, or outstanding at a client restart (Workload.CrashClients)
 	Replies    int // client completions checked against the deliveries
 	Deliveries int
+	// Installs counts state transfers (SNAPSHOTs installed at replicas).
+	Installs int
 	// InjectedDeliveries counts the deliveries of messages that clients
 	// outside the run multicast in their own name (Sim.recordInjected).
 	InjectedDeliveries int
@@ -277,7 +279,7 @@ func (s *Sim) result() *Result {
 		res.LeaderChanges += n
 	}
 	for id := 0; id < s.nrep; id++ {
-		if !s.up[id] || (s.f != nil && s.f.wiped[id]) {
+		if !s.up[id] || (s.f != nil && s.f.inert(wire.ProcID(id))) {
 			res.Down = append(res.Down, wire.ProcID(id))
 		} else if o := s.obs[id]; o != nil {
 			res.Coverage.Add(o.Coverage())
@@ -560,6 +562,33 @@ func (s *Sim) observe(id wire.ProcID) {
 	}
 }
 
+// recordInstall is a state transfer at replica id of group g (amcast
+// Delivery.Install): every message of g's order up to gts counts as
+// delivered there (the checker splices them in the same way, check's
+// install.go).
+func (s *Sim) recordInstall(id wire.ProcID, g wire.GroupID, gts wire.Timestamp) {
+	s.stats.Installs++
+	s.lastProgress = s.now
+	bit := uint64(1) << s.topo.MemberIndex(id)
+	for _, mi := range s.msgs {
+		if mi.gts.IsZero() || gts.Less(mi.gts) {
+			continue
+		}
+		for di, dg := range mi.dest {
+			if w := &s.got[mi.got+di]; dg == g && *w&bit == 0 {
+				*w |= bit
+				s.delivered[id]++
+				s.remaining--
+			}
+		}
+	}
+	if s.hist != nil {
+		s.hist.Events = append(s.hist.Events, check.Event{
+			Ev: check.EvInstall, Proc: int(id), Group: int(g), GTS: check.GTS{T: gts.T, G: int(gts.G)}, T: s.now,
+		})
+	}
+}
+
 // LeaderEvent records that Proc began to lead Group at time T.
 type LeaderEvent struct {
 	T     int64
@@ -570,6 +599,10 @@ type LeaderEvent struct {
 func (s *Sim) recordDelivery(id wire.ProcID, g wire.GroupID, d amcast.Delivery) {
 	if s.cfg.OnDeliver != nil {
 		s.cfg.OnDeliver(id, d)
+	}
+	if d.Install {
+		s.recordInstall(id, g, d.GTS)
+		return
 	}
 	s.stats.Deliveries++
 	if s.optional[d.M.ID] {

@@ -134,8 +134,8 @@ func (s *Sim) track(m *wire.AppMsg) {
 		s.got = append(s.got, 0)
 		s.addressed[g]++
 		for _, p := range s.topo.Members(g) {
-			if s.up[p] && (s.f == nil || !s.f.wiped[p]) {
-				s.remaining++
+			if s.up[p] {
+				s.remaining++ // an amnesiac replica too: it rejoins and installs
 			}
 		}
 	}
@@ -178,7 +178,7 @@ func (s *Sim) giveUp(id wire.MsgID) {
 	for _, g := range mi.dest {
 		s.addressed[g]--
 		for _, p := range s.topo.Members(g) {
-			if s.up[p] && (s.f == nil || !s.f.wiped[p]) {
+			if s.up[p] {
 				s.remaining--
 			}
 		}

@@ -88,6 +88,11 @@ func (e *Env) history() (*check.History, string) {
 		cp := int(g)*R + e.Topo.MemberIndex(id)
 		name = append(name, fmt.Sprintf("%d=%s", cp, e.Name(id)))
 		for _, d := range ds {
+			if d.Install {
+				t++
+				h.Events = append(h.Events, check.Event{Ev: check.EvInstall, Proc: cp, Group: int(g), GTS: check.GTS{T: d.GTS.T, G: int(d.GTS.G)}, T: t})
+				continue
+			}
 			if !known[d.M.ID] {
 				known[d.M.ID] = true
 				dest := make([]int, len(d.M.Dest))

@@ -498,6 +498,10 @@ func (e *Env) drain(t *testing.T, id wire.ProcID) []outLine {
 			dl.M.Payload = slices.Clone(dl.M.Payload)
 			e.delivered[id] = append(e.delivered[id], dl)
 			verb := "DELIVER"
+			if dl.Install {
+				out = append(out, outLine{text: fmt.Sprintf("INSTALL %s point=%s", e.Name(id), dl.GTS), deliver: true})
+				continue
+			}
 			if !e.Topo.IsReplica(id) {
 				verb = "DONE"
 			}
@@ -939,6 +943,10 @@ func (e *Env) cmdDeliveries(w *strings.Builder) {
 			w.WriteString(" -")
 		}
 		for _, dl := range ds {
+			if dl.Install {
+				fmt.Fprintf(w, " install@%s", dl.GTS)
+				continue
+			}
 			fmt.Fprintf(w, " %s@%s", dl.M.ID, dl.GTS)
 		}
 		w.WriteByte('\n')

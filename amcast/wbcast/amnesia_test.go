@@ -10,7 +10,7 @@ import (
 // nothing (amnesia.go): not even as the initial leader of its group.
 func TestAmnesiacIsInert(t *testing.T) {
 	topo, _ := amcastTopo(2, 3)
-	p, err := RestoreAmnesiac(Config{Topology: topo, ID: 0}) // group 0's initial leader
+	p, err := RestoreAmnesiac(Config{Topology: topo, ID: 0}, nil) // group 0's initial leader
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -59,11 +59,12 @@ func (p *Process) deliverLocal(r *record) {
 	if !p.maxDelivered.Less(r.gts) {
 		panic(fmt.Sprintf("wbcast: p%d delivers %s with gts %s after %s (INV-8)", p.id, r.m.ID, r.gts, p.maxDelivered))
 	}
+	prev := p.maxDelivered
 	r.issued = true
 	r.phase = wire.PhaseCommitted
 	p.maxDelivered = r.gts
 	p.clock = max(p.clock, r.gts.T)
-	p.dlog = append(p.dlog, logEntry{gts: r.gts, id: r.m.ID})
+	p.dlog = append(p.dlog, logEntry{gts: r.gts, prev: prev, id: r.m.ID})
 	p.deliverDurable(r.m, r.gts, &wire.RecDelivered{M: r.m, LTS: r.lts, GTS: r.gts})
 }
 

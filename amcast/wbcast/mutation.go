@@ -89,6 +89,11 @@ const (
 	// adversarial client exercises it: the swarm catches it with
 	// sim.ForgedClients (sim/mutation_test.go).
 	MutSeqOnlyDedup
+	// MutLeadBehind breaks state transfer's leadership rule (transfer.go):
+	// a candidate whose quorum reports a delivered floor above its own last
+	// delivery leads anyway, though the members left out of their states
+	// what they delivered and collected below that floor.
+	MutLeadBehind
 
 	mutEnd // one past the last knob
 )
@@ -116,6 +121,7 @@ var mutationNames = map[Mutation]string{
 	MutNoReack:             "no-reack",
 	MutSkipDeliverChain:    "skip-deliver-chain",
 	MutSeqOnlyDedup:        "seq-only-dedup",
+	MutLeadBehind:          "lead-behind",
 }
 
 // String names the knobs set in m, joined by "+" ("none" for 0).

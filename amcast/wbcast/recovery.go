@@ -87,7 +87,7 @@ func (p *Process) onNewLeader(from wire.ProcID, nl *wire.NewLeader) error {
 // sendAck is H7.4: this process's promise for ballot b with its state, in
 // pages under the byte budget (paging.go).
 func (p *Process) sendAck(to wire.ProcID, b wire.Ballot) {
-	hdr := wire.NewLeaderAck{B: b, CBallot: p.cballot, Clock: p.clock, MaxDelivered: p.maxDelivered}
+	hdr := wire.NewLeaderAck{B: b, CBallot: p.cballot, Clock: p.clock, MaxDelivered: p.maxDelivered, Linf: p.linf[p.g]}
 	for _, pg := range p.paginate(p.snapshot(), pageHeader(&hdr)) {
 		a := hdr
 		a.State, a.Paged = pg.state, pg.Paged
@@ -149,6 +149,16 @@ func (p *Process) onNewLeaderAck(from wire.ProcID, a *wire.NewLeaderAck) error {
 			cmax = x.CBallot
 		}
 		clock = max(clock, x.Clock)
+		p.raiseLinf(p.g, x.Linf)
+	}
+	if p.behind() && !p.mut(MutLeadBehind) {
+		// Members left out of their states what they delivered below their
+		// floor, which this candidate never delivered: it cannot lead. It
+		// gives the ballot up; the group's next successor passes it over
+		// and its leader sends it a SNAPSHOT (transfer.go).
+		p.cand = nil
+		p.cov.BallotsAbandoned++
+		return nil
 	}
 	senders := make([]wire.ProcID, 0, len(c.acks))
 	for q := range c.acks {
@@ -198,7 +208,7 @@ func (p *Process) collectAck(c *candidate, from wire.ProcID, a *wire.NewLeaderAc
 			p.send(from, &wire.NewLeader{B: c.b})
 		}
 		return nil, nil
-	case a.CBallot != in.hdr.CBallot || a.Clock != in.hdr.Clock || a.MaxDelivered != in.hdr.MaxDelivered:
+	case a.CBallot != in.hdr.CBallot || a.Clock != in.hdr.Clock || a.MaxDelivered != in.hdr.MaxDelivered || a.Linf != in.hdr.Linf:
 		return nil, p.rejects.Reject("page_mismatch", "NEW_LEADER_ACK %s page %d from p%d: cballot %s clock %d maxd %s, page 0 had %s %d %s",
 			a.B, a.Page, from, a.CBallot, a.Clock, a.MaxDelivered, in.hdr.CBallot, in.hdr.Clock, in.hdr.MaxDelivered)
 	}
@@ -389,6 +399,7 @@ func (p *Process) onNewState(from wire.ProcID, ns *wire.NewState) error {
 	p.status = Follower
 	p.cand = nil
 	p.adopt(ns.B, ns.Clock, state)
+	p.rejoined() // a member that lost its disk is a follower again (amnesia.go)
 	p.send(from, &wire.NewStateAck{B: ns.B, MaxDelivered: p.maxDelivered})
 	p.replayDeferred()
 	return nil

@@ -260,3 +260,23 @@ func (p *Process) deliveredHere(s *wire.MsgState) bool {
 	}
 	return p.sess.collected(s.M.ID) || (s.Phase == wire.PhaseCommitted && s.GTS.LessEq(p.maxDelivered))
 }
+
+// merge adds another member's collected ids (a SNAPSHOT's sessions) at
+// tick now: every one was delivered in the installed prefix. An id for
+// which held reports a record here is left to this process's own
+// collection; a record that was never delivered here was dropped by the
+// caller first when the id is in the prefix.
+func (t *sessionTable) merge(ds []wire.ClientDone, now uint64, held func(wire.MsgID) bool) {
+	for _, d := range ds {
+		k := wire.SessionKey{Client: d.Client, Session: d.Session}
+		s := t.get(k)
+		s.floor = max(s.floor, d.Floor)
+		s.last = max(s.last, now)
+		for _, q := range d.Collected {
+			id := wire.MsgID{Client: d.Client, Session: d.Session, Seq: q.Seq, Digest: q.Digest}
+			if !held(id) {
+				t.add(id, now)
+			}
+		}
+	}
+}

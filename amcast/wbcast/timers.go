@@ -1,6 +1,7 @@
 package wbcast
 
 import (
+	"slices"
 	"sort"
 
 	"github.com/weft-dev/weft/wire"
@@ -11,7 +12,9 @@ import (
 func (p *Process) Tick() {
 	p.ticks++
 	if p.amn != nil {
-		return // inert, silent like a member that is down (amnesia.go)
+		p.tickAmnesiac() // inert until it rejoined (amnesia.go)
+		p.drainLocal()
+		return
 	}
 	p.releaseHeld() // MutSendBeforePersist only
 	if p.ticks%uint64(p.cfg.HeartbeatTicks) == 0 {
@@ -66,6 +69,7 @@ func (p *Process) onHeartbeat(from wire.ProcID, hb *wire.Heartbeat) error {
 	pr.ballot = hb.B
 	pr.claimsLead = hb.Leader && hb.B.Leader() == from
 	pr.maxDelivered = wire.MaxTS(pr.maxDelivered, hb.MaxDelivered)
+	pr.rejoining = false
 	p.raiseLinf(p.g, hb.Linf)
 	if p.status != Leader {
 		return nil
@@ -89,9 +93,12 @@ func (p *Process) onHeartbeat(from wire.ProcID, hb *wire.Heartbeat) error {
 }
 
 // catchUp re-sends, with payloads, the DELIVERs that follow member i's
-// last reported delivery, chained from it: at most CatchUpBatch of them and
-// MaxMsgBytes in all per round (at least one), so a member far behind is
-// caught up over rounds instead of by a burst the size of the backlog.
+// last reported delivery, along this incarnation's delivery chain: at most
+// CatchUpBatch of them and MaxMsgBytes in all per round (at least one), so
+// a member far behind is caught up over rounds instead of by a burst the
+// size of the backlog. A member whose last delivery is no link of the
+// chain, or whose next delivery was collected (the floor passed it), gets
+// a SNAPSHOT instead (transfer.go).
 func (p *Process) catchUp(i int) {
 	pr := &p.peers[i]
 	q := p.topo.Members(p.g)[i]
@@ -100,14 +107,16 @@ func (p *Process) catchUp(i int) {
 	}
 	pr.caughtUp, pr.catchAt = true, p.ticks
 	k := sort.Search(len(p.dlog), func(j int) bool { return pr.maxDelivered.Less(p.dlog[j].gts) })
+	if k == len(p.dlog) || p.dlog[k].prev != pr.maxDelivered || p.recs[p.dlog[k].id] == nil {
+		p.sendSnapshot(i)
+		return
+	}
 	prev := pr.maxDelivered
 	for n, bytes := 0, 0; k < len(p.dlog) && n < p.cfg.CatchUpBatch; k, n = k+1, n+1 {
 		e := p.dlog[k]
 		r := p.recs[e.id]
 		if r == nil {
-			// Collected: the member is past this point already (its report
-			// was stale); wait for a fresher one.
-			break
+			break // collected: the next round sends a SNAPSHOT
 		}
 		m := r.m
 		d := &wire.Deliver{ID: e.id, B: p.cballot, LTS: r.lts, GTS: r.gts, Prev: prev, Linf: p.linf[p.g], M: &m}
@@ -123,18 +132,27 @@ func (p *Process) catchUp(i int) {
 }
 
 // updateGroupLinf (leader) raises the group's delivered floor to the
-// minimum of every member's last delivery.
+// highest timestamp a quorum of its members delivered (this leader
+// included): garbage collection waits for a quorum, not for every member,
+// and a member the floor passes is caught up by a SNAPSHOT (transfer.go).
+// A member that rejoins after losing its disk is not counted: what it
+// reported before is gone.
 func (p *Process) updateGroupLinf() {
-	low := p.maxDelivered
+	ds := make([]wire.Timestamp, 0, len(p.peers))
 	for i := range p.peers {
-		if i == p.gi {
-			continue
-		}
-		if p.peers[i].maxDelivered.Less(low) {
-			low = p.peers[i].maxDelivered
+		switch {
+		case i == p.gi:
+			ds = append(ds, p.maxDelivered)
+		case !p.peers[i].rejoining:
+			ds = append(ds, p.peers[i].maxDelivered)
 		}
 	}
-	p.raiseLinf(p.g, low)
+	q := p.topo.Quorum(p.g)
+	if len(ds) < q {
+		return
+	}
+	slices.SortFunc(ds, func(a, b wire.Timestamp) int { return b.Compare(a) })
+	p.raiseLinf(p.g, ds[q-1])
 }
 
 // checkLeadership runs the failure detector's verdicts: a leader that lost
@@ -178,8 +196,8 @@ func (p *Process) checkLeadership() {
 		}
 		return
 	}
-	if !quorum || (p.started && p.ticks < p.lastStart+et) {
-		return
+	if !quorum || (p.started && p.ticks < p.lastStart+et) || p.behind() {
+		return // a member below the floor cannot lead (transfer.go)
 	}
 	// The group's current ballot as far as this process can tell: its own,
 	// or a higher one its peers' heartbeats show (it may have missed a
@@ -217,7 +235,7 @@ func (p *Process) checkLeadership() {
 			p.startBallotAbove(cur)
 			return
 		}
-		if !det.Suspected(q, p.ticks) {
+		if qi := p.topo.MemberIndex(q); !det.Suspected(q, p.ticks) && !p.peerBehind(qi) && !p.peers[qi].rejoining {
 			return
 		}
 	}

@@ -177,11 +177,18 @@ type peer struct {
 	stateBusy    uint64      // no NEW_STATE re-sent before this tick (leader; paging.go)
 	caughtUp     bool        // catchAt is meaningful
 	stateSent    bool
+	snapBusy     uint64 // no SNAPSHOT sent before this tick (leader; transfer.go)
+	rejoining    bool   // it lost its disk and asks to rejoin (amnesia.go); cannot lead
 }
 
+// logEntry is one delivery of this incarnation, with the one before it:
+// catchUp re-sends DELIVERs only along this chain, and a member whose
+// last delivery is not a link (collected since, or delivered before this
+// process restarted or installed a snapshot) gets a SNAPSHOT instead.
 type logEntry struct {
-	gts wire.Timestamp
-	id  wire.MsgID
+	gts  wire.Timestamp
+	prev wire.Timestamp
+	id   wire.MsgID
 }
 
 // Process is one WbCast replica.
@@ -213,6 +220,7 @@ type Process struct {
 	peers     []peer
 	cand      *candidate
 	stateIn   *stateInbound // a NEW_STATE whose pages are arriving
+	snapIn    *snapInbound  // a SNAPSHOT whose pages are arriving (transfer.go)
 	amn       *amnesia      // non-nil: lost its durable state, inert (amnesia.go)
 	joinedAt  uint64        // tick when the current ballot was joined
 	lastStart uint64        // tick when this process last started a ballot
@@ -332,7 +340,7 @@ func (p *Process) drainLocal() {
 
 func (p *Process) step(env wire.Envelope) error {
 	if p.amn != nil {
-		return nil // inert: it remembers nothing it could act on (amnesia.go)
+		return p.stepAmnesiac(env) // inert until it rejoined (amnesia.go)
 	}
 	switch m := env.Msg.(type) {
 	case *wire.Multicast:
@@ -353,6 +361,10 @@ func (p *Process) step(env wire.Envelope) error {
 		return p.onNewState(env.From, m)
 	case *wire.NewStateAck:
 		return p.onNewStateAck(env.From, m)
+	case *wire.Snapshot:
+		return p.onSnapshot(env.From, m)
+	case *wire.Rejoin:
+		return p.onRejoin(env.From, m)
 	default:
 		return fmt.Errorf("%w: wbcast does not handle %s", amcast.ErrBadMessage, env.Msg.Kind())
 	}

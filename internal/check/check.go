@@ -77,6 +77,8 @@ type Report struct {
 	Total int
 	// Multicasts and Deliveries count the multicast and deliver events.
 	Multicasts, Deliveries int
+	// Installs counts the install events (state transfers, install.go).
+	Installs int
 
 	counts [len(kinds)]int
 }
@@ -202,6 +204,8 @@ type checker struct {
 	mGTS     []GTS   // per message: first GTS seen
 	mGTSProc []int32 // per message: process that delivered with mGTS
 	gtsBad   []bool  // per message: GTS disagreement reported
+
+	installs []install // state transfers, resolved by splice (install.go)
 }
 
 func (c *checker) want() bool { return c.max < 0 || len(c.rep.Violations) < c.max }
@@ -251,6 +255,7 @@ func (c *checker) run() {
 
 	c.multicasts()
 	c.events()
+	c.splice()
 	c.distinctGTS()
 	c.prefixes()
 	c.graph()
@@ -378,6 +383,8 @@ func (c *checker) events() {
 		case EvDeliver:
 			c.rep.Deliveries++
 			c.deliver(ev, crashed, lastGTS, lastMsg)
+		case EvInstall:
+			c.recordInstall(ev, crashed, lastGTS)
 		default:
 			c.addf(KindValidity, "event %d: unknown ev %q", i, ev.Ev)
 		}

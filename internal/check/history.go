@@ -82,6 +82,7 @@ const (
 	EvDeliver   = "deliver"
 	EvCrash     = "crash"
 	EvRestart   = "restart"
+	EvInstall   = "install"
 )
 
 // Event is one entry of a history. Which fields are meaningful depends on Ev:
@@ -90,8 +91,9 @@ const (
 //	deliver:   Proc, Group, ID, GTS, T, Digest
 //	crash:     Proc, T
 //	restart:   Proc, T
+//	install:   Proc, Group, GTS, T (state transfer: install.go)
 type Event struct {
-	Ev     string // "multicast", "deliver", "crash", "restart"
+	Ev     string // "multicast", "deliver", "crash", "restart", "install"
 	ID     string // message id (multicast, deliver)
 	Dest   []int  // multicast: sorted destination groups
 	Proc   int    // deliver, crash, restart
@@ -196,6 +198,16 @@ func (w *Writer) Write(ev Event) error {
 		b = strconv.AppendInt(b, int64(ev.Group), 10)
 		b = append(b, `,"id":`...)
 		b = appendJSONString(b, ev.ID)
+		b = append(b, `,"gts":[`...)
+		b = strconv.AppendUint(b, ev.GTS.T, 10)
+		b = append(b, ',')
+		b = strconv.AppendInt(b, int64(ev.GTS.G), 10)
+		b = append(b, `],"t":`...)
+	case EvInstall:
+		b = append(b, `{"ev":"install","proc":`...)
+		b = strconv.AppendInt(b, int64(ev.Proc), 10)
+		b = append(b, `,"group":`...)
+		b = strconv.AppendInt(b, int64(ev.Group), 10)
 		b = append(b, `,"gts":[`...)
 		b = strconv.AppendUint(b, ev.GTS.T, 10)
 		b = append(b, ',')
@@ -395,6 +407,7 @@ var shapes = map[string]int{
 	EvDeliver:   kEv | kProc | kGroup | kID | kGTS | kT,
 	EvCrash:     kEv | kProc | kT,
 	EvRestart:   kEv | kProc | kT,
+	EvInstall:   kEv | kProc | kGroup | kGTS | kT,
 }
 
 type record struct {
