@@ -20,7 +20,7 @@ type Store struct {
 	maxDelivered    wire.Timestamp
 	sess            sessionTable
 	records         int
-	pending         *wire.RecNewState // a paged state whose last page is not applied yet
+	pending         *wire.RecNewState   // a paged state whose last page is not applied yet
 	installing      []*wire.RecSnapshot // a paged install whose last page is not applied yet
 	rejoined        bool                // an adopted state or an image was applied (RestoreAmnesiac)
 }
