@@ -527,6 +527,10 @@ func (f *faultState) wipe(p wire.ProcID) {
 	f.crash(p, false)
 	f.stores[p] = f.s.spec.NewStore()
 	f.wiped[p] = true
+	f.s.forget(p)
+	if s := f.s; s.hist != nil {
+		s.hist.Events = append(s.hist.Events, check.Event{Ev: check.EvWipe, Proc: int(p), T: s.now})
+	}
 	f.stats.DiskLosses++
 }
 

@@ -589,6 +589,22 @@ func (s *Sim) recordInstall(id wire.ProcID, g wire.GroupID, gts wire.Timestamp) 
 	}
 }
 
+// forget clears what replica id (down) delivered: it lost its disk and
+// delivers (or installs) everything again once it rejoined, and the
+// checker no longer counts its old deliveries (check's wipe event).
+func (s *Sim) forget(id wire.ProcID) {
+	g, _ := s.topo.GroupOf(id)
+	bit := uint64(1) << s.topo.MemberIndex(id)
+	for _, mi := range s.msgs {
+		for di, dg := range mi.dest {
+			if w := &s.got[mi.got+di]; dg == g && *w&bit != 0 {
+				*w &^= bit
+			}
+		}
+	}
+	s.delivered[id] = 0
+}
+
 // LeaderEvent records that Proc began to lead Group at time T.
 type LeaderEvent struct {
 	T     int64

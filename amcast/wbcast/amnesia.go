@@ -75,6 +75,9 @@ func (p *Process) stepAmnesiac(env wire.Envelope) error {
 		if err := p.checkPromise("HEARTBEAT", m.B, m.CBallot); err != nil {
 			return err
 		}
+		if p.amnFloorKnown() {
+			return nil // the floor bounds promises made before the loss: fixed once known
+		}
 		p.amn.heard |= 1 << p.topo.MemberIndex(env.From)
 		if p.amn.floor.Less(m.B) {
 			p.amn.floor = m.B

@@ -220,7 +220,7 @@ func (p *Process) checkLeadership() {
 		return
 	}
 	li := p.topo.MemberIndex(L)
-	dead := det.Suspected(L, p.ticks) ||
+	dead := det.Suspected(L, p.ticks) || p.peers[li].rejoining ||
 		(p.peers[li].heardHB && p.peers[li].ballot == cur && !p.peers[li].claimsLead) ||
 		(p.status == Recovering && p.ticks >= p.joinedAt+3*et)
 	if !dead {

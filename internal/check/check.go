@@ -198,6 +198,7 @@ type checker struct {
 	mDig     []uint64  // per message: multicast digest
 	slot     []int32   // per message: index of its first (message, dest group) slot; len M+1
 	cnt      []int32   // per slot: valid deliveries
+	ever     []bool    // per slot: delivered by some incarnation (wipes do not clear it)
 	bits     []uint64  // per slot*R + replica: delivered
 	seq      [][]int32 // per process: delivery sequence (valid, first deliveries)
 
@@ -205,7 +206,9 @@ type checker struct {
 	mGTSProc []int32 // per message: process that delivered with mGTS
 	gtsBad   []bool  // per message: GTS disagreement reported
 
-	installs []install // state transfers, resolved by splice (install.go)
+	installs []install  // state transfers, resolved by splice (install.go)
+	inc      []int      // per process: incarnation (wipes so far)
+	arch     []archived // sequences of wiped incarnations
 }
 
 func (c *checker) want() bool { return c.max < 0 || len(c.rep.Violations) < c.max }
@@ -310,6 +313,7 @@ func (c *checker) multicasts() {
 	c.slot = append(c.slot, total)
 	M := len(c.name)
 	c.cnt = make([]int32, total)
+	c.ever = make([]bool, total)
 	c.bits = make([]uint64, (int(total)*c.R+63)/64)
 	c.mGTS = make([]GTS, M)
 	c.mGTSProc = make([]int32, M)
@@ -369,6 +373,7 @@ func (c *checker) events() {
 	crashed := make([]bool, c.N)
 	lastGTS := make([]GTS, c.N)
 	lastMsg := make([]int32, c.N)
+	c.inc = make([]int, c.N)
 	evs := c.h.Events
 	for i := range evs {
 		ev := &evs[i]
@@ -385,6 +390,8 @@ func (c *checker) events() {
 			c.deliver(ev, crashed, lastGTS, lastMsg)
 		case EvInstall:
 			c.recordInstall(ev, crashed, lastGTS)
+		case EvWipe:
+			c.wipe(ev, lastGTS)
 		default:
 			c.addf(KindValidity, "event %d: unknown ev %q", i, ev.Ev)
 		}
@@ -429,6 +436,7 @@ func (c *checker) deliver(ev *Event, crashed []bool, lastGTS []GTS, lastMsg []in
 	}
 	c.bits[bit>>6] |= 1 << (bit & 63)
 	c.cnt[s]++
+	c.ever[s] = true
 	c.seq[p] = append(c.seq[p], m)
 
 	if ev.GTS.IsZero() {
@@ -486,12 +494,26 @@ func (c *checker) prefixes() {
 			if p == L {
 				continue
 			}
-			for i, m := range c.seq[p] {
-				if S[i] != m {
-					c.addf(KindOrder, "group %d: proc %d delivered %s as its delivery #%d, but proc %d delivered %s there (not a prefix)", g, p, c.name[m], i+1, L, c.name[S[i]])
-					break
-				}
-			}
+			c.prefixOf(g, p, c.seq[p], L, S)
+		}
+	}
+	for _, a := range c.arch {
+		g := a.proc / c.R
+		L := c.longest(g)
+		c.prefixOf(g, a.proc, a.seq, L, c.seq[L])
+	}
+}
+
+// prefixOf checks that process p's sequence seq is a prefix of S, the
+// sequence of process L of group g.
+func (c *checker) prefixOf(g, p int, seq []int32, L int, S []int32) {
+	for i, m := range seq {
+		if i >= len(S) {
+			return // a wiped incarnation that got further: compatible so far
+		}
+		if S[i] != m {
+			c.addf(KindOrder, "group %d: proc %d delivered %s as its delivery #%d, but proc %d delivered %s there (not a prefix)", g, p, c.name[m], i+1, L, c.name[S[i]])
+			return
 		}
 	}
 }

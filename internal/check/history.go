@@ -83,6 +83,7 @@ const (
 	EvCrash     = "crash"
 	EvRestart   = "restart"
 	EvInstall   = "install"
+	EvWipe      = "wipe"
 )
 
 // Event is one entry of a history. Which fields are meaningful depends on Ev:
@@ -92,6 +93,7 @@ const (
 //	crash:     Proc, T
 //	restart:   Proc, T
 //	install:   Proc, Group, GTS, T (state transfer: install.go)
+//	wipe:      Proc, T (lost its durable state: install.go)
 type Event struct {
 	Ev     string // "multicast", "deliver", "crash", "restart", "install"
 	ID     string // message id (multicast, deliver)
@@ -213,7 +215,7 @@ func (w *Writer) Write(ev Event) error {
 		b = append(b, ',')
 		b = strconv.AppendInt(b, int64(ev.GTS.G), 10)
 		b = append(b, `],"t":`...)
-	case EvCrash, EvRestart:
+	case EvCrash, EvRestart, EvWipe:
 		b = append(b, `{"ev":"`...)
 		b = append(b, ev.Ev...)
 		b = append(b, `","proc":`...)
@@ -408,6 +410,7 @@ var shapes = map[string]int{
 	EvCrash:     kEv | kProc | kT,
 	EvRestart:   kEv | kProc | kT,
 	EvInstall:   kEv | kProc | kGroup | kGTS | kT,
+	EvWipe:      kEv | kProc | kT,
 }
 
 type record struct {

@@ -17,12 +17,42 @@ import "sort"
 // below the process's own last delivery, is a validity violation: the
 // protocol claimed a prefix no member delivered.
 
+// A "wipe" event says that process Proc lost its durable state (its disk):
+// what it delivered is forgotten with it, and it starts a new incarnation
+// that delivers (or installs) the group's order again from the start. Its
+// old sequence is kept for the order checks; its deliveries no longer count
+// for termination and agreement.
+
 // install is one install event, held until every delivery was seen.
 type install struct {
 	proc int
+	inc  int // the process's incarnation (wipes before it)
 	at   int // length of the process's sequence when it installed
 	gts  GTS
 	t    int64
+}
+
+// archived is the sequence of a wiped incarnation.
+type archived struct {
+	proc, inc int
+	seq       []int32
+}
+
+// wipe starts process p's next incarnation.
+func (c *checker) wipe(ev *Event, lastGTS []GTS) {
+	p := ev.Proc
+	if p < 0 || p >= c.N {
+		c.addf(KindValidity, "wipe of unknown process %d at t=%d", p, ev.T)
+		return
+	}
+	g := p / c.R
+	for _, m := range c.seq[p] {
+		c.unmark(m, g, p)
+	}
+	c.arch = append(c.arch, archived{proc: p, inc: c.inc[p], seq: c.seq[p]})
+	c.seq[p] = nil
+	lastGTS[p] = GTS{}
+	c.inc[p]++
 }
 
 func (c *checker) recordInstall(ev *Event, crashed []bool, lastGTS []GTS) {
@@ -38,7 +68,7 @@ func (c *checker) recordInstall(ev *Event, crashed []bool, lastGTS []GTS) {
 		c.addf(KindGTS, "proc %d installed a snapshot at gts %v after delivering gts %v (not increasing)", p, ev.GTS, last)
 	}
 	lastGTS[p] = ev.GTS
-	c.installs = append(c.installs, install{proc: p, at: len(c.seq[p]), gts: ev.GTS, t: ev.T})
+	c.installs = append(c.installs, install{proc: p, inc: c.inc[p], at: len(c.seq[p]), gts: ev.GTS, t: ev.T})
 	c.rep.Installs++
 }
 
@@ -54,7 +84,7 @@ func (c *checker) splice() {
 			continue
 		}
 		for di, g := range c.dest[m] {
-			if c.cnt[int(c.slot[m])+di] > 0 {
+			if c.ever[int(c.slot[m])+di] {
 				order[g] = append(order[g], int32(m))
 			}
 		}
@@ -63,37 +93,51 @@ func (c *checker) splice() {
 		o := order[g]
 		sort.Slice(o, func(i, j int) bool { return c.mGTS[o[i]].Less(c.mGTS[o[j]]) })
 	}
-	byProc := make([][]install, c.N)
+	type key struct{ proc, inc int }
+	byInc := map[key][]install{}
 	for _, in := range c.installs {
-		byProc[in.proc] = append(byProc[in.proc], in)
+		k := key{in.proc, in.inc}
+		byInc[k] = append(byInc[k], in)
 	}
-	for p, ins := range byProc {
-		if len(ins) == 0 {
+	for i := range c.arch {
+		a := &c.arch[i]
+		if ins := byInc[key{a.proc, a.inc}]; len(ins) > 0 {
+			a.seq = c.spliceSeq(a.proc, a.seq, ins, order[a.proc/c.R], false)
+		}
+	}
+	for p := range c.seq {
+		if ins := byInc[key{p, c.inc[p]}]; len(ins) > 0 {
+			c.seq[p] = c.spliceSeq(p, c.seq[p], ins, order[p/c.R], true)
+		}
+	}
+}
+
+// spliceSeq returns old with the installs ins resolved against the group's
+// order o; mark counts the spliced messages as delivered at p (the current
+// incarnation's).
+func (c *checker) spliceSeq(p int, old []int32, ins []install, o []int32, mark bool) []int32 {
+	g := p / c.R
+	var seq []int32
+	from := 0
+	for _, in := range ins {
+		seq = append(seq, old[from:in.at]...)
+		from = in.at
+		j := sort.Search(len(o), func(i int) bool { return !c.mGTS[o[i]].Less(in.gts) })
+		if j == len(o) || c.mGTS[o[j]] != in.gts {
+			c.addf(KindValidity, "proc %d (g%d) installed a snapshot at gts %v, the gts of no message its group delivered (t=%d)", p, g, in.gts, in.t)
 			continue
 		}
-		g := p / c.R
-		o := order[g]
-		old := c.seq[p]
-		var seq []int32
-		from := 0
-		for _, in := range ins {
-			seq = append(seq, old[from:in.at]...)
-			from = in.at
-			j := sort.Search(len(o), func(i int) bool { return !c.mGTS[o[i]].Less(in.gts) })
-			if j == len(o) || c.mGTS[o[j]] != in.gts {
-				c.addf(KindValidity, "proc %d (g%d) installed a snapshot at gts %v, the gts of no message its group delivered (t=%d)", p, g, in.gts, in.t)
-				continue
-			}
-			if len(seq) > j+1 {
-				continue // below its own deliveries: reported as gts order
-			}
-			for _, m := range o[len(seq) : j+1] {
-				c.mark(m, g, p)
-				seq = append(seq, m)
-			}
+		if len(seq) > j+1 {
+			continue // below its own deliveries: reported as gts order
 		}
-		c.seq[p] = append(seq, old[from:]...)
+		for _, m := range o[len(seq) : j+1] {
+			if mark {
+				c.mark(m, g, p)
+			}
+			seq = append(seq, m)
+		}
 	}
+	return append(seq, old[from:]...)
 }
 
 // mark counts message m as delivered at process p of group g (spliced).
@@ -107,5 +151,19 @@ func (c *checker) mark(m int32, g, p int) {
 	if c.bits[bit>>6]&(1<<(bit&63)) == 0 {
 		c.bits[bit>>6] |= 1 << (bit & 63)
 		c.cnt[s]++
+	}
+}
+
+// unmark forgets that process p of group g delivered m (a wipe).
+func (c *checker) unmark(m int32, g, p int) {
+	di := c.destIndex(m, g)
+	if di < 0 {
+		return
+	}
+	s := int(c.slot[m]) + di
+	bit := s*c.R + (p - g*c.R)
+	if c.bits[bit>>6]&(1<<(bit&63)) != 0 {
+		c.bits[bit>>6] &^= 1 << (bit & 63)
+		c.cnt[s]--
 	}
 }
