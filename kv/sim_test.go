@@ -1,6 +1,7 @@
 package kv_test
 
 import (
+	"bytes"
 	"fmt"
 	"hash/fnv"
 	"math/rand/v2"
@@ -24,8 +25,10 @@ type replica struct {
 }
 
 // TestSimKV drives weft-kv's state machine at every replica of swarm runs
-// (crashes, torn writes, partitions, link resets, delay spikes; no disk
-// loss: an amnesiac's state waits for state transfer) with a workload of
+// (crashes, torn writes, partitions, link resets, delay spikes, disk loss;
+// a replica that installs a SNAPSHOT takes its state from the rsm snapshot
+// of a member of its shard that applied at least that far, as a node does)
+// with a workload of
 // single-key commands on a few hot keys, each multicast to its key's shard,
 // and checks that every replica of a shard applied a prefix of the same
 // sequence with the same results, and that every replica still up at the
@@ -37,7 +40,6 @@ func TestSimKV(t *testing.T) {
 	}
 	for seed := uint64(1); seed <= uint64(seeds); seed++ {
 		cfg := sim.SwarmConfig("wbcast", seed)
-		cfg.Faults.DiskLossProb = 0
 		cfg.Workload.DestMin, cfg.Workload.DestMax = 1, 1
 		runKV(t, cfg)
 	}
@@ -100,14 +102,23 @@ func runKV(t *testing.T, cfg sim.Config) {
 		return c.Encode(nil)
 	}
 	var failed error
+	installs := 0
 	cfg.OnDeliver = func(p wire.ProcID, d amcast.Delivery) {
 		rp := reps[p]
+		if d.Install {
+			installs++
+			if err := installFrom(topo, reps, p, d.GTS); err != nil && failed == nil {
+				failed = err
+			}
+			return
+		}
+		before := rp.d.Applied()
 		if err := rp.d.Apply([]rsm.Entry{rsm.EntryOf(&d.M, d.GTS)}); err != nil && failed == nil {
 			failed = err
 		}
 		res, ok := rp.d.Result(d.M.ID)
-		if !ok {
-			return // at or below the applied gts: not applied again
+		if !ok || rp.d.Applied() == before {
+			return // at or below the applied gts (delivered again after a disk loss): not applied again
 		}
 		rp.applied = append(rp.applied, d.M.ID)
 		h := fnv.New64a()
@@ -117,6 +128,9 @@ func runKV(t *testing.T, cfg sim.Config) {
 	res, err := sim.Run(cfg)
 	if err != nil {
 		t.Fatalf("seed %d: %v", cfg.Seed, err)
+	}
+	if installs > 0 {
+		t.Logf("seed %d: %d state transfers", cfg.Seed, installs)
 	}
 	if failed != nil {
 		t.Fatalf("seed %d: %v", cfg.Seed, failed)
@@ -142,7 +156,12 @@ func runKV(t *testing.T, cfg sim.Config) {
 		for _, p := range ms {
 			rp := reps[p]
 			if !slices.Equal(rp.applied, ref.applied[:len(rp.applied)]) {
-				t.Fatalf("seed %d: p%d applied a sequence that is not a prefix of its shard's", cfg.Seed, p)
+				i := 0
+				for i < len(rp.applied) && rp.applied[i] == ref.applied[i] {
+					i++
+				}
+				t.Fatalf("seed %d: p%d applied a sequence that is not a prefix of its shard's: #%d is %s, the longest's %s (lengths %d, %d)",
+					cfg.Seed, p, i+1, rp.applied[i], ref.applied[i], len(rp.applied), len(ref.applied))
 			}
 			if down[p] {
 				continue
@@ -153,4 +172,37 @@ func runKV(t *testing.T, cfg sim.Config) {
 			}
 		}
 	}
+}
+
+// installFrom replaces replica p's service with a copy of the state of the
+// member of its shard that applied furthest (at least to point), through
+// the driver's streamed snapshot, as a node's state transfer does.
+func installFrom(topo *amcast.Topology, reps map[wire.ProcID]*replica, p wire.ProcID, point wire.Timestamp) error {
+	g, _ := topo.GroupOf(p)
+	var src *replica
+	for _, q := range topo.Members(g) {
+		if rq := reps[q]; q != p && (src == nil || src.d.Applied().Less(rq.d.Applied())) {
+			src = rq
+		}
+	}
+	if src == nil || src.d.Applied().Less(point) {
+		return fmt.Errorf("p%d installs a snapshot at %s but no member of its shard applied that far", p, point)
+	}
+	var buf bytes.Buffer
+	if err := src.d.Snapshot(&buf); err != nil {
+		return err
+	}
+	st, err := kv.NewStore(g, topo.NumGroups())
+	if err != nil {
+		return err
+	}
+	d, err := rsm.NewDriver(st, rsm.Config{})
+	if err != nil {
+		return err
+	}
+	if err := d.Restore(&buf); err != nil {
+		return err
+	}
+	reps[p] = &replica{st: st, d: d, applied: slices.Clone(src.applied), results: src.results}
+	return nil
 }

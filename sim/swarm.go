@@ -351,6 +351,16 @@ func (s *SweepSummary) CoverageGaps() []string {
 	if s.MultiGroup == 0 {
 		gaps = append(gaps, "no multicast to 2 or more groups")
 	}
+	if ps, err := LookupProtocol(s.Protocol); err == nil && ps.Amnesiac != nil {
+		// State transfer (wbcast, transfer.go): members the floor passed,
+		// and members that lost their disk and rejoined.
+		if s.Coverage.Installs == 0 {
+			gaps = append(gaps, "no state transfer (no SNAPSHOT installed)")
+		}
+		if s.Coverage.Rejoins == 0 {
+			gaps = append(gaps, "no rejoin after a disk loss")
+		}
+	}
 	return gaps
 }
 
