@@ -39,9 +39,11 @@ const (
 	// a message) for For (0: until GST, or for good without one).
 	FaultSpike
 	// FaultDiskLoss: replica Proc crashes and its store is wiped (a lost or
-	// replaced disk). It restarts through ProtocolSpec.Amnesiac, and counts
-	// as down for the liveness checks from then on (it delivers nothing
-	// more).
+	// replaced disk). It restarts through ProtocolSpec.Amnesiac (WbCast: it
+	// rejoins its group and installs a SNAPSHOT of the delivered prefix,
+	// amcast/wbcast/amnesia.go) and counts as down until it rejoined; the
+	// history records the wipe (check's "wipe" event: its old deliveries
+	// no longer count).
 	FaultDiskLoss
 )
 
@@ -76,6 +78,9 @@ type Fault struct {
 	For    int64 // FaultPartition, FaultSpike: duration
 	Factor int   // FaultSpike: delay multiplier
 	Keep   int   // FaultTornCrash: records that reach the store; < 0: random
+	// ForGood (FaultCrash): the replica never restarts, not even at GST
+	// (a member lost for good; `weft sim gc --down-for-good`).
+	ForGood bool
 }
 
 // Faults is a fault profile: scripted faults, and random faults drawn from
@@ -461,6 +466,10 @@ func (f *faultState) apply(sf *Fault) error {
 		if s.up[sf.Proc] {
 			f.crash(sf.Proc, false)
 		}
+		if sf.ForGood && !f.permanent[sf.Proc] {
+			f.permanent[sf.Proc] = true
+			f.stats.Permanent++
+		}
 	case FaultTornCrash:
 		if s.up[sf.Proc] && f.torn[sf.Proc] == noTorn {
 			f.torn[sf.Proc] = max(sf.Keep, -1)
@@ -709,12 +718,12 @@ func (f *faultState) gst() error {
 	for g := range s.topo.Groups {
 		kept := 0
 		for _, p := range s.topo.Members(wire.GroupID(g)) {
-			if f.inert(p) {
+			if f.inert(p) || (!s.up[p] && f.permanent[p]) {
 				kept++ // an amnesiac member is as good as down
 			}
 		}
 		for _, p := range s.topo.Members(wire.GroupID(g)) {
-			if s.up[p] {
+			if s.up[p] || f.permanent[p] {
 				continue
 			}
 			if kept < f.cfg.MaxDown && f.rng.Float64() < f.cfg.PermanentProb {

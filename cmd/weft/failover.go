@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/weft-dev/weft/sim"
+	"github.com/weft-dev/weft/wire"
 )
 
 func simFailoverCmd() *cobra.Command {
@@ -61,6 +62,7 @@ func simGCCmd() *cobra.Command {
 		crashEvery   int64
 		seed         uint64
 		sessionEvery int
+		downForGood  int
 		format       string
 	)
 	c := &cobra.Command{
@@ -70,7 +72,9 @@ func simGCCmd() *cobra.Command {
 groups, 8 closed-loop clients) while a group leader crashes about every
 --crash-every δ and restarts ~30δ later, and each client starts a new
 session (a client restarted with the same id) every --session-every of its
-messages. Prints the peak number of entries any replica held in memory
+messages. With --down-for-good N, replica N crashes at the start and never
+comes back: garbage collection needs only a quorum of each group, so
+memory stays bounded without it. Prints the peak number of entries any replica held in memory
 (messages, client sessions and the collected ids they remember), leader
 changes, the messages collected and the sessions expired. Runs over 200,000 messages skip recording the history (and so
 the order checkers) to bound the simulator's own memory; termination is
@@ -79,6 +83,12 @@ still checked by the simulator.`,
 			start := time.Now()
 			cfg := sim.LeaderChurnConfig(messages, seed, crashEvery)
 			cfg.Workload.SessionEvery = sessionEvery
+			if downForGood >= 0 {
+				if downForGood >= cfg.Groups*cfg.Replicas {
+					return fmt.Errorf("--down-for-good %d: the run has replicas 0..%d", downForGood, cfg.Groups*cfg.Replicas-1)
+				}
+				cfg.Faults.Script = append(cfg.Faults.Script, sim.Fault{At: cfg.Delta, Kind: sim.FaultCrash, Proc: wire.ProcID(downForGood), ForGood: true})
+			}
 			res, err := sim.Run(cfg)
 			if err != nil {
 				return err
@@ -100,6 +110,7 @@ still checked by the simulator.`,
 					"crashes": res.Faults.Crashes, "restarts": res.Faults.Restarts,
 					"client_sessions": res.Stats.Sessions + cfg.Workload.Clients, "sessions_expired": res.Coverage.SessionsExpired,
 					"peak_retained": res.PeakRetained, "collected": res.Coverage.Collected,
+					"down_for_good": downForGood, "installs": res.Stats.Installs,
 					"history_checked": res.History != nil, "wall_seconds": time.Since(start).Seconds(), "heap_inuse_bytes": ms.HeapInuse,
 				})
 			}
@@ -107,6 +118,9 @@ still checked by the simulator.`,
 				res.Stats.Multicasts, res.Stats.Deliveries, float64(res.Stats.VirtualTime)/float64(res.Config.Delta),
 				res.LeaderChanges, res.GroupLeaderChanges, res.Faults.Crashes, res.Faults.Restarts)
 			fmt.Fprintf(w, "client sessions %d  expired %d (summed over replicas)\n", res.Stats.Sessions+cfg.Workload.Clients, res.Coverage.SessionsExpired)
+			if downForGood >= 0 {
+				fmt.Fprintf(w, "replica p%d down for good from 1δ; state transfers (SNAPSHOTs installed) %d\n", downForGood, res.Stats.Installs)
+			}
 			fmt.Fprintf(w, "peak retained entries at any replica (messages + sessions + collected ids): %d  (%.3f%% of the messages multicast); collected %d\n",
 				res.PeakRetained, 100*float64(res.PeakRetained)/float64(res.Stats.Multicasts), res.Coverage.Collected)
 			checked := "history checked"
@@ -121,6 +135,7 @@ still checked by the simulator.`,
 	c.Flags().Int64Var(&crashEvery, "crash-every", 2000, "mean δ between leader crashes")
 	c.Flags().Uint64Var(&seed, "seed", 1, "PRNG seed")
 	c.Flags().IntVar(&sessionEvery, "session-every", 10, "messages per client session (0: one session per client)")
+	c.Flags().IntVar(&downForGood, "down-for-good", -1, "replica that crashes at the start and never restarts (-1: none)")
 	addOutput(c, &format, "")
 	return c
 }
