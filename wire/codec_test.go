@@ -77,6 +77,10 @@ func samples() []struct {
 			`SNAPSHOT b=2.p4 point=8.g1 clock=9 msgs=1 sessions=1 page=1`},
 		{&Rejoin{Floor: Ballot{3, 5}},
 			`REJOIN floor=3.p5`},
+		{&AppSnapRequest{Point: Timestamp{8, 1}, Offset: 1 << 20},
+			`APP_SNAPSHOT_REQUEST point=8.g1 snap=0.g0 offset=1048576`},
+		{&AppSnapChunk{Snap: Timestamp{9, 1}, Offset: 4, Total: 7, Data: []byte("abc")},
+			`APP_SNAPSHOT_CHUNK snap=9.g1 offset=4 total=7 data=3B`},
 		{&RecInstall{Image: RecSnapshot{MaxDelivered: Timestamp{8, 1}}, Paged: Paged{More: true}},
 			`REC_INSTALL point=8.g1 clock=0 msgs=0 sessions=0 page=0 more`},
 		{&NewState{B: Ballot{1, 4}, Clock: 20, State: []MsgState{{M: AppMsg{ID: MsgID{Client: 3, Seq: 3}}}}},
@@ -409,6 +413,15 @@ func randMessage(r *rand.Rand, k Kind) Message {
 		return &Snapshot{B: randBallot(r), Image: *randMessage(r, KindRecSnapshot).(*RecSnapshot), Paged: randPaged(r)}
 	case KindRejoin:
 		return &Rejoin{Floor: randBallot(r)}
+	case KindAppSnapRequest:
+		return &AppSnapRequest{Point: randTS(r), Snap: randTS(r), Offset: randNum(r, 40)}
+	case KindAppSnapChunk:
+		total := randNum(r, 40)
+		var data []byte
+		for range r.IntN(5) {
+			data = append(data, byte(r.IntN(256)))
+		}
+		return &AppSnapChunk{Snap: randTS(r), Offset: total / 2, Total: total, Data: data}
 	case KindRecInstall:
 		return &RecInstall{Image: *randMessage(r, KindRecSnapshot).(*RecSnapshot), Paged: randPaged(r)}
 	case KindNewState:
@@ -567,7 +580,7 @@ func TestDecodeErrors(t *testing.T) {
 		{"version 2 (before content digests)", v2, ErrVersion, "version byte 2"},
 		{"version 0", zeroVersion, ErrVersion, "version byte 0"},
 		{"kind 0", raw(Version, KindInvalid), ErrUnknownKind, "kind byte 0"},
-		{"kind end of messages", raw(Version, kindEndMessages), ErrUnknownKind, "kind byte 26"},
+		{"kind end of messages", raw(Version, kindEndMessages), ErrUnknownKind, "kind byte 28"},
 		{"kind 99", raw(Version, 99), ErrUnknownKind, "kind byte 99"},
 		{"kind end of records", raw(Version, kindEndRecords), ErrUnknownKind, "kind byte 110"},
 		{"kind 255", raw(Version, 255), ErrUnknownKind, "kind byte 255"},

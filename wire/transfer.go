@@ -48,6 +48,37 @@ type RecInstall struct {
 	Paged
 }
 
+// AppSnapRequest (APP_SNAPSHOT_REQUEST) is a node's request, after its
+// core installed a SNAPSHOT at Point, for the application state of a member
+// of its group (package rsm's streamed snapshot) taken at Point or later:
+// the chunk at Offset of the member's snapshot Snap (zero: a new one).
+type AppSnapRequest struct {
+	Point  Timestamp
+	Snap   Timestamp
+	Offset uint64
+}
+
+// AppSnapChunk (APP_SNAPSHOT_CHUNK) is one chunk of a member's application
+// snapshot, taken at its applied gts Snap: Data at Offset of Total bytes.
+type AppSnapChunk struct {
+	Snap   Timestamp
+	Offset uint64
+	Total  uint64
+	Data   []byte
+}
+
+// Caps of the application snapshot transfer.
+const (
+	// MaxAppChunk is the largest AppSnapChunk payload.
+	MaxAppChunk = 1 << 20
+	// MaxAppSnapshot is the largest application snapshot a node accepts.
+	MaxAppSnapshot = 1 << 40
+)
+
+// Kind implements Message.
+func (*AppSnapRequest) Kind() Kind { return KindAppSnapRequest }
+func (*AppSnapChunk) Kind() Kind   { return KindAppSnapChunk }
+
 // Kind implements Message.
 func (*Snapshot) Kind() Kind   { return KindSnapshot }
 func (*Rejoin) Kind() Kind     { return KindRejoin }
@@ -98,6 +129,16 @@ func appendTransfer(buf []byte, m Message) ([]byte, bool) {
 		buf = appendPaged(buf, m.Paged)
 	case *Rejoin:
 		buf = appendBallot(buf, m.Floor)
+	case *AppSnapRequest:
+		buf = appendTS(buf, m.Point)
+		buf = appendTS(buf, m.Snap)
+		buf = binary.AppendUvarint(buf, m.Offset)
+	case *AppSnapChunk:
+		buf = appendTS(buf, m.Snap)
+		buf = binary.AppendUvarint(buf, m.Offset)
+		buf = binary.AppendUvarint(buf, m.Total)
+		buf = binary.AppendUvarint(buf, uint64(len(m.Data)))
+		buf = append(buf, m.Data...)
 	case *RecInstall:
 		buf = appendImage(buf, &m.Image)
 		buf = appendPaged(buf, m.Paged)
@@ -120,6 +161,16 @@ func sizeTransfer(m Message) (n int, ok bool) {
 			nilPtr()
 		}
 		return sizeBallot(m.Floor), true
+	case *AppSnapRequest:
+		if m == nil {
+			nilPtr()
+		}
+		return sizeTS(m.Point) + sizeTS(m.Snap) + uvarintLen(m.Offset), true
+	case *AppSnapChunk:
+		if m == nil {
+			nilPtr()
+		}
+		return sizeTS(m.Snap) + uvarintLen(m.Offset) + uvarintLen(m.Total) + uvarintLen(uint64(len(m.Data))) + len(m.Data), true
 	case *RecInstall:
 		if m == nil {
 			nilPtr()
@@ -139,6 +190,26 @@ func (d *decoder) decodeTransfer() (m Message, ok bool) {
 		return x, true
 	case KindRejoin:
 		return &Rejoin{Floor: d.ballot("floor")}, true
+	case KindAppSnapRequest:
+		x := new(AppSnapRequest)
+		x.Point = d.ts("point")
+		x.Snap = d.ts("snap")
+		x.Offset = d.uvarint("offset")
+		return x, true
+	case KindAppSnapChunk:
+		x := new(AppSnapChunk)
+		x.Snap = d.ts("snap")
+		x.Offset = d.uvarint("offset")
+		x.Total = d.uvarint("total")
+		if d.err == nil && (x.Total > MaxAppSnapshot || x.Offset > x.Total) {
+			d.fail(ErrTooLarge, "total", fmt.Sprintf("offset %d of %d bytes (at most %d)", x.Offset, x.Total, MaxAppSnapshot))
+		}
+		if n := d.count("data", MaxAppChunk, 1); n > 0 {
+			x.Data = make([]byte, n)
+			copy(x.Data, d.b[d.off:])
+			d.off += n
+		}
+		return x, true
 	case KindRecInstall:
 		x := new(RecInstall)
 		x.Image = d.image("image")
@@ -164,6 +235,20 @@ func describeTransfer(sb *strings.Builder, m Message) bool {
 		descPaged(sb, m.Paged)
 	case *Rejoin:
 		descBallot(sb, "floor", m.Floor)
+	case *AppSnapRequest:
+		descTS(sb, "point", m.Point)
+		descTS(sb, "snap", m.Snap)
+		sb.WriteString(" offset=")
+		sb.WriteString(strconv.FormatUint(m.Offset, 10))
+	case *AppSnapChunk:
+		descTS(sb, "snap", m.Snap)
+		sb.WriteString(" offset=")
+		sb.WriteString(strconv.FormatUint(m.Offset, 10))
+		sb.WriteString(" total=")
+		sb.WriteString(strconv.FormatUint(m.Total, 10))
+		sb.WriteString(" data=")
+		sb.WriteString(strconv.Itoa(len(m.Data)))
+		sb.WriteString("B")
 	case *RecInstall:
 		img(&m.Image)
 		descPaged(sb, m.Paged)
@@ -178,6 +263,10 @@ func isNilTransfer(m Message) bool {
 	case *Snapshot:
 		return m == nil
 	case *Rejoin:
+		return m == nil
+	case *AppSnapRequest:
+		return m == nil
+	case *AppSnapChunk:
 		return m == nil
 	case *RecInstall:
 		return m == nil

@@ -298,6 +298,8 @@ const (
 	KindOverloaded
 	KindSnapshot
 	KindRejoin
+	KindAppSnapRequest
+	KindAppSnapChunk
 	kindEndMessages
 )
 
@@ -352,6 +354,8 @@ var kindNames = map[Kind]string{
 	KindRecExpired:      "REC_EXPIRED",
 	KindSnapshot:        "SNAPSHOT",
 	KindRejoin:          "REJOIN",
+	KindAppSnapRequest:  "APP_SNAPSHOT_REQUEST",
+	KindAppSnapChunk:    "APP_SNAPSHOT_CHUNK",
 	KindRecInstall:      "REC_INSTALL",
 }
 
