@@ -70,7 +70,7 @@ func (n *Node) mirror(recs []wire.Message) error {
 // maybeCompact starts a compaction when the log has grown enough, and not
 // in the middle of a state adopted in pages.
 func (n *Node) maybeCompact() error {
-	if n.cfg.CompactBytes <= 0 || n.compaction != nil || n.pagesOpen || n.sinceCut < max(n.cfg.CompactBytes, 2*n.lastSnapshot) {
+	if n.cfg.CompactBytes <= 0 || n.compaction != nil || n.pagesOpen || n.transferring() || n.sinceCut < max(n.cfg.CompactBytes, 2*n.lastSnapshot) {
 		return nil
 	}
 	return n.startCompaction()

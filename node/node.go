@@ -409,6 +409,10 @@ type Stats struct {
 	// ServiceSnapshots counts the state machine's snapshots written
 	// (service.go).
 	ServiceSnapshots uint64
+	// StateTransfers counts the application state fetches started after
+	// the core installed a SNAPSHOT (transfer.go); TransferBytes the bytes
+	// fetched, TransferChunksServed the chunks sent to members.
+	StateTransfers, TransferBytes, TransferChunksServed uint64
 	// CompactionErrors counts compactions given up (the node kept its
 	// log; see compact.go).
 	CompactionErrors          uint64
@@ -625,7 +629,7 @@ func (n *Node) open() error {
 		n.log.Info("bootstrapped a new member", "identity", n.ident.String())
 	}
 	if cfg.StateMachine != nil {
-		if err := n.openService(durable, svcFloor, mode == startAmnesiac); err != nil {
+		if err := n.openService(durable, svcFloor, installPoint(recs), mode == startAmnesiac); err != nil {
 			return err
 		}
 	}
@@ -746,6 +750,7 @@ func (n *Node) run() {
 		case <-ticker.C:
 			n.m.Tick()
 			n.stats.Ticks++
+			n.tickTransfer()
 			n.drain(0, 0)
 		}
 		if n.m.HasReady() {
@@ -777,6 +782,9 @@ func (n *Node) step(env wire.Envelope) {
 			v = n.gossip.view()
 		}
 		n.tr.Send(env.From, v)
+		return
+	case *wire.AppSnapRequest, *wire.AppSnapChunk:
+		n.stepTransfer(env) // transfer.go
 		return
 	}
 	n.stats.Steps++
@@ -821,6 +829,9 @@ func (n *Node) ready() error {
 		now := time.Now()
 		for i := range rd.Deliveries {
 			d := &rd.Deliveries[i]
+			if d.Install {
+				continue // a state transfer, not a message (applyService)
+			}
 			n.stats.Delivered++
 			n.met.delivered(d.M.ID, now)
 			if n.dlog != nil {
@@ -839,8 +850,9 @@ func (n *Node) ready() error {
 		}
 		if n.cfg.OnDeliver != nil {
 			for i := range rd.Deliveries {
-				d := &rd.Deliveries[i]
-				n.cfg.OnDeliver(Delivery{M: d.M, GTS: d.GTS})
+				if d := &rd.Deliveries[i]; !d.Install {
+					n.cfg.OnDeliver(Delivery{M: d.M, GTS: d.GTS})
+				}
 			}
 		}
 	}

@@ -57,6 +57,11 @@ type service struct {
 	entries []rsm.Entry
 	// Replayed counts the deliveries applied from the log on start.
 	replayed int
+	// State transfer (transfer.go): a fetch in progress, the snapshot
+	// served to members, and an install found in the log on start.
+	xfer           *appTransfer
+	serve          *appServe
+	pendingInstall wire.Timestamp
 }
 
 // serviceFloor is the gts up to which the log's snapshot records (snap)
@@ -81,7 +86,7 @@ func serviceFloor(snap []wire.Message) wire.Timestamp {
 // openService restores the state machine from its snapshot and the log's
 // deliveries (durable, in log order); floor is serviceFloor of the log's
 // snapshot.
-func (n *Node) openService(durable []*wire.RecDelivered, floor wire.Timestamp, amnesiac bool) error {
+func (n *Node) openService(durable []*wire.RecDelivered, floor, install wire.Timestamp, amnesiac bool) error {
 	cfg := &n.cfg
 	d, err := rsm.NewDriver(cfg.StateMachine, cfg.RSM)
 	if err != nil {
@@ -89,8 +94,8 @@ func (n *Node) openService(durable []*wire.RecDelivered, floor wire.Timestamp, a
 	}
 	s := &service{d: d, fs: cfg.FS, path: filepath.Join(cfg.DataDir, serviceSnapshotFile)}
 	n.svc = s
-	if amnesiac {
-		return nil // it delivers nothing; its state is empty until state transfer exists
+	if amnesiac && install.IsZero() {
+		return nil // nothing delivered yet: its state comes with its first install (transfer.go)
 	}
 	f, err := cfg.FS.Open(s.path)
 	switch {
@@ -105,6 +110,13 @@ func (n *Node) openService(durable []*wire.RecDelivered, floor wire.Timestamp, a
 		}
 	}
 	from, restored := d.Applied(), d.Stats().Applied
+	if from.Less(install) {
+		// The core installed a snapshot this state does not reach: fetch a
+		// member's (transfer.go) and replay the log above it then.
+		s.pendingInstall = install
+		n.log.Warn("the state machine's snapshot is below the log's last install: it will be fetched from a member", "snapshot_gts", from, "install", install)
+		return nil
+	}
 	if from.Less(floor) {
 		return fmt.Errorf("node: the state machine's state (snapshot at gts %s) does not reach the log's last delivery: the log's snapshot no longer holds "+
 			"the deliveries up to %s in full (was %s lost or written by another run, or the service added to a data directory that delivered without one?); "+
@@ -159,10 +171,17 @@ func (n *Node) applyService(ds []amcast.Delivery) error {
 	s := n.svc
 	s.entries = s.entries[:0]
 	for i := range ds {
+		if ds[i].Install {
+			n.startTransfer(ds[i].GTS) // transfer.go
+			s.entries = s.entries[:0]
+			continue
+		}
 		s.entries = append(s.entries, rsm.EntryOf(&ds[i].M, ds[i].GTS))
 	}
-	if err := s.d.Apply(s.entries); err != nil {
-		return fmt.Errorf("%w: %w", errServiceFailed, err)
+	if !n.transferring() { // else the log holds them for the replay
+		if err := s.d.Apply(s.entries); err != nil {
+			return fmt.Errorf("%w: %w", errServiceFailed, err)
+		}
 	}
 	clear(s.entries)
 	for _, env := range s.held {
