@@ -148,6 +148,9 @@ func (p *Process) updateGroupLinf() {
 		}
 	}
 	q := p.topo.Quorum(p.g)
+	if p.cfg.CollectAfterAll {
+		q = len(p.peers)
+	}
 	if len(ds) < q {
 		return
 	}

@@ -100,6 +100,13 @@ type Config struct {
 	// activity for this many ticks is forgotten (default 1000; see
 	// docs/sessions.md for the timing assumption it rests on).
 	SessionTicks int
+	// CollectAfterAll makes garbage collection wait for every member of a
+	// group instead of a quorum (updateGroupLinf): no member is ever caught
+	// up by a SNAPSHOT, at the cost of memory growing with everything
+	// delivered while one member is down or cut off (weft's behaviour
+	// before state transfer). The simulator's large-state tests use it to
+	// build 100,000-message recovery states.
+	CollectAfterAll bool
 	// Detector judges the liveness of group members. Default: a timeout
 	// detector with ElectionTicks. Real nodes plug in phi-accrual.
 	Detector Detector
