@@ -36,8 +36,9 @@ end.
 Progress goes to stderr; the summary to stdout. Exits non-zero, naming the
 failing seeds and the command that replays one, on any violation or panic
 inside a protocol, and, from 20 seeds on, when the sweep never reached a
-leader change, a recovery while a message was ACCEPTED, or a multicast to
-2 or more groups (the sweep is then INVALID: its faults tested nothing).`,
+leader change, a recovery while a message was ACCEPTED, a multicast to
+2 or more groups, or (WbCast) a SNAPSHOT installed and a rejoin after a
+disk loss (the sweep is then INVALID: its faults tested nothing).`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if seeds < 1 {
 				return fmt.Errorf("--seeds must be positive")
@@ -178,6 +179,8 @@ func printSweep(w io.Writer, agg *sim.SweepSummary, start uint64, wall time.Dura
 	fmt.Fprintf(w, "converged          %d of %d seeds before the horizon\n", agg.Converged, agg.Seeds)
 	fmt.Fprintf(w, "coverage facts     leader changes %d, recoveries while ACCEPTED %d, multicasts to 2+ groups %d\n",
 		agg.LeaderChanges, cv.RecoveriesWithAccepted, agg.MultiGroup)
+	fmt.Fprintf(w, "state transfer     snapshots sent %d, installed %d; rejoins after a disk loss %d; candidates behind the floor that gave up %d\n",
+		cv.Snapshots, cv.Installs, cv.Rejoins, cv.BallotsAbandoned)
 	if gaps := agg.CoverageGaps(); len(gaps) > 0 {
 		fmt.Fprintf(w, "sweep INVALID: %s\n", strings.Join(gaps, ", "))
 	} else if agg.Seeds < sim.MinCoverageSeeds {
