@@ -58,6 +58,12 @@ type Config struct {
 	// than this ahead of the local clock (not of the local generation,
 	// CASSANDRA-10969) is ignored, for known and new endpoints alike.
 	MaxGenerationAhead time.Duration
+	// ClockSkewThreshold is the clock offset to a peer beyond which it is
+	// reported (EventClockSkew), and how far ahead of the local clock a
+	// new generation may be before it is reported (EventGenerationAhead);
+	// see clock.go. 0 disables both and keeps no estimates (simulators
+	// whose nodes share one clock).
+	ClockSkewThreshold time.Duration
 
 	// MaxMessageBytes caps every encoded message; digests and deltas
 	// beyond it are paged over later rounds.
@@ -124,6 +130,11 @@ func Cassandra() Config {
 		ExchangeTimeout: 10 * time.Second,
 		// MAX_GENERATION_DIFFERENCE = 86400 x 365 s.
 		MaxGenerationAhead: 365 * 24 * time.Hour,
+		// Cassandra has no check; 500 ms is where weft starts to warn (issue
+		// #13): NTP keeps LAN hosts within a few ms, so half a second means
+		// a host without time sync, and it is still far below the second
+		// granularity of generations and departed-record expiries.
+		ClockSkewThreshold: 500 * time.Millisecond,
 		// Cassandra has no gossip-level cap (128 MiB internode ceiling);
 		// 1 MiB still holds the digest list of ~80,000 endpoints, so only
 		// oversized app state pages.
@@ -216,8 +227,8 @@ func (c *Config) validate() ([]wire.ProcID, error) {
 	case c.Interval <= 0:
 		return nil, errors.New("membership: Interval must be positive")
 	case c.QuarantineDelay < 0, c.LeftExpiry <= 0, c.LeaveAnnounce < 0, c.AssassinateCheck <= 0,
-		c.ExchangeTimeout <= 0, c.MaxGenerationAhead <= 0:
-		return nil, errors.New("membership: durations must be positive (QuarantineDelay and LeaveAnnounce may be 0)")
+		c.ExchangeTimeout <= 0, c.MaxGenerationAhead <= 0, c.ClockSkewThreshold < 0:
+		return nil, errors.New("membership: durations must be positive (QuarantineDelay, LeaveAnnounce and ClockSkewThreshold may be 0)")
 	case c.MaxValueBytes < 1 || c.MaxValueBytes > MaxValue:
 		return nil, fmt.Errorf("membership: MaxValueBytes %d out of range 1..%d", c.MaxValueBytes, MaxValue)
 	case c.MaxMessageBytes < 2*c.MaxValueBytes+1024:

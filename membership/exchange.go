@@ -31,6 +31,9 @@ func (n *Node) Step(now int64, from wire.ProcID, m Message) error {
 		if err := validDigests(m.Digests); err != nil {
 			return err
 		}
+		if m.Sent < 0 {
+			return fmt.Errorf("%w: %w: SYN sent at %d", ErrBadMessage, ErrBadTime, m.Sent)
+		}
 		n.lastStep = now
 		n.stats.SynRecv++
 		n.onSyn(now, from, m)
@@ -45,6 +48,9 @@ func (n *Node) Step(now int64, from wire.ProcID, m Message) error {
 		if err := validStates(m.States); err != nil {
 			return err
 		}
+		if err := m.Times.check(); err != "" {
+			return fmt.Errorf("%w: %w: ACK %s", ErrBadMessage, ErrBadTime, err)
+		}
 		n.lastStep = now
 		n.stats.AckRecv++
 		n.expirePending(now)
@@ -57,14 +63,19 @@ func (n *Node) Step(now int64, from wire.ProcID, m Message) error {
 		if err := validStates(m.States); err != nil {
 			return err
 		}
+		if err := m.Times.check(); err != "" {
+			return fmt.Errorf("%w: %w: ACK2 %s", ErrBadMessage, ErrBadTime, err)
+		}
 		n.lastStep = now
 		n.stats.Ack2Recv++
 		n.expirePending(now)
-		if !takePending(&n.pendAck, from) {
+		at, ok := takePending(&n.pendAck, from, m.Echo)
+		if !ok {
 			n.stats.StaleReplies++
 			return nil
 		}
 		n.apply(now, m.States)
+		n.clockSample(now, from, at, m.Times)
 		return nil
 	}
 	return fmt.Errorf("%w: %T", ErrBadMessage, m)
@@ -136,13 +147,15 @@ func (n *Node) seekFar(i int, id wire.ProcID) int {
 type budget struct {
 	left  int  // bytes still allowed for entries
 	used  int  // bytes of the entries added
+	head  int  // bytes of the reply's stamps
 	paged bool // something did not fit
 }
 
-// replyBudget is the budget of an ACK or ACK2: the cap minus the header
-// and two list counts.
-func (n *Node) replyBudget() budget {
-	return budget{left: n.cfg.MaxMessageBytes - 2 - 2*binary.MaxVarintLen32}
+// replyBudget is the budget of an ACK or ACK2 stamped with t: the cap
+// minus the header, the stamps and two list counts.
+func (n *Node) replyBudget(t Times) budget {
+	h := sizeTimes(t)
+	return budget{left: n.cfg.MaxMessageBytes - 2 - h - 2*binary.MaxVarintLen32, head: h}
 }
 
 func (b *budget) request(reqs []Digest, d Digest) []Digest {
@@ -178,7 +191,7 @@ func (n *Node) addDelta(b *budget, states []EndpointState, e *endpoint, base uin
 
 // size is the encoded size of a reply with these lists.
 func (b *budget) size(reqs, states int, ack bool) int {
-	n := 2 + uvarintLen(uint64(states)) + b.used
+	n := 2 + b.head + uvarintLen(uint64(states)) + b.used
 	if ack {
 		n += uvarintLen(uint64(reqs))
 	}
@@ -190,9 +203,9 @@ func (b *budget) size(reqs, states int, ack bool) int {
 // MaxMessageBytes. It returns the list, the SYN's encoded size and, from
 // the same pass, the number of live and unreachable peers (departed
 // endpoints and self excluded).
-func (n *Node) digests() (ds []Digest, synSize, live, unr int) {
+func (n *Node) digests(now int64) (ds []Digest, synSize, live, unr int) {
 	cl := len(n.cfg.ClusterName)
-	head := 2 + uvarintLen(uint64(cl)) + cl
+	head := 2 + uvarintLen(uint64(max(now, 0))) + uvarintLen(uint64(cl)) + cl
 	left := n.cfg.MaxMessageBytes - head - binary.MaxVarintLen32
 	start := 0
 	if n.cursor != 0 {
@@ -244,7 +257,8 @@ func (n *Node) onSyn(now int64, from wire.ProcID, m *Syn) {
 		n.stats.DroppedSyns++
 		return
 	}
-	b := n.replyBudget()
+	times := replyTimes(now, m.Sent)
+	b := n.replyBudget(times)
 	var nreq, nst int
 	if n.pool != nil {
 		// Pooled lists are reused: size them for the worst case rather
@@ -318,7 +332,7 @@ func (n *Node) onSyn(now int64, from wire.ProcID, m *Syn) {
 	if !introduced { // this node sorts after every digest: append keeps the order
 		states = n.addDelta(&b, states, n.self(), 0)
 	}
-	ack := &Ack{Requests: reqs, States: states}
+	ack := &Ack{Times: times, Requests: reqs, States: states}
 	if b.paged {
 		n.stats.PagedMessages++
 	}
@@ -354,15 +368,18 @@ func (n *Node) examineCounts(ds []Digest) (reqs, states int) {
 
 // onAck applies an ACK's states and answers its requests with an ACK2.
 func (n *Node) onAck(now int64, from wire.ProcID, m *Ack) {
-	if !takePending(&n.pendSyn, from) {
+	at, ok := takePending(&n.pendSyn, from, m.Echo)
+	if !ok {
 		n.stats.StaleReplies++
 		return
 	}
 	n.apply(now, m.States)
+	n.clockSample(now, from, at, m.Times)
 	if len(m.Requests) == 0 {
 		return
 	}
-	b := n.replyBudget()
+	times := replyTimes(now, m.Sent)
+	b := n.replyBudget(times)
 	states := n.stateList(len(m.Requests))
 	i := 0
 	for _, r := range m.Requests {
@@ -380,7 +397,7 @@ func (n *Node) onAck(now int64, from wire.ProcID, m *Ack) {
 		}
 	}
 	// Sent even when empty: it closes the peer's pending exchange.
-	ack2 := &Ack2{States: states}
+	ack2 := &Ack2{Times: times, States: states}
 	if b.paged {
 		n.stats.PagedMessages++
 	}
@@ -573,6 +590,9 @@ func (n *Node) newEndpoint(now int64, s *EndpointState) (endpoint, bool) {
 	// marks it up (Preload marks it up at once).
 	e := endpoint{id: s.Node, gen: s.Generation, hb: s.Heartbeat, app: n.apps.intern(s.States)}
 	n.emit(Event{Kind: EventJoin, Node: e.id})
+	if !n.preload {
+		n.checkGeneration(now, e.id, e.gen)
+	}
 	if departed {
 		e.flags |= fDeparted
 		n.setExpire(e.id, exp)
@@ -614,6 +634,8 @@ func (n *Node) applyKnown(now int64, i int, s *EndpointState) {
 		n.fds.Clear(i)
 		n.fds.Report(i, now)
 		n.stats.Restarts++
+		n.dropClock(e.id)
+		n.checkGeneration(now, e.id, e.gen)
 		if departed, exp := n.status(now, s.States); departed {
 			e.flags |= fDeparted
 			n.setExpire(e.id, exp)

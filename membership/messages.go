@@ -87,23 +87,39 @@ func (s *EndpointState) MaxVersion() uint64 {
 	return v
 }
 
-// Syn opens an exchange: the initiator's cluster name and one digest per
-// endpoint it knows (a contiguous page of them when the full list would
-// exceed the message cap), sorted by node.
+// Syn opens an exchange: the initiator's wall time when it sent it (Unix
+// ns, the now of its Tick; 0: unstamped), its cluster name and one digest
+// per endpoint it knows (a contiguous page of them when the full list
+// would exceed the message cap), sorted by node.
 type Syn struct {
+	Sent    int64
 	Cluster string
 	Digests []Digest
 }
 
-// Ack answers a Syn: requests for what the receiver lacks and the states
-// the initiator lacks, both sorted by node.
+// Times are the wall-clock stamps of a reply (Unix ns, each side's own
+// clock), from which the receiver estimates its offset to the sender
+// NTP-style (clock.go): Echo is the Sent time of the message answered (the
+// receiver's own clock), Recv when the sender received that message and
+// Sent when it sent this reply (the sender's clock). All zero: unstamped
+// (no clock sample); otherwise all are positive and Sent >= Recv.
+type Times struct {
+	Echo, Recv, Sent int64
+}
+
+// Ack answers a Syn: its Times (Echo is the SYN's Sent), requests for what
+// the receiver lacks and the states the initiator lacks, both sorted by
+// node.
 type Ack struct {
+	Times
 	Requests []Digest
 	States   []EndpointState
 }
 
-// Ack2 closes an exchange: the states the Ack requested, sorted by node.
+// Ack2 closes an exchange: its Times (Echo is the ACK's Sent) and the
+// states the Ack requested, sorted by node.
 type Ack2 struct {
+	Times
 	States []EndpointState
 }
 
@@ -130,13 +146,29 @@ type Envelope struct {
 func Describe(m Message) string {
 	switch m := m.(type) {
 	case *Syn:
-		return fmt.Sprintf("SYN cluster=%q digests=%s", m.Cluster, describeDigests(m.Digests))
+		return fmt.Sprintf("SYN%s cluster=%q digests=%s", describeSent(m.Sent), m.Cluster, describeDigests(m.Digests))
 	case *Ack:
-		return fmt.Sprintf("ACK req=%s states=%s", describeDigests(m.Requests), describeStates(m.States))
+		return fmt.Sprintf("ACK%s req=%s states=%s", m.Times.describe(), describeDigests(m.Requests), describeStates(m.States))
 	case *Ack2:
-		return fmt.Sprintf("ACK2 states=%s", describeStates(m.States))
+		return fmt.Sprintf("ACK2%s states=%s", m.Times.describe(), describeStates(m.States))
 	}
 	return fmt.Sprintf("%T", m)
+}
+
+// describeSent and describe show stamps only when present, so the
+// descriptions of unstamped messages (tests) stay short.
+func describeSent(t int64) string {
+	if t == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" t=%d", t)
+}
+
+func (t Times) describe() string {
+	if t == (Times{}) {
+		return ""
+	}
+	return fmt.Sprintf(" t=%d/%d/%d", t.Echo, t.Recv, t.Sent)
 }
 
 func describeDigests(ds []Digest) string {

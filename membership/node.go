@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sort"
+	"time"
 
 	"github.com/weft-dev/weft/membership/phi"
 	"github.com/weft-dev/weft/wire"
@@ -74,6 +75,18 @@ const (
 	// EventStateLimit: a new endpoint (Node) was refused because the
 	// local view is at MaxStateBytes. Reported once per endpoint.
 	EventStateLimit
+	// EventClockSkew: Node's clock is Offset ahead of this node's (behind
+	// if negative), beyond Config.ClockSkewThreshold (clock.go). Reported
+	// when it crosses the threshold, not per exchange.
+	EventClockSkew
+	// EventClockSkewCleared: Node's offset fell back below 90% of the
+	// threshold.
+	EventClockSkewCleared
+	// EventGenerationAhead: Node's new Generation is Offset ahead of this
+	// node's clock, more than ClockSkewThreshold (plus a second): one of
+	// the two clocks is off. Accepted all the same; reported once per
+	// generation.
+	EventGenerationAhead
 )
 
 var eventNames = [...]string{
@@ -82,7 +95,8 @@ var eventNames = [...]string{
 	EventLeaveComplete: "leave-complete", EventAssassinated: "assassinated",
 	EventAssassinateRefused: "assassinate-refused", EventClusterMismatch: "cluster-mismatch",
 	EventGenerationRejected: "generation-rejected", EventStateSizeWarning: "state-size-warning",
-	EventStateLimit: "state-limit",
+	EventStateLimit: "state-limit", EventClockSkew: "clock-skew", EventClockSkewCleared: "clock-skew-cleared",
+	EventGenerationAhead: "generation-ahead",
 }
 
 func (k EventKind) String() string {
@@ -100,6 +114,9 @@ type Event struct {
 	Value      string // EventChanged: new value; EventLeft: status; EventClusterMismatch: cluster; EventAssassinateRefused: reason
 	Generation uint64 // EventRestarted, EventGenerationRejected, EventRemoved (self)
 	Bytes      int    // EventStateSizeWarning
+	// Offset: EventClockSkew(Cleared): the peer's clock minus this node's;
+	// EventGenerationAhead: how far the generation is ahead.
+	Offset time.Duration
 }
 
 func (e Event) String() string {
@@ -113,6 +130,10 @@ func (e Event) String() string {
 		s += fmt.Sprintf(" gen=%d", e.Generation)
 	case EventStateSizeWarning:
 		s += fmt.Sprintf(" bytes=%d", e.Bytes)
+	case EventClockSkew, EventClockSkewCleared:
+		s += fmt.Sprintf(" offset=%v", e.Offset)
+	case EventGenerationAhead:
+		s += fmt.Sprintf(" gen=%d ahead=%v", e.Generation, e.Offset)
 	}
 	return s
 }
@@ -153,6 +174,12 @@ type Stats struct {
 	RefusedEndpoints            uint64 // new endpoints refused at MaxStateBytes
 	Evictions                   uint64 // expired departed records removed
 	Restarts                    uint64 // records replaced by a newer generation
+	ClockSamples                uint64 // clock offset samples taken (clock.go)
+	ClockUnmatched              uint64 // reply stamps echoing another exchange: not used
+	ClockNegative               uint64 // reply stamps giving a negative round trip: not used
+	ClockSpikes                 uint64 // samples whose delay was too high to move the offset
+	GenerationsAhead            uint64 // EventGenerationAhead
+	ClockSkewed                 int    // gauge: peers reported beyond ClockSkewThreshold
 	Endpoints, Live, Quarantine int    // gauges: known (self included), up (self excluded), quarantined
 	StateBytes                  int    // gauge: accounted size of the local view
 	PendingAcks                 int    // gauge: ACKs awaiting ACK2
@@ -256,9 +283,10 @@ type Node struct {
 	eps     []endpoint // sorted by id, self included
 	expires []expiry   // departed endpoints (self included), sorted by id
 
-	quar      []tombstone // sorted by id
-	pendSyn   []pending   // SYNs awaiting ACK, oldest first
-	pendAck   []pending   // ACKs awaiting ACK2, oldest first
+	quar      []tombstone  // sorted by id
+	clocks    []clockEntry // sorted by id, known endpoints only (clock.go)
+	pendSyn   []pending    // SYNs awaiting ACK, oldest first
+	pendAck   []pending    // ACKs awaiting ACK2, oldest first
 	assassins []assassination
 
 	leaving, stopped bool
@@ -509,15 +537,31 @@ func (n *Node) expirePending(now int64) {
 	n.pendAck = expire(n.pendAck, before)
 }
 
-// takePending removes the oldest pending exchange with peer.
-func takePending(ps *[]pending, peer wire.ProcID) bool {
+// takePending removes the pending exchange with peer sent at echo (the
+// reply's Times.Echo), else the oldest one with peer, and returns when it
+// was sent. A reply matched to another exchange than the one it answers
+// (echo differs) still delivers its states; clockSample then ignores its
+// stamps.
+func takePending(ps *[]pending, peer wire.ProcID, echo int64) (at int64, ok bool) {
+	k := -1
 	for i, p := range *ps {
-		if p.peer == peer {
-			*ps = slices.Delete(*ps, i, i+1)
-			return true
+		if p.peer != peer {
+			continue
+		}
+		if k < 0 {
+			k = i
+		}
+		if echo != 0 && p.at == echo {
+			k = i
+			break
 		}
 	}
-	return false
+	if k < 0 {
+		return 0, false
+	}
+	at = (*ps)[k].at
+	*ps = slices.Delete(*ps, k, k+1)
+	return at, true
 }
 
 func (n *Node) expireQuarantine(now int64) {
@@ -587,6 +631,7 @@ func (n *Node) evict(now int64, e *endpoint) {
 	n.stats.Evictions++
 	n.emit(Event{Kind: EventRemoved, Node: e.id})
 	n.dropExpire(e.id)
+	n.dropClock(e.id)
 	if n.cfg.QuarantineDelay <= 0 {
 		n.apps.release(e.app)
 		return
@@ -613,7 +658,7 @@ func (n *Node) checkWarn() {
 
 // gossip sends the round's SYNs.
 func (n *Node) gossip(now int64) {
-	ds, size, nlive, nunr := n.digests()
+	ds, size, nlive, nunr := n.digests(now)
 	// pick returns the k-th live (or unreachable) peer in id order.
 	pick := func(alive bool, k int) wire.ProcID {
 		for i := range n.eps {
@@ -636,7 +681,7 @@ func (n *Node) gossip(now int64) {
 	}
 	n.seedBuf = seeds
 
-	syn := &Syn{Cluster: n.cfg.ClusterName, Digests: ds}
+	syn := &Syn{Sent: max(now, 0), Cluster: n.cfg.ClusterName, Digests: ds}
 	var sent [3]wire.ProcID
 	ns := 0
 	send := func(to wire.ProcID) {
@@ -923,5 +968,10 @@ func (n *Node) Stats() Stats {
 	s.Quarantine = len(n.quar)
 	s.StateBytes = n.stateBytes
 	s.PendingAcks = len(n.pendAck)
+	for i := range n.clocks {
+		if n.clocks[i].skewed {
+			s.ClockSkewed++
+		}
+	}
 	return s
 }

@@ -198,7 +198,7 @@ func TestSeedWorkedExample(t *testing.T) {
 	b.Advance()
 
 	syn := &Syn{Cluster: "weft-test", Digests: []Digest{{A, 1000, 52}, {B, 1000, 40}, {C, 1000, 31}}}
-	ds, _, _, _ := a.digests()
+	ds, _, _, _ := a.digests(0)
 	if !reflect.DeepEqual(ds, syn.Digests) {
 		t.Fatalf("A's digests %v, want %v", ds, syn.Digests)
 	}
@@ -569,8 +569,8 @@ func TestDigestPaging(t *testing.T) {
 	n.apply(t0, states)
 	seen := map[wire.ProcID]int{}
 	for round := 0; round < 6; round++ {
-		ds, size, _, _ := n.digests()
-		syn := &Syn{Cluster: n.cfg.ClusterName, Digests: ds}
+		ds, size, _, _ := n.digests(t0)
+		syn := &Syn{Sent: t0, Cluster: n.cfg.ClusterName, Digests: ds}
 		if Size(syn) != size || size > 1026 {
 			t.Fatalf("page of %d bytes (reported %d)", Size(syn), size)
 		}
@@ -672,6 +672,11 @@ func checkInvariants(t testing.TB, n *Node) {
 		}
 		bytes += endpointCost + appCost(app)
 	}
+	for i := range n.clocks {
+		if i > 0 && n.clocks[i].id <= n.clocks[i-1].id || n.find(n.clocks[i].id) < 0 || n.clocks[i].id == n.id {
+			t.Fatalf("clock estimate %d of %d: unsorted, unknown or self (%d)", i, len(n.clocks), n.clocks[i].id)
+		}
+	}
 	if len(n.expires) > len(n.eps) || n.fds.Len() != len(n.eps) {
 		t.Fatalf("%d expiries, %d windows for %d endpoints", len(n.expires), n.fds.Len(), len(n.eps))
 	}
@@ -714,6 +719,15 @@ func FuzzStep(f *testing.F) {
 	f.Add(Append(nil, &Ack2{States: []EndpointState{{Node: 3, Generation: g + 1, Heartbeat: 1,
 		States: []AppState{{KeyStatus, 2, "LEFT,1"}}}}}))
 	f.Add(Append(nil, &Ack{Requests: []Digest{{1, 0, 0}, {3, g, 2}}, States: []EndpointState{{Node: 1, Generation: g + 5}}}))
+	// Stamped replies to the pending exchanges below: an offset sample, one
+	// beyond the threshold, a stamp echoing another exchange, a round trip
+	// shorter than the peer's hold, a generation ahead of the clock.
+	at := t0 + 2*sec
+	f.Add(Append(nil, &Ack{Times: Times{Echo: at, Recv: at + 3e6, Sent: at + 4e6}}))
+	f.Add(Append(nil, &Ack2{Times: Times{Echo: at, Recv: at + 9*sec, Sent: at + 9*sec}}))
+	f.Add(Append(nil, &Ack{Times: Times{Echo: at - 1, Recv: at, Sent: at}}))
+	f.Add(Append(nil, &Ack{Times: Times{Echo: at, Recv: at, Sent: at + 5*sec}}))
+	f.Add(Append(nil, &Ack2{Times: Times{Echo: at, Recv: at, Sent: at}, States: []EndpointState{{Node: 2, Generation: g + 60, Heartbeat: 3}}}))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		m, err := Decode(data)
 		if err != nil {

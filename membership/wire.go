@@ -22,9 +22,10 @@ import (
 // in the style of package wire: integers are minimal uvarints, strings and
 // lists are prefixed with their length as a uvarint, and
 //
-//	Syn            len(Cluster) Cluster len(Digests) Digest...
-//	Ack            len(Requests) Digest... len(States) EndpointState...
-//	Ack2           len(States) EndpointState...
+//	Syn            Sent len(Cluster) Cluster len(Digests) Digest...
+//	Ack            Times len(Requests) Digest... len(States) EndpointState...
+//	Ack2           Times len(States) EndpointState...
+//	Times          Echo Recv Sent
 //	Digest         Node Generation Version
 //	EndpointState  Node Generation Base Heartbeat len(States) AppState...
 //	AppState       Key Version len(Value) Value
@@ -33,12 +34,14 @@ import (
 // It rejects non-minimal varints, node ids or keys beyond their widths,
 // digests and states not strictly increasing by node, app states not
 // strictly increasing by key, key 0, a Heartbeat or item version not above
-// Base (Heartbeat 0 means absent), and trailing bytes. Counts are checked
+// Base (Heartbeat 0 means absent), times beyond int64, Times partly zero
+// or with Sent before Recv (ErrBadTime), and trailing bytes. Counts are checked
 // against the caps below and against the bytes left before anything is
 // allocated. Empty lists decode as nil.
 
-// WireVersion is byte 0 of every gossip message.
-const WireVersion = 1
+// WireVersion is byte 0 of every gossip message. Version 2 added the
+// wall-clock stamps (Syn.Sent, Times).
+const WireVersion = 2
 
 // Caps enforced by Decode before allocating.
 const (
@@ -67,6 +70,8 @@ var (
 	ErrUnknownKind = errors.New("membership: unknown message kind")
 	ErrMalformed   = errors.New("membership: malformed message")
 	ErrTooLarge    = errors.New("membership: message too large")
+	// ErrBadTime: a wall-clock stamp is malformed (see Times).
+	ErrBadTime = errors.New("membership: malformed time")
 )
 
 // Append appends the encoding of m to buf. It panics if m is nil or not a
@@ -80,16 +85,27 @@ func Append(buf []byte, m Message) []byte {
 	buf = append(buf, WireVersion, byte(m.Kind()))
 	switch m := m.(type) {
 	case *Syn:
+		buf = binary.AppendUvarint(buf, uint64(m.Sent))
 		buf = binary.AppendUvarint(buf, uint64(len(m.Cluster)))
 		buf = append(buf, m.Cluster...)
 		buf = appendDigests(buf, m.Digests)
 	case *Ack:
+		buf = appendTimes(buf, m.Times)
 		buf = appendDigests(buf, m.Requests)
 		buf = appendStates(buf, m.States)
 	case *Ack2:
+		buf = appendTimes(buf, m.Times)
 		buf = appendStates(buf, m.States)
 	}
 	return buf
+}
+
+// appendTimes writes the stamps as uvarints: a valid stamp is never
+// negative (Decode refuses what does not fit an int64).
+func appendTimes(buf []byte, t Times) []byte {
+	buf = binary.AppendUvarint(buf, uint64(t.Echo))
+	buf = binary.AppendUvarint(buf, uint64(t.Recv))
+	return binary.AppendUvarint(buf, uint64(t.Sent))
 }
 
 func appendDigests(buf []byte, ds []Digest) []byte {
@@ -157,15 +173,15 @@ func Size(m Message) int {
 	switch m := m.(type) {
 	case *Syn:
 		if m != nil {
-			return 2 + uvarintLen(uint64(len(m.Cluster))) + len(m.Cluster) + sizeDigests(m.Digests)
+			return 2 + uvarintLen(uint64(m.Sent)) + uvarintLen(uint64(len(m.Cluster))) + len(m.Cluster) + sizeDigests(m.Digests)
 		}
 	case *Ack:
 		if m != nil {
-			return 2 + sizeDigests(m.Requests) + sizeStates(m.States)
+			return 2 + sizeTimes(m.Times) + sizeDigests(m.Requests) + sizeStates(m.States)
 		}
 	case *Ack2:
 		if m != nil {
-			return 2 + sizeStates(m.States)
+			return 2 + sizeTimes(m.Times) + sizeStates(m.States)
 		}
 	default:
 		if m == nil {
@@ -178,6 +194,10 @@ func Size(m Message) int {
 
 // uvarintLen returns the length of the uvarint encoding of x.
 func uvarintLen(x uint64) int { return (bits.Len64(x|1) + 6) / 7 }
+
+func sizeTimes(t Times) int {
+	return uvarintLen(uint64(t.Echo)) + uvarintLen(uint64(t.Recv)) + uvarintLen(uint64(t.Sent))
+}
 
 func sizeDigest(d Digest) int {
 	return uvarintLen(uint64(d.Node)) + uvarintLen(d.Generation) + uvarintLen(d.Version)
@@ -264,6 +284,7 @@ func decode(b []byte, dc *Decoder) (Message, error) {
 		} else {
 			x = new(Syn)
 		}
+		x.Sent = d.time("sent")
 		if n := d.count("cluster", MaxClusterName, 1); n > 0 {
 			raw := d.b[d.off : d.off+n]
 			if dc != nil && string(raw) == dc.cluster {
@@ -288,6 +309,7 @@ func decode(b []byte, dc *Decoder) (Message, error) {
 		} else {
 			x = new(Ack)
 		}
+		x.Times = d.times()
 		x.Requests = d.digests("requests", rbuf)
 		x.States = d.states(sbuf)
 		m = x
@@ -300,6 +322,7 @@ func decode(b []byte, dc *Decoder) (Message, error) {
 		} else {
 			x = new(Ack2)
 		}
+		x.Times = d.times()
 		x.States = d.states(sbuf)
 		m = x
 	default:
@@ -459,6 +482,45 @@ func (d *decoder) bounded(field string, limit uint64) uint64 {
 		return 0
 	}
 	return v
+}
+
+// time reads a wall-clock stamp: an int64 of Unix ns, never negative.
+func (d *decoder) time(field string) int64 {
+	start := d.off
+	v := d.uvarint(field)
+	if v > math.MaxInt64 && d.err == nil {
+		d.off = start
+		d.fail(ErrBadTime, field, fmt.Sprintf("%d exceeds int64", v))
+		return 0
+	}
+	return int64(v)
+}
+
+// times reads a reply's stamps: all zero (unstamped), or all positive
+// with Sent >= Recv (the peer cannot answer before it received).
+func (d *decoder) times() Times {
+	start := d.off
+	t := Times{Echo: d.time("times.echo"), Recv: d.time("times.recv"), Sent: d.time("times.sent")}
+	if d.err == nil {
+		if err := t.check(); err != "" {
+			d.off = start
+			d.fail(ErrBadTime, "times", err)
+		}
+	}
+	return t
+}
+
+// check returns what is wrong with t ("" if nothing): see Times.
+func (t Times) check() string {
+	switch {
+	case t == Times{}:
+		return ""
+	case t.Echo <= 0 || t.Recv <= 0 || t.Sent <= 0:
+		return fmt.Sprintf("stamps %d/%d/%d: partly zero or negative", t.Echo, t.Recv, t.Sent)
+	case t.Sent < t.Recv:
+		return fmt.Sprintf("sent %d before received %d", t.Sent, t.Recv)
+	}
+	return ""
 }
 
 // count reads a length and checks it against limit and the bytes left.

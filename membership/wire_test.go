@@ -25,6 +25,10 @@ func codecSamples() []Message {
 		}},
 		&Ack2{States: []EndpointState{{Node: 1, Generation: 1000, Base: 49, Heartbeat: 52}}},
 		&Ack2{States: []EndpointState{{Node: 9, Generation: 5, Base: 7, States: []AppState{{Key(math.MaxUint16), 8, "x"}}}}},
+		// Stamped (wire version 2): wall times in Unix ns, the extremes too.
+		&Syn{Sent: 1767225600_000000000, Cluster: "weft", Digests: []Digest{{2, 1767225600, 9}}},
+		&Ack{Times: Times{Echo: 1767225600_000000000, Recv: 1767225600_250000000, Sent: 1767225600_250000001}},
+		&Ack2{Times: Times{Echo: 1, Recv: math.MaxInt64, Sent: math.MaxInt64}, States: []EndpointState{{Node: 1, Generation: 3, Heartbeat: 4}}},
 	}
 }
 
@@ -96,17 +100,30 @@ func TestDecodeErrors(t *testing.T) {
 		return b
 	}
 	cat := func(parts ...[]byte) []byte { return bytes.Join(parts, nil) }
-	hdr := func(k Kind) []byte { return []byte{WireVersion, byte(k)} }
+	// hdr is a message's header with its stamps unset (all zero).
+	hdr := func(k Kind) []byte {
+		if k == KindSyn {
+			return []byte{WireVersion, byte(k), 0}
+		}
+		return []byte{WireVersion, byte(k), 0, 0, 0}
+	}
+	raw := func(k Kind) []byte { return []byte{WireVersion, byte(k)} }
 	for _, tc := range []struct {
 		name string
 		b    []byte
 		want error
 	}{
 		{"empty", nil, ErrMalformed},
-		{"bad version", []byte{2, 1}, ErrVersion},
+		{"bad version", []byte{1, 1}, ErrVersion},
 		{"no kind", []byte{WireVersion}, ErrMalformed},
 		{"unknown kind", []byte{WireVersion, 9}, ErrUnknownKind},
 		{"truncated syn", hdr(KindSyn), ErrMalformed},
+		{"truncated stamp", raw(KindSyn), ErrMalformed},
+		{"syn time over int64", cat(raw(KindSyn), u(1<<63), u(1), []byte("w"), u(0)), ErrBadTime},
+		{"reply time over int64", cat(raw(KindAck2), u(5, 1<<63, 1<<63), u(0)), ErrBadTime},
+		{"reply stamps partly zero", cat(raw(KindAck), u(5, 0, 7), u(0, 0)), ErrBadTime},
+		{"reply echo zero", cat(raw(KindAck2), u(0, 6, 7), u(0)), ErrBadTime},
+		{"reply sent before received", cat(raw(KindAck), u(5, 9, 8), u(0, 0)), ErrBadTime},
 		{"cluster too long", cat(hdr(KindSyn), u(256)), ErrTooLarge},
 		{"cluster truncated", cat(hdr(KindSyn), u(5), []byte("ab")), ErrMalformed},
 		{"trailing bytes", cat(hdr(KindAck2), u(0), []byte{0}), ErrMalformed},
@@ -179,7 +196,7 @@ func FuzzDecode(f *testing.F) {
 				t.Fatalf("Decode returned %v with error %v", m, err)
 			}
 			if !errors.Is(err, ErrMalformed) && !errors.Is(err, ErrVersion) &&
-				!errors.Is(err, ErrUnknownKind) && !errors.Is(err, ErrTooLarge) {
+				!errors.Is(err, ErrUnknownKind) && !errors.Is(err, ErrTooLarge) && !errors.Is(err, ErrBadTime) {
 				t.Fatalf("error %v wraps no sentinel", err)
 			}
 			return
@@ -194,16 +211,16 @@ func FuzzDecode(f *testing.F) {
 		// Whatever decodes is acceptable to a Node's Step validation.
 		switch m := m.(type) {
 		case *Syn:
-			if err := validDigests(m.Digests); err != nil {
-				t.Fatal(err)
+			if err := validDigests(m.Digests); err != nil || m.Sent < 0 {
+				t.Fatal(err, m.Sent)
 			}
 		case *Ack:
-			if err := validStates(m.States); err != nil {
-				t.Fatal(err)
+			if err := validStates(m.States); err != nil || m.Times.check() != "" {
+				t.Fatal(err, m.Times.check())
 			}
 		case *Ack2:
-			if err := validStates(m.States); err != nil {
-				t.Fatal(err)
+			if err := validStates(m.States); err != nil || m.Times.check() != "" {
+				t.Fatal(err, m.Times.check())
 			}
 		}
 		_ = Describe(m)
@@ -272,13 +289,22 @@ func randMessage(r *rand.Rand, k Kind) Message {
 		}
 		return ss
 	}
+	stamp := func() int64 { return int64(big() >> 1) }
+	times := func() Times {
+		if r.IntN(4) == 0 {
+			return Times{} // unstamped
+		}
+		t := Times{Echo: 1 + stamp()>>1, Recv: 1 + stamp()>>1}
+		t.Sent = t.Recv + stamp()>>1
+		return t
+	}
 	switch k {
 	case KindSyn:
-		return &Syn{Cluster: strings.Repeat("c", r.IntN(MaxClusterName+1)), Digests: digests()}
+		return &Syn{Sent: stamp(), Cluster: strings.Repeat("c", r.IntN(MaxClusterName+1)), Digests: digests()}
 	case KindAck:
-		return &Ack{Requests: digests(), States: states()}
+		return &Ack{Times: times(), Requests: digests(), States: states()}
 	}
-	return &Ack2{States: states()}
+	return &Ack2{Times: times(), States: states()}
 }
 
 // FuzzRoundTrip: every valid message the fuzzer can steer survives the
