@@ -25,6 +25,13 @@ type Config struct {
 	// node (2-3 per data centre), not every node. The node's own id is
 	// ignored.
 	Seeds []wire.ProcID
+	// Bootstrap are peers this node knew in its previous life (the driver
+	// persists them), contacted before the seeds on restart: while no
+	// peer is up, each round sends a SYN to the next of them in turn, and
+	// the seeds join in once every one was tried (so a node whose seeds
+	// are gone or misconfigured still finds its cluster). They are
+	// forgotten once a peer is up. The node's own id is ignored.
+	Bootstrap []wire.ProcID
 	// Rand is the node's randomness (peer selection). Required; the
 	// simulator passes a seeded PCG, a real node any math/rand/v2 source.
 	Rand rand.Source

@@ -42,6 +42,9 @@ const (
 	KeyBallot Key = 8
 	// KeyHostID is a stable host identity across address changes.
 	KeyHostID Key = 9
+	// KeySeedDigest is the digest of the node's configured seed list
+	// (SeedDigest), so nodes whose lists differ are found (seeds.go).
+	KeySeedDigest Key = 10
 
 	// KeyFirstApp is the first key free for application use; applications
 	// number their own keys from here and keep them append-only too.
@@ -60,6 +63,7 @@ var keyNames = [...]string{
 	KeyRole:           "ROLE",
 	KeyBallot:         "BALLOT",
 	KeyHostID:         "HOST_ID",
+	KeySeedDigest:     "SEED_DIGEST",
 }
 
 // RegisteredKeys returns the built-in keys in wire-id order, KeyInvalid

@@ -272,11 +272,14 @@ type Node struct {
 	cfg   Config
 	id    wire.ProcID
 	seeds []wire.ProcID // sorted, without self
-	rng   *rand.Rand
-	fd    *phi.Detector
-	fds   *phi.Arena // arrival windows, fds slot i for eps[i]
-	apps  *AppTable
-	pool  *Pool
+	boot  []wire.ProcID // Config.Bootstrap without self, until a peer is up
+	// bootTried counts the rounds that contacted a bootstrap peer.
+	bootTried int
+	rng       *rand.Rand
+	fd        *phi.Detector
+	fds       *phi.Arena // arrival windows, fds slot i for eps[i]
+	apps      *AppTable
+	pool      *Pool
 
 	gen     uint64
 	ver     uint64     // the one version counter
@@ -342,6 +345,11 @@ func NewNode(cfg Config, now int64) (*Node, error) {
 		gen:      gen,
 		ver:      1,
 		reported: map[reportKey]struct{}{},
+	}
+	for _, p := range cfg.Bootstrap {
+		if p != cfg.ID && !slices.Contains(n.boot, p) {
+			n.boot = append(n.boot, p)
+		}
 	}
 	n.eps = []endpoint{{id: cfg.ID, flags: fAlive, gen: gen, hb: 1}}
 	n.fds.Resize(1)
@@ -697,6 +705,14 @@ func (n *Node) gossip(now int64) {
 		}
 		n.pendSyn = append(n.pendSyn, pending{to, now})
 	}
+	if nlive > 0 {
+		n.boot = nil // found the cluster
+	} else if len(n.boot) > 0 {
+		send(n.boot[n.bootTried%len(n.boot)])
+		n.bootTried++
+	}
+	// Remembered peers first: the seeds once each of them was tried.
+	seedTurn := len(n.boot) == 0 || n.bootTried > len(n.boot)
 	seedPicked := false
 	if nlive > 0 {
 		p := pick(true, n.rng.IntN(nlive))
@@ -706,7 +722,7 @@ func (n *Node) gossip(now int64) {
 	if nunr > 0 && n.rng.Float64() < float64(nunr)/float64(nlive+1) {
 		send(pick(false, n.rng.IntN(nunr)))
 	}
-	if len(seeds) > 0 && (!seedPicked || nlive < len(seeds)) {
+	if len(seeds) > 0 && seedTurn && (!seedPicked || nlive < len(seeds)) {
 		if nlive == 0 {
 			send(seeds[n.rng.IntN(len(seeds))])
 		} else if n.rng.Float64() <= float64(len(seeds))/float64(nlive+nunr) {
