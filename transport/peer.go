@@ -25,6 +25,7 @@ type peer struct {
 	rng       *rand.Rand // backoff jitter; used only by run
 	connected atomic.Bool
 	connects  atomic.Uint64
+	lastFail  atomic.Uint32 // Reason of the last failed dial, ReasonNone once connected
 }
 
 func (p *peer) who() string { return fmt.Sprintf("node %d", p.id) }
@@ -197,6 +198,7 @@ func (p *peer) dialFailed(r Reason, err error) {
 		return // closing: not a failure
 	}
 	t.st.dialFailures[r].Add(1)
+	p.lastFail.Store(uint32(r))
 	t.logLimited(slog.LevelWarn, p.who(), r, "cannot connect to peer", "addr", p.addr, "err", err)
 }
 
@@ -209,6 +211,7 @@ func (p *peer) serve(conn net.Conn, br *bufio.Reader, bw *bufio.Writer) {
 		t.st.reconnects.Add(1)
 	}
 	t.st.connects.Add(1)
+	p.lastFail.Store(uint32(ReasonNone))
 	p.connected.Store(true)
 	t.log.Info("connected to peer", "peer", p.who(), "addr", p.addr)
 

@@ -103,6 +103,10 @@ type PeerStats struct {
 	Dropped uint64
 	// Connects counts successful handshakes with the peer.
 	Connects uint64
+	// LastFailure is why the last attempt to connect failed (ReasonNone
+	// before any failure and once connected): ReasonClusterName says the
+	// address answers for another cluster.
+	LastFailure Reason
 }
 
 type counters struct {

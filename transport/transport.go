@@ -479,6 +479,7 @@ func (t *Transport) Stats() Stats {
 			PeakBytes:   p.q.peak.Load(),
 			Dropped:     p.q.dropped.Load(),
 			Connects:    p.connects.Load(),
+			LastFailure: Reason(p.lastFail.Load()),
 		}
 	}
 	t.inMu.RLock()

@@ -430,6 +430,13 @@ func TestDialerSeesRejection(t *testing.T) {
 	if x.tr.Stats().Peers[2].Connected || y.tr.Stats().Peers[3].Connected {
 		t.Error("connected despite the handshake failure")
 	}
+	// Per peer too (gossip flags a seed of another cluster with it).
+	if r := x.tr.Stats().Peers[2].LastFailure; r != ReasonClusterName {
+		t.Errorf("x's last failure with 2: %s", r)
+	}
+	if r := nodes[1].tr.Stats().Peers[2].LastFailure; r != ReasonNone {
+		t.Errorf("a connected peer's last failure: %s", r)
+	}
 	if st := nodes[2].tr.Stats(); st.Rejected[ReasonClusterName] == 0 || st.Rejected[ReasonWrongPeer] == 0 || st.Accepts != 1 {
 		t.Errorf("acceptor stats: %+v", st)
 	}
