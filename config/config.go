@@ -44,6 +44,7 @@
 //	interval = "200ms"             # gossip round (default: the profile's; 5ms..1m)
 //	phi_threshold = 8              # conviction threshold (default: the profile's; (0, 100])
 //	seeds = [0, 3]                 # default: the first member of every group
+//	clock_skew_threshold = "500ms" # warn beyond this clock offset to a peer (1ms..1h)
 //
 //	[limits]                       # byte budgets and admission control (optional table)
 //	inbox_bytes = 67108864         # other nodes' messages waiting for the loop (default 64 MiB)

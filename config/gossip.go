@@ -18,6 +18,11 @@ const (
 	MinGossipInterval    = 5 * time.Millisecond
 	MaxGossipInterval    = time.Minute
 	MaxPhiThreshold      = 100
+	// DefaultClockSkewThreshold is gossip.clock_skew_threshold's default
+	// (membership.Cassandra's), and the bounds below its range.
+	DefaultClockSkewThreshold = 500 * time.Millisecond
+	MinClockSkewThreshold     = time.Millisecond
+	MaxClockSkewThreshold     = time.Hour
 )
 
 // Gossip is the [gossip] table: gossip membership in the agent, whose
@@ -50,6 +55,13 @@ type Gossip struct {
 	// Seeds are the ids gossip contacts when it knows no live member. Key
 	// "gossip.seeds"; default: the first member of every group.
 	Seeds []wire.ProcID `toml:"seeds"`
+	// ClockSkewThreshold is the clock offset to a peer, as gossip
+	// estimates it from its exchanges, beyond which the node warns (log,
+	// weft_gossip_clock_offset_seconds, dashboard, weft members); a
+	// peer's generation this far ahead of the local clock is reported too.
+	// Key "gossip.clock_skew_threshold" (a duration); default 500ms; 1ms
+	// to 1h.
+	ClockSkewThreshold time.Duration `toml:"clock_skew_threshold"`
 }
 
 func (c *Config) setGossipDefaults(md toml.MetaData) {
@@ -59,6 +71,9 @@ func (c *Config) setGossipDefaults(md toml.MetaData) {
 	}
 	if !md.IsDefined("gossip", "profile") {
 		g.Profile = DefaultGossipProfile
+	}
+	if !md.IsDefined("gossip", "clock_skew_threshold") {
+		g.ClockSkewThreshold = DefaultClockSkewThreshold
 	}
 }
 
@@ -75,6 +90,9 @@ func (c *Config) validateGossip(seen map[wire.ProcID]int) error {
 	}
 	if g.PhiThreshold < 0 || g.PhiThreshold > MaxPhiThreshold {
 		return &FieldError{Field: "gossip.phi_threshold", Msg: fmt.Sprintf("must be above 0 and at most %d, got %v", MaxPhiThreshold, g.PhiThreshold)}
+	}
+	if t := g.ClockSkewThreshold; t != 0 && (t < MinClockSkewThreshold || t > MaxClockSkewThreshold) {
+		return &FieldError{Field: "gossip.clock_skew_threshold", Msg: fmt.Sprintf("must be between %v and %v, got %v", MinClockSkewThreshold, MaxClockSkewThreshold, t)}
 	}
 	for _, s := range g.Seeds {
 		if _, ok := seen[s]; !ok {
@@ -115,6 +133,9 @@ func (c *Config) Membership() *membership.Config {
 	if g.PhiThreshold != 0 {
 		mc.FD.Threshold = g.PhiThreshold
 	}
+	if g.ClockSkewThreshold != 0 {
+		mc.ClockSkewThreshold = g.ClockSkewThreshold
+	}
 	mc.Seeds = append([]wire.ProcID(nil), g.Seeds...)
 	return &mc
 }
@@ -130,6 +151,9 @@ func (c *Config) formatGossip(sb *strings.Builder) {
 	}
 	if g.PhiThreshold != 0 {
 		fmt.Fprintf(sb, "phi_threshold = %s\n", strconv.FormatFloat(g.PhiThreshold, 'g', -1, 64))
+	}
+	if g.ClockSkewThreshold != 0 {
+		fmt.Fprintf(sb, "clock_skew_threshold = %s\n", strconv.Quote(g.ClockSkewThreshold.String()))
 	}
 	if len(g.Seeds) > 0 {
 		sb.WriteString("seeds = [")

@@ -22,16 +22,16 @@ func TestGossipDefaultsAndOverrides(t *testing.T) {
 		t.Errorf("sample gossip differs from the defaults: %+v vs %+v", s.Gossip, d.Gossip)
 	}
 	mc := d.Membership()
-	if mc == nil || mc.Interval != 200*time.Millisecond || mc.FD.Threshold != 8 {
+	if mc == nil || mc.Interval != 200*time.Millisecond || mc.FD.Threshold != 8 || mc.ClockSkewThreshold != 500*time.Millisecond {
 		t.Fatalf("lan profile: %+v", mc)
 	}
-	c, err := Parse(minimal+"[gossip]\nprofile = \"local\"\ninterval = \"25ms\"\nphi_threshold = 6\nseeds = [2]\n", Agent)
+	c, err := Parse(minimal+"[gossip]\nprofile = \"local\"\ninterval = \"25ms\"\nphi_threshold = 6\nseeds = [2]\nclock_skew_threshold = \"2s\"\n", Agent)
 	if err != nil {
 		t.Fatal(err)
 	}
 	mc = c.Membership()
 	if mc.Interval != 25*time.Millisecond || mc.FD.MaxInterval != 50*time.Millisecond || mc.FD.Threshold != 6 ||
-		len(mc.Seeds) != 1 || mc.Seeds[0] != 2 {
+		len(mc.Seeds) != 1 || mc.Seeds[0] != 2 || mc.ClockSkewThreshold != 2*time.Second {
 		t.Fatalf("overrides: %+v", mc)
 	}
 	back, err := Parse(c.Format(), Agent)
@@ -60,6 +60,10 @@ func TestGossipErrorsNameTheField(t *testing.T) {
 		{minimal + "[gossip]\nphi_threshold = -1\n", "gossip.phi_threshold"},
 		{minimal + "[gossip]\nphi_threshold = 1000\n", "gossip.phi_threshold"},
 		{minimal + "[gossip]\nseeds = [9]\n", "gossip.seeds"},
+		{minimal + "[gossip]\nclock_skew_threshold = \"500us\"\n", "gossip.clock_skew_threshold"},
+		{minimal + "[gossip]\nclock_skew_threshold = \"2h\"\n", "gossip.clock_skew_threshold"},
+		{minimal + "[gossip]\nclock_skew_threshold = \"-1s\"\n", "gossip.clock_skew_threshold"},
+		{minimal + "[gossip]\nclock_skew_threshold = 5\n", "gossip.clock_skew_threshold"},
 		{minimal + "[gossip]\nfanout = 3\n", "gossip.fanout"},
 		{minimal + "[gossip]\nenabled = \"yes\"\n", "gossip.enabled"},
 	} {
