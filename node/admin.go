@@ -515,7 +515,7 @@ func (c *AdminClient) call(ctx context.Context, method, path string, in, out any
 // member, then a count of the members up.
 func WriteMembers(w io.Writer, ms []Member) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tADDRESS\tGROUP\tROLE\tBALLOT\tSTATUS\tPHI\tLOAD\tGENERATION")
+	fmt.Fprintln(tw, "ID\tADDRESS\tGROUP\tROLE\tBALLOT\tSTATUS\tPHI\tLOAD\tGENERATION\tOFFSET\tSEEDS")
 	up := 0
 	for _, m := range ms {
 		id := strconv.FormatUint(uint64(m.ID), 10)
@@ -539,8 +539,10 @@ func WriteMembers(w io.Writer, ms []Member) {
 		if load == "" {
 			load = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", id, m.Addr, m.Group, role, ballot, m.Status, phi, load, gen)
+		offset, seeds := memberAdvice(m)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", id, m.Addr, m.Group, role, ballot, m.Status, phi, load, gen, offset, seeds)
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "%d of %d members up (* = the node asked)\n", up, len(ms))
+	writeMembersAdvice(w, ms)
 }

@@ -73,8 +73,8 @@ type dashboardData struct {
 	History  []dashSample `json:"history"`
 	Capacity int          `json:"capacity"`
 	EveryMs  int64        `json:"every_ms"`
-	// ClockSkew and SeedList are gossip's warnings; nil until gossip
-	// measures them (issue #13 item 4), which the page says.
+	// ClockSkew and SeedList are gossip's warnings (gossip_advice.go):
+	// empty when there are none, nil without gossip, which the page says.
 	ClockSkew []string `json:"clock_skew"`
 	SeedList  []string `json:"seed_list"`
 }
@@ -158,6 +158,9 @@ func (d *dashHistory) data(now time.Time) dashboardData {
 	d.sample(now, ms)
 	out := dashboardData{Now: now.UnixMilli(), Self: d.n.Report(), Gossip: d.n.cfg.Gossip != nil, Members: ms,
 		Capacity: len(d.ring), EveryMs: d.every.Milliseconds()}
+	if adv := d.n.advice(); adv != nil {
+		out.ClockSkew, out.SeedList = adv.ClockSkew, adv.SeedList
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.full {

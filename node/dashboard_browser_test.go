@@ -23,6 +23,7 @@ type pageView struct {
 		Status string `json:"status"`
 		Role   string `json:"role"`
 		Group  string `json:"group"`
+		Seed   string `json:"seed"`
 	} `json:"members"`
 	Summary string `json:"summary"`
 	Groups  []struct {
@@ -57,7 +58,7 @@ const readPage = `(() => {
   return {
     renders: w.renders,
     members: qa("#members tbody tr").map(tr => ({ id: tr.dataset.id, status: tr.cells[5].textContent,
-      role: tr.cells[3].textContent, group: tr.cells[2].textContent })),
+      role: tr.cells[3].textContent, group: tr.cells[2].textContent, seed: tr.querySelector(".seed").textContent })),
     summary: q("#members-summary").textContent,
     groups: qa("#groups tbody tr").map(tr => ({ Group: tr.cells[0].textContent, Leader: tr.cells[1].textContent, Ballot: tr.cells[2].textContent })),
     peers: qa("#peers tbody tr").map(tr => {
@@ -226,8 +227,14 @@ func TestDashboardInBrowser(t *testing.T) {
 	if v.ThroughputMax != fmt.Sprintf("%.3f", maxRate) || maxRate == 0 || v.LatencyMax != fmt.Sprintf("%.3f", maxLat) || v.LatencySamples != strconv.Itoa(lats) {
 		t.Errorf("graphs: throughput max %s, latency max %s over %s points; the data: %.3f, %.3f over %d", v.ThroughputMax, v.LatencyMax, v.LatencySamples, maxRate, maxLat, lats)
 	}
-	if len(v.Warnings) < 2 || v.Warnings[0] != "clock skew: not measured yet (gossip carries no wall times yet)" {
+	// One clock, one configuration: gossip measured and found nothing.
+	if len(v.Warnings) < 2 || v.Warnings[0] != "clock skew: no warning" || v.Warnings[1] != "seed list: no warning" {
 		t.Errorf("warnings %q", v.Warnings)
+	}
+	for _, m := range v.Members {
+		if m.Seed != "ok" {
+			t.Errorf("member %s: seed list column %q", m.ID, m.Seed)
+		}
 	}
 
 	// Stop a follower of group 1: gossip convicts it and the page shows it

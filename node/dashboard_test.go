@@ -119,7 +119,7 @@ func TestDashboardServes(t *testing.T) {
 	if diff := integral - grew; diff > 0.5 || diff < -0.5 {
 		t.Errorf("the delivery rates integrate to %.2f, the count grew by %.0f", integral, grew)
 	}
-	if len(d.Members) != 3 || d.Capacity != dashboardSamples || d.EveryMs != 50 || d.ClockSkew != nil || d.SeedList != nil {
+	if len(d.Members) != 3 || d.Capacity != dashboardSamples || d.EveryMs != 50 || d.ClockSkew == nil || len(d.ClockSkew) != 0 || d.SeedList == nil || len(d.SeedList) != 0 {
 		t.Errorf("data: %d members, capacity %d, every %d ms, skew %v, seeds %v", len(d.Members), d.Capacity, d.EveryMs, d.ClockSkew, d.SeedList)
 	}
 }

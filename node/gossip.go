@@ -68,6 +68,18 @@ type Member struct {
 	// last second), Release its weft build.
 	Load    string `json:"load"`
 	Release string `json:"release"`
+	// SeedDigest is the member's published seed-list digest
+	// (membership.SeedDigest); SeedMismatch flags a list that differs
+	// from the majority's among the live members (every list when none
+	// has a majority). See gossip_advice.go.
+	SeedDigest   string `json:"seed_digest,omitempty"`
+	SeedMismatch bool   `json:"seed_mismatch,omitempty"`
+	// ClockOffsetSeconds is the member's clock minus this node's, as
+	// gossip estimates it (nil: not measured yet), within
+	// ±ClockDelaySeconds/2; ClockSkewed: beyond gossip's threshold.
+	ClockOffsetSeconds *float64 `json:"clock_offset_seconds,omitempty"`
+	ClockDelaySeconds  float64  `json:"clock_delay_seconds,omitempty"`
+	ClockSkewed        bool     `json:"clock_skewed,omitempty"`
 }
 
 // Member statuses.
@@ -129,6 +141,7 @@ type gossiper struct {
 	loadAt        time.Time
 	loadDelivered uint64
 	stats         membership.Stats // as of the last round
+	adv           adviser          // gossip_advice.go
 }
 
 // openGossip creates the membership core: it reads the stored generation
@@ -163,6 +176,7 @@ func (n *Node) openGossip() error {
 		return err
 	}
 	mc.StoredGeneration = stored
+	mc.Bootstrap = gs.openAdvice(mc.Seeds)
 	if gs.g, err = membership.NewNode(mc, now.UnixNano()); err != nil {
 		return fmt.Errorf("node: gossip: %w", err)
 	}
@@ -174,6 +188,7 @@ func (n *Node) openGossip() error {
 		{membership.KeyStatus, membership.StatusNormal},
 		{membership.KeyGroup, strconv.Itoa(int(group))},
 		{membership.KeyReleaseVersion, release()},
+		{membership.KeySeedDigest, gs.adv.digest},
 	} {
 		if err := gs.g.SetAppState(kv.k, kv.v); err != nil {
 			return fmt.Errorf("node: gossip: %s: %w", kv.k, err)
@@ -220,6 +235,7 @@ func (gs *gossiper) tick() error {
 		return err
 	}
 	gs.stats = gs.g.Stats()
+	gs.advise(now)
 	return nil
 }
 
@@ -240,13 +256,13 @@ func (gs *gossiper) publishLoad(now time.Time) {
 func (gs *gossiper) step(from wire.ProcID, m *wire.Gossip) error {
 	msg, err := membership.Decode(m.Data)
 	if err != nil {
-		gs.n.met.gossipRejected("bad_frame")
+		gs.n.met.gossipRejected(rejectReason(err, "bad_frame"))
 		gs.n.log.Debug("gossip: refused a frame", "from", uint32(from), "err", err)
 		return nil
 	}
 	now := time.Now().UnixNano()
 	if err := gs.g.Step(now, from, msg); err != nil {
-		gs.n.met.gossipRejected("bad_message")
+		gs.n.met.gossipRejected(rejectReason(err, "bad_message"))
 		gs.n.log.Debug("gossip: refused a message", "from", uint32(from), "msg", membership.Describe(msg), "err", err)
 	} else if _, ok := msg.(*membership.Ack); ok {
 		gs.n.met.ackReceived(from, now, gs.n.cfg.Gossip.ExchangeTimeout)
@@ -314,6 +330,9 @@ func (gs *gossiper) event(e membership.Event) {
 		log.Warn("gossip: "+e.Kind.String(), "member", uint32(e.Node), "reason", e.Value)
 	case membership.EventClusterMismatch, membership.EventGenerationRejected, membership.EventStateSizeWarning, membership.EventStateLimit:
 		log.Warn("gossip: " + e.String())
+		gs.adviseEvent(e)
+	case membership.EventClockSkew, membership.EventClockSkewCleared, membership.EventGenerationAhead:
+		gs.adviseEvent(e)
 	case membership.EventJoin, membership.EventChanged:
 		log.Debug("gossip: " + e.String())
 	}
@@ -366,8 +385,11 @@ func (gs *gossiper) members() []Member {
 				if head, _, _ := strings.Cut(a.Value, ","); head == membership.StatusLeft || head == membership.StatusRemoved {
 					r.Status = head
 				}
+			case membership.KeySeedDigest:
+				r.SeedDigest = a.Value
 			}
 		}
+		gs.adviseMember(&r)
 		switch {
 		case r.Status != "":
 		case m.Alive:
@@ -442,31 +464,9 @@ func readGeneration(fsys vfs.FS, path string) (uint64, error) {
 	return g, nil
 }
 
-// writeGeneration stores the gossip generation durably: a temporary file,
-// fsync, rename, fsync of the directory.
+// writeGeneration stores the gossip generation durably (writeFileAtomic).
 func writeGeneration(fsys vfs.FS, path string, gen uint64) error {
-	tmp := path + ".tmp"
-	f, err := fsys.Create(tmp)
-	if err != nil {
-		return fmt.Errorf("node: gossip generation: %w", err)
-	}
-	_, err = f.Write([]byte(strconv.FormatUint(gen, 10) + "\n"))
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = fsys.Rename(tmp, path)
-	}
-	if err == nil {
-		err = vfs.SyncDir(fsys, filepath.Dir(path))
-	}
-	if err != nil {
-		return fmt.Errorf("node: gossip generation: %w", err)
-	}
-	return nil
+	return writeFileAtomic(fsys, path, []byte(strconv.FormatUint(gen, 10)+"\n"))
 }
 
 // roleName is the role published in gossip: RoleLeader for a group's

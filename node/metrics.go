@@ -242,6 +242,7 @@ func peerLabel(p wire.ProcID) string { return strconv.FormatUint(uint64(p), 10) 
 type loopView struct {
 	rejected map[string]uint64
 	members  []Member
+	advice   *adviceReport // gossip_advice.go
 }
 
 // rejectCounts returns the protocol core's refused inputs by reason.
@@ -326,6 +327,9 @@ func (c *nodeCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range allDescs {
 		ch <- d
 	}
+	for _, d := range adviceDescs {
+		ch <- d
+	}
 }
 
 // Collect implements prometheus.Collector.
@@ -400,6 +404,8 @@ func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 		lv.rejected = rejectCounts(n.m)
 		if n.gossip != nil {
 			lv.members = n.gossip.members()
+			rep := n.gossip.report()
+			lv.advice = &rep
 		}
 		return nil
 	}) != nil {
@@ -415,6 +421,11 @@ func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(descPhi, mb.Phi, peerLabel(mb.ID))
 		gauge(descMemUp, b2f(mb.Status == MemberUp), peerLabel(mb.ID))
 	}
+	var th float64
+	if n.cfg.Gossip != nil {
+		th = n.cfg.Gossip.ClockSkewThreshold.Seconds()
+	}
+	collectAdvice(st.Gossip, th, lv.members, lv.advice, gauge, counter)
 }
 
 func (c *nodeCollector) collectTransport(ch chan<- prometheus.Metric, ts transport.Stats, gauge, counter func(*prometheus.Desc, float64, ...string)) {

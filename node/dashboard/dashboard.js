@@ -76,6 +76,22 @@ function upDownStrip(svg, d, statuses) {
   svg.dataset.down = down;
 }
 
+// clockCell shows gossip's estimate of a member's clock offset (its clock
+// minus this node's), amber beyond the threshold.
+function clockCell(m) {
+  const off = m.clock_offset_seconds;
+  if (off === undefined || off === null) return el("td", { class: "num clock" }, "-");
+  const ms = off * 1000;
+  return el("td", { class: "num clock" + (m.clock_skewed ? " warn" : "") },
+    (ms >= 0 ? "+" : "") + ms.toFixed(1) + " ms");
+}
+
+// seedCell marks a member whose seed list differs from the majority's.
+function seedCell(m) {
+  if (!m.seed_digest) return el("td", { class: "seed" }, "-");
+  return el("td", { class: "seed" + (m.seed_mismatch ? " warn" : "") }, m.seed_mismatch ? "DIFFERS " + m.seed_digest : "ok");
+}
+
 function renderMembers(d) {
   const tb = document.querySelector("#members tbody");
   tb.replaceChildren();
@@ -93,7 +109,8 @@ function renderMembers(d) {
       el("td", { class: "status status-" + m.status }, m.status),
       el("td", { class: "num phi" }, m.self || unknown ? "-" : m.phi.toFixed(2)),
       el("td", {}, m.load || "-"),
-      el("td", { class: "num" }, unknown ? "-" : String(m.generation)));
+      el("td", { class: "num" }, unknown ? "-" : String(m.generation)),
+      clockCell(m), seedCell(m));
     tb.append(tr);
   }
   document.getElementById("members-summary").textContent = d.gossip
@@ -170,8 +187,7 @@ function renderWarnings(d) {
   ul.replaceChildren();
   const list = (name, ws) => {
     if (ws === null || ws === undefined) {
-      ul.append(el("li", { class: "unmeasured", "data-kind": name }, name + ": not measured yet (gossip carries no " +
-        (name === "clock skew" ? "wall times" : "seed-list digest") + " yet)"));
+      ul.append(el("li", { class: "unmeasured", "data-kind": name }, name + ": not checked (gossip is not enabled on this node)"));
     } else if (!ws.length) {
       ul.append(el("li", { class: "ok", "data-kind": name }, name + ": no warning"));
     } else {
