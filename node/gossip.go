@@ -142,7 +142,12 @@ type gossiper struct {
 	loadDelivered uint64
 	stats         membership.Stats // as of the last round
 	adv           adviser          // gossip_advice.go
+	// skew shifts this gossiper's wall clock (Config.gossipClockSkew).
+	skew time.Duration
 }
+
+// now is the wall time gossip runs on: stamps, generations, expiries.
+func (gs *gossiper) now() time.Time { return time.Now().Add(gs.skew) }
 
 // openGossip creates the membership core: it reads the stored generation
 // and validates the configuration. The node's transport is not up yet.
@@ -177,7 +182,8 @@ func (n *Node) openGossip() error {
 	}
 	mc.StoredGeneration = stored
 	mc.Bootstrap = gs.openAdvice(mc.Seeds)
-	if gs.g, err = membership.NewNode(mc, now.UnixNano()); err != nil {
+	gs.skew = n.cfg.gossipClockSkew
+	if gs.g, err = membership.NewNode(mc, gs.now().UnixNano()); err != nil {
 		return fmt.Errorf("node: gossip: %w", err)
 	}
 	group, _ := n.cfg.Topology.GroupOf(n.cfg.ID)
@@ -227,7 +233,7 @@ func (gs *gossiper) stop() {
 
 // tick runs one gossip round.
 func (gs *gossiper) tick() error {
-	now := time.Now()
+	now := gs.now()
 	gs.g.SetBacklog(len(gs.n.inbox.ch))
 	gs.publishLoad(now)
 	gs.g.Tick(now.UnixNano())
@@ -260,7 +266,7 @@ func (gs *gossiper) step(from wire.ProcID, m *wire.Gossip) error {
 		gs.n.log.Debug("gossip: refused a frame", "from", uint32(from), "err", err)
 		return nil
 	}
-	now := time.Now().UnixNano()
+	now := gs.now().UnixNano()
 	if err := gs.g.Step(now, from, msg); err != nil {
 		gs.n.met.gossipRejected(rejectReason(err, "bad_message"))
 		gs.n.log.Debug("gossip: refused a message", "from", uint32(from), "msg", membership.Describe(msg), "err", err)
@@ -282,7 +288,7 @@ func (gs *gossiper) flush() error {
 			return err
 		}
 	}
-	now := time.Now().UnixNano()
+	now := gs.now().UnixNano()
 	for _, env := range rd.Messages {
 		if _, ok := env.Msg.(*membership.Syn); ok {
 			gs.n.met.synSent(env.To, now)
@@ -358,7 +364,7 @@ func (gs *gossiper) publish(role string, ballot wire.Ballot) {
 // members builds the membership view: every member gossip knows, plus
 // configured replicas it never heard of.
 func (gs *gossiper) members() []Member {
-	now := time.Now().UnixNano()
+	now := gs.now().UnixNano()
 	var out []Member
 	seen := map[wire.ProcID]bool{}
 	for _, m := range gs.g.Members() {
@@ -506,7 +512,7 @@ func (n *Node) Leave() error {
 		if n.gossip == nil {
 			return errNoGossip
 		}
-		if err := n.gossip.g.Leave(time.Now().UnixNano()); err != nil {
+		if err := n.gossip.g.Leave(n.gossip.now().UnixNano()); err != nil {
 			return err
 		}
 		if n.det != nil {
@@ -527,7 +533,7 @@ func (n *Node) Assassinate(target wire.ProcID) error {
 		if n.gossip == nil {
 			return errNoGossip
 		}
-		return n.gossip.g.Assassinate(time.Now().UnixNano(), target)
+		return n.gossip.g.Assassinate(n.gossip.now().UnixNano(), target)
 	})
 }
 

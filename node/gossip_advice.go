@@ -44,7 +44,10 @@ import (
 type adviser struct {
 	digest  string        // this node's seed digest
 	seeds   []wire.ProcID // the effective seed list, sorted
-	verdict membership.SeedVerdict
+	verdict membership.SeedVerdict // as reported (settled)
+	// next is a new verdict waiting to settle, seen for nextRounds rounds.
+	next       membership.SeedVerdict
+	nextRounds int
 	// foreign are the seeds seen answering for another cluster, with what
 	// told (the cluster name, or the transport's refusal).
 	foreign map[wire.ProcID]string
@@ -54,6 +57,11 @@ type adviser struct {
 	checkedAt time.Time // the last look at the transport's seeds
 	peers     peerMemory
 }
+
+// seedSettleRounds is how many rounds in a row a new seed verdict must
+// hold before it is reported: while nodes start, the first two to meet
+// are a tie without a majority, which is no news to anyone.
+const seedSettleRounds = 5
 
 // adviceEvery paces the checks that need not run every round (the
 // transport's view of the seeds, the remembered peers file).
@@ -90,16 +98,25 @@ func (gs *gossiper) advise(now time.Time) {
 	gs.rememberPeers()
 }
 
-// judgeSeeds recomputes the seed verdict and logs when it changed.
+// judgeSeeds recomputes the seed verdict and logs when it changed (and
+// held for seedSettleRounds).
 func (gs *gossiper) judgeSeeds() {
 	a := &gs.adv
 	v := membership.SeedMajority(gs.g.SeedVotes())
-	if v.Majority == a.verdict.Majority && slices.Equal(v.Differ, a.verdict.Differ) {
+	same := func(x, y membership.SeedVerdict) bool { return x.Majority == y.Majority && slices.Equal(x.Differ, y.Differ) }
+	if same(v, a.verdict) {
 		a.verdict.Voters = v.Voters
+		a.nextRounds = 0
+		return
+	}
+	if !same(v, a.next) {
+		a.next, a.nextRounds = v, 0
+	}
+	if a.nextRounds++; a.nextRounds < seedSettleRounds {
 		return
 	}
 	was := a.verdict
-	a.verdict = v
+	a.verdict, a.nextRounds = v, 0
 	log, self := gs.n.log, gs.n.cfg.ID
 	switch {
 	case len(v.Differ) == 0:

@@ -219,6 +219,9 @@ type Config struct {
 	// drive the protocol's failure detection (unless Detector is set).
 	// Nil: no gossip; the protocol's tick timeout detects failures.
 	Gossip *membership.Config
+	// gossipClockSkew shifts gossip's wall clock (tests of the clock
+	// skew checks: a node with a wrong clock in one process).
+	gossipClockSkew time.Duration
 	// ClientAddr is the address published in gossip for clients (default
 	// Listen).
 	ClientAddr string
