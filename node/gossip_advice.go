@@ -42,8 +42,8 @@ import (
 
 // adviser is the gossiper's advice state.
 type adviser struct {
-	digest  string        // this node's seed digest
-	seeds   []wire.ProcID // the effective seed list, sorted
+	digest  string                 // this node's seed digest
+	seeds   []wire.ProcID          // the effective seed list, sorted
 	verdict membership.SeedVerdict // as reported (settled)
 	// next is a new verdict waiting to settle, seen for nextRounds rounds.
 	next       membership.SeedVerdict
@@ -103,7 +103,9 @@ func (gs *gossiper) advise(now time.Time) {
 func (gs *gossiper) judgeSeeds() {
 	a := &gs.adv
 	v := membership.SeedMajority(gs.g.SeedVotes())
-	same := func(x, y membership.SeedVerdict) bool { return x.Majority == y.Majority && slices.Equal(x.Differ, y.Differ) }
+	same := func(x, y membership.SeedVerdict) bool {
+		return x.Majority == y.Majority && slices.Equal(x.Differ, y.Differ)
+	}
 	if same(v, a.verdict) {
 		a.verdict.Voters = v.Voters
 		a.nextRounds = 0
