@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weft-dev/weft/amcast"
 	"github.com/weft-dev/weft/membership"
 	"github.com/weft-dev/weft/storage/vfs"
 	"github.com/weft-dev/weft/wire"
@@ -202,5 +203,37 @@ func TestGossipClockSkew(t *testing.T) {
 	if strings.Count(l, "gossip: clock skew: member's clock differs") != 1 || !strings.Contains(l, "member=2") ||
 		strings.Count(l, "gossip: member's generation is ahead of this node's clock") != 1 {
 		t.Errorf("p0's log:\n%s", l)
+	}
+}
+
+// TestSeedCountWarning: more seeds than membership.SeedLimit is warned
+// about once, at start; the default list (one per group) is not.
+func TestSeedCountWarning(t *testing.T) {
+	for _, tc := range []struct {
+		groups int
+		seeds  []wire.ProcID
+		warn   bool
+	}{
+		{2, []wire.ProcID{0, 3}, false},
+		{2, []wire.ProcID{0, 1, 2}, false},
+		{2, []wire.ProcID{0, 1, 2, 3}, true},
+		{2, []wire.ProcID{0, 1, 2, 2, 1}, false}, // duplicates count once
+		{5, []wire.ProcID{0, 3, 6, 9, 12}, false},
+		{5, []wire.ProcID{0, 1, 3, 6, 9, 12}, true},
+	} {
+		topo, err := amcast.NewTopology(tc.groups, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var logs syncBuffer
+		gs := &gossiper{n: &Node{cfg: Config{ID: 0, Topology: topo, DataDir: t.TempDir(), FS: vfs.OS()},
+			log: slog.New(slog.NewTextHandler(&logs, nil))}}
+		gs.openAdvice(tc.seeds)
+		if got := strings.Contains(logs.String(), "gossip: more seeds than advised"); got != tc.warn {
+			t.Errorf("%d groups, seeds %v: warned %v:\n%s", tc.groups, tc.seeds, got, logs.String())
+		}
+		if rep := gs.adv.digest; rep != membership.SeedDigest(tc.seeds) {
+			t.Errorf("digest %q", rep)
+		}
 	}
 }

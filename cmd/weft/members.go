@@ -102,7 +102,14 @@ Status is UP (heartbeats progressing), DOWN (convicted by the phi-accrual
 detector), JOINING (known, not judged yet), LEFT (departed with weft
 leave), REMOVED (weft assassinate) or UNKNOWN (configured, never heard
 of). Roles and ballots are what each member last published; a DOWN
-member's may be stale.`,
+member's may be stale.
+
+OFFSET is the member's clock minus the node's, estimated from gossip's
+exchanges (NTP-style); "!" marks one beyond gossip.clock_skew_threshold.
+SEEDS is "ok" when the member's seed list (its gossiped digest) is the
+majority's among the live members, "DIFFERS!" with the digest when not.
+The table ends with a line for each of these warnings; -o json has them
+as clock_offset_seconds, clock_skewed, seed_digest and seed_mismatch.`,
 		Example: `  weft members --admin 127.0.0.1:7200
   weft members --config node0.toml
   weft members --admin 10.0.0.1:7200 --token-file admin.token`,
