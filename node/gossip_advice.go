@@ -230,8 +230,8 @@ func (gs *gossiper) report() adviceReport {
 	case v.Majority == "":
 		r.SeedList = append(r.SeedList, fmt.Sprintf("no seed list has a majority among %d live members (%s)", v.Voters, pids(v.Differ)))
 	default:
-		r.SeedList = append(r.SeedList, fmt.Sprintf("%s differ from the majority's list %s (%d of %d live members)",
-			pids(v.Differ), v.Majority, len(v.Differ), v.Voters))
+		r.SeedList = append(r.SeedList, fmt.Sprintf("%s %s from the majority's list %s (%d of %d live members)",
+			pids(v.Differ), verb(len(v.Differ), "differs", "differ"), v.Majority, len(v.Differ), v.Voters))
 	}
 	if limit := membership.SeedLimit(len(gs.n.cfg.Topology.Groups)); len(a.seeds) > limit {
 		r.SeedList = append(r.SeedList, fmt.Sprintf("%d seeds configured, more than the advised %d", len(a.seeds), limit))
@@ -240,6 +240,13 @@ func (gs *gossiper) report() adviceReport {
 		r.SeedList = append(r.SeedList, fmt.Sprintf("seed p%d belongs to another cluster: it %s", s, a.foreign[s]))
 	}
 	return r
+}
+
+func verb(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }
 
 func pids(ps []wire.ProcID) string {
@@ -308,9 +315,11 @@ func writeMembersAdvice(w io.Writer, ms []Member) {
 		}
 	}
 	if len(differ) > 0 {
-		fmt.Fprintf(w, "seed lists: %s differ from the majority's (DIFFERS!): make gossip.seeds identical on every node\n", pids(differ))
+		fmt.Fprintf(w, "seed lists: %s %s from the majority's (DIFFERS!): make gossip.seeds identical on every node\n",
+			pids(differ), verb(len(differ), "differs", "differ"))
 	}
 	if len(skewed) > 0 {
-		fmt.Fprintf(w, "clocks: %s beyond the skew threshold (OFFSET !): check time sync (NTP)\n", pids(skewed))
+		fmt.Fprintf(w, "clocks: %s %s beyond the skew threshold (OFFSET !): check time sync (NTP)\n",
+			pids(skewed), verb(len(skewed), "is", "are"))
 	}
 }

@@ -51,11 +51,11 @@ func TestGossipSeedListMismatch(t *testing.T) {
 	var table bytes.Buffer
 	WriteMembers(&table, c.nodes[1].Members())
 	if !strings.Contains(table.String(), "DIFFERS! "+membership.SeedDigest([]wire.ProcID{0, 1})) ||
-		!strings.Contains(table.String(), "seed lists: p2 differ from the majority's") {
+		!strings.Contains(table.String(), "seed lists: p2 differs from the majority's") {
 		t.Errorf("p1's members table:\n%s", table.String())
 	}
 	d := newDashHistory(c.nodes[0], time.Second, 4).data(time.Now())
-	if len(d.SeedList) != 1 || !strings.Contains(d.SeedList[0], "p2 differ from the majority's list "+want) {
+	if len(d.SeedList) != 1 || !strings.Contains(d.SeedList[0], "p2 differs from the majority's list "+want) {
 		t.Errorf("dashboard seed warnings %q", d.SeedList)
 	}
 	// Judged every round, logged once.
@@ -186,7 +186,7 @@ func TestGossipClockSkew(t *testing.T) {
 	}
 	var table bytes.Buffer
 	WriteMembers(&table, c.nodes[0].Members())
-	if !strings.Contains(table.String(), "clocks: p2 beyond the skew threshold") || !strings.Contains(table.String(), "ms!") {
+	if !strings.Contains(table.String(), "clocks: p2 is beyond the skew threshold") || !strings.Contains(table.String(), "ms!") {
 		t.Errorf("p0's members table:\n%s", table.String())
 	}
 	d := newDashHistory(c.nodes[0], time.Second, 4).data(time.Now())
