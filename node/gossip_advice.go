@@ -157,7 +157,7 @@ func (gs *gossiper) flagForeign(seed wire.ProcID, why string) {
 	}
 	gs.adv.foreign[seed] = why
 	gs.n.log.Warn("gossip: seed belongs to another cluster; fix gossip.seeds or the peer's address",
-		"seed", uint32(seed), "cluster", gs.n.cfg.Cluster, "evidence", why)
+		"seed", uint32(seed), "our_cluster", gs.n.cfg.Cluster, "evidence", why)
 }
 
 // adviseEvent logs the core's clock reports and notes a seed of another

@@ -237,3 +237,29 @@ func TestSeedCountWarning(t *testing.T) {
 		}
 	}
 }
+
+// TestGossipForeignSeed: p2 is configured for cluster "other"; its seed
+// p0 refuses its handshake for the cluster name, which p2 reports once as
+// a seed of another cluster (log, metric, dashboard).
+func TestGossipForeignSeed(t *testing.T) {
+	var logs2 syncBuffer
+	c := newCluster(t, 1, 3, func(cfg *Config) {
+		gossipTune(cfg)
+		if cfg.ID == 2 {
+			cfg.Cluster = "other"
+			cfg.Logger = slog.New(slog.NewTextHandler(&logs2, nil))
+		}
+	})
+	waitUntil(t, 10*time.Second, "p2 to flag its seed p0", func() bool {
+		adv := c.nodes[2].advice()
+		return adv != nil && adv.Foreign == 1
+	})
+	d := newDashHistory(c.nodes[2], time.Second, 4).data(time.Now())
+	if len(d.SeedList) != 1 || !strings.HasPrefix(d.SeedList[0], "seed p0 belongs to another cluster: it refuses this node's handshake") {
+		t.Errorf("dashboard seed warnings %q", d.SeedList)
+	}
+	time.Sleep(1500 * time.Millisecond) // another check of the transport
+	if n := strings.Count(logs2.String(), "gossip: seed belongs to another cluster"); n != 1 || !strings.Contains(logs2.String(), "seed=0 our_cluster=other") {
+		t.Errorf("p2 logged it %d times:\n%s", n, logs2.String())
+	}
+}
