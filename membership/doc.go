@@ -45,6 +45,18 @@
 // an ACK2. A SYN naming another cluster is dropped, counted and reported
 // once per sender.
 //
+// # Clocks, seed lists, restarts
+//
+// Each SYN carries its sender's wall time (the now of Tick), and each ACK
+// and ACK2 echoes the time of the message it answers with its own receive
+// and send times, so the receiver of a reply estimates its offset to the
+// sender NTP-style (clock.go: one smoothed estimate per known peer,
+// EventClockSkew beyond Config.ClockSkewThreshold, EventGenerationAhead
+// for a generation ahead of the local clock). Drivers publish the digest
+// of their seed list (KeySeedDigest) and judge the live members' with
+// SeedMajority (seeds.go). A restarting node contacts the peers it knew
+// (Config.Bootstrap) before its seeds.
+//
 // # Liveness
 //
 // Every heartbeat advance of an endpoint, whichever peer relayed it, is an
