@@ -263,3 +263,25 @@ func TestGossipForeignSeed(t *testing.T) {
 		t.Errorf("p2 logged it %d times:\n%s", n, logs2.String())
 	}
 }
+
+// TestGossipBadTimeCounted: a gossip frame whose stamps are malformed is
+// refused and counted as bad_time (the rest as before).
+func TestGossipBadTimeCounted(t *testing.T) {
+	c := newCluster(t, 1, 3, gossipTune)
+	n := c.nodes[0]
+	frames := [][]byte{
+		membership.Append(nil, &membership.Ack{Times: membership.Times{Echo: 5, Recv: 9, Sent: 8}}),
+		membership.Append(nil, &membership.Ack2{Times: membership.Times{Echo: 5, Recv: 0, Sent: 8}}),
+		{membership.WireVersion, 9},
+	}
+	for _, f := range frames {
+		if err := n.control(func() error { return n.gossip.step(1, &wire.Gossip{Data: f}) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n.met.mu.Lock()
+	defer n.met.mu.Unlock()
+	if r := n.met.gossipRejects; r["bad_time"] != 2 || r["bad_frame"] != 1 {
+		t.Errorf("rejects %v, want 2 bad_time and 1 bad_frame", r)
+	}
+}
