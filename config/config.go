@@ -295,15 +295,25 @@ type Config struct {
 // FieldError is a configuration error about one key.
 type FieldError struct {
 	File  string // the file, if known
-	Field string // the key, e.g. "election_ticks" or "nodes.3"
+	Line  int    // the line, where the TOML decoder gives it (syntax and type errors); 0 if not known
+	Field string // the key, e.g. "election_ticks" or "nodes.3"; "" for a syntax error before any key
 	Msg   string
 }
 
 func (e *FieldError) Error() string {
-	if e.File != "" {
-		return fmt.Sprintf("config %s: %s: %s", e.File, e.Field, e.Msg)
+	where := "config"
+	switch {
+	case e.File != "" && e.Line > 0:
+		where = fmt.Sprintf("config %s:%d", e.File, e.Line)
+	case e.File != "":
+		where = "config " + e.File
+	case e.Line > 0:
+		where = fmt.Sprintf("config: line %d", e.Line)
 	}
-	return fmt.Sprintf("config: %s: %s", e.Field, e.Msg)
+	if e.Field == "" {
+		return fmt.Sprintf("%s: %s", where, e.Msg)
+	}
+	return fmt.Sprintf("%s: %s: %s", where, e.Field, e.Msg)
 }
 
 // Kind selects what Parse requires.
@@ -345,13 +355,14 @@ func Parse(text string, kind Kind) (*Config, error) {
 	md, err := toml.Decode(text, &c)
 	if err != nil {
 		var pe toml.ParseError
-		if errors.As(err, &pe) && pe.LastKey != "" {
-			return nil, &FieldError{Field: pe.LastKey, Msg: pe.Message}
+		if errors.As(err, &pe) {
+			return nil, &FieldError{Line: pe.Position.Line, Field: pe.LastKey, Msg: pe.Message}
 		}
 		// Type mismatches come as plain errors: `toml: line N (last key
-		// "k"): message`.
+		// "k"): message` (the line only where the decoder knows it).
 		if m := lastKeyRE.FindStringSubmatch(err.Error()); m != nil {
-			return nil, &FieldError{Field: m[1], Msg: m[2]}
+			line, _ := strconv.Atoi(m[1])
+			return nil, &FieldError{Line: line, Field: m[2], Msg: m[3]}
 		}
 		return nil, err
 	}
@@ -371,7 +382,7 @@ func Parse(text string, kind Kind) (*Config, error) {
 	return &c, nil
 }
 
-var lastKeyRE = regexp.MustCompile(`\(last key "([^"]*)"\): (.*)$`)
+var lastKeyRE = regexp.MustCompile(`^toml: (?:line (\d+) )?\(last key "([^"]*)"\): (.*)$`)
 
 func others(keys []string) string {
 	if len(keys) == 0 {
