@@ -23,6 +23,6 @@ func newRoot() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(simCmd(), agentCmd(), multicastCmd(), kvCmd(), membersCmd(), leaveCmd(), assassinateCmd(), statusCmd(), versionCmd(), demoCmd(), benchCmd(), benchClientCmd(), certsCmd())
+	root.AddCommand(simCmd(), agentCmd(), configCmd(), multicastCmd(), kvCmd(), membersCmd(), leaveCmd(), assassinateCmd(), statusCmd(), versionCmd(), demoCmd(), benchCmd(), benchClientCmd(), certsCmd())
 	return root
 }
