@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"maps"
@@ -17,8 +18,9 @@ import (
 func statusCmd() *cobra.Command {
 	var af adminFlags
 	var format string
+	var ready bool
 	c := &cobra.Command{
-		Use:   "status (--admin ADDR | --config FILE) [-o table|json]",
+		Use:   "status (--admin ADDR | --config FILE) [-o table|json] [--ready]",
 		Short: "Show one node: role, ballot, readiness and lag, retained state, fsync p99, queue depths",
 		Long: `Ask one node's admin endpoint for its status and print it: role and ballot,
 the leader it knows and whether it is ready (GET /readyz: a member of a
@@ -26,14 +28,33 @@ group with a known leader, caught up; otherwise the reason), how far it
 lags its leader's deliveries, the protocol state it retains in memory, its
 deliveries, the WAL's group commits and their p99 since start, and the
 depths of its queues: the peer and client inboxes and the send queue to
-each peer. -o json prints the endpoint's whole report (GET /status).`,
+each peer. -o json prints the endpoint's whole report (GET /status).
+
+--ready prints the status and then exits non-zero unless the node is ready:
+a health check for containers and service managers whose admin endpoint
+stays on loopback (Docker HEALTHCHECK, a Kubernetes exec probe; see
+docs/deploy.md).`,
 		Example: `  weft status --admin 127.0.0.1:7200
-  weft status --config node0.toml -o json`,
+  weft status --config node0.toml -o json
+  weft status --admin 127.0.0.1:7200 --ready`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return adminGet(cmd, &af, format, (*node.AdminClient).Report, writeStatus)
+			var rd node.Readiness
+			get := func(c *node.AdminClient, ctx context.Context) (node.Report, error) {
+				r, err := c.Report(ctx)
+				rd = r.Readiness
+				return r, err
+			}
+			if err := adminGet(cmd, &af, format, get, writeStatus); err != nil {
+				return err
+			}
+			if ready && !rd.Ready {
+				return fmt.Errorf("not ready: %s (%s)", rd.Reason, rd.Detail)
+			}
+			return nil
 		},
 	}
+	c.Flags().BoolVar(&ready, "ready", false, "exit non-zero unless the node is ready (a health check)")
 	af.register(c)
 	addOutput(c, &format, "")
 	return c
