@@ -23,7 +23,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -36,6 +35,7 @@ import (
 	"github.com/weft-dev/weft/client"
 	"github.com/weft-dev/weft/internal/check"
 	"github.com/weft-dev/weft/internal/faultproxy"
+	"github.com/weft-dev/weft/internal/testbin"
 	"github.com/weft-dev/weft/node"
 	"github.com/weft-dev/weft/wire"
 )
@@ -51,47 +51,14 @@ const (
 	progressAfter = 20 * time.Second
 )
 
-var weftBin struct {
-	once sync.Once
-	dir  string
-	path string
-	err  error
-}
-
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if weftBin.dir != "" {
-		os.RemoveAll(weftBin.dir)
-	}
+	testbin.Cleanup()
 	os.Exit(code)
 }
 
 // weftBinary builds cmd/weft once for the whole test binary.
-func weftBinary(t *testing.T) string {
-	t.Helper()
-	weftBin.once.Do(func() {
-		goTool, err := exec.LookPath("go")
-		if err != nil {
-			weftBin.err = err
-			return
-		}
-		if weftBin.dir, err = os.MkdirTemp("", "weft-faults-bin-"); err != nil {
-			weftBin.err = err
-			return
-		}
-		path := filepath.Join(weftBin.dir, "weft")
-		out, err := exec.Command(goTool, "build", "-o", path, "github.com/weft-dev/weft/cmd/weft").CombinedOutput()
-		if err != nil {
-			weftBin.err = fmt.Errorf("go build: %v\n%s", err, out)
-			return
-		}
-		weftBin.path = path
-	})
-	if weftBin.err != nil {
-		t.Fatalf("building the weft binary: %v", weftBin.err)
-	}
-	return weftBin.path
-}
+func weftBinary(t *testing.T) string { return testbin.Weft(t) }
 
 // pair is an ordered pair of agents: the stream from From to To.
 type pair struct{ From, To wire.ProcID }
