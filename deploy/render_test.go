@@ -94,7 +94,7 @@ profile = "lan"
 seeds = [{{range $g, $ms := .Groups}}{{if $g}}, {{end}}{{(index $ms 0).ID}}{{end}}]
 `
 
-const composeFile = `# weft in Docker Compose: 3 groups x 3 replicas, one container per node,
+const composeTemplate = `# weft in Docker Compose: 3 groups x 3 replicas, one container per node,
 # mutual TLS. Rendered by deploy/render_test.go (edit the template there).
 # From deploy/, once (docs/deploy.md):
 #
@@ -343,7 +343,7 @@ func render() map[string][]byte {
 	for _, m := range cms {
 		files[filepath.Join("compose", m.Name+".toml")] = renderNode(m, cms, "docker-compose.yml", "/etc/weft/tls/node.crt", "/etc/weft/tls/node.key")
 	}
-	files["docker-compose.yml"] = execTemplate("compose", composeFile, map[string]any{"All": cms})
+	files["docker-compose.yml"] = execTemplate("compose", composeTemplate, map[string]any{"All": cms})
 
 	kms := layout(k8sAddr)
 	type cfg struct {
