@@ -208,8 +208,12 @@ type agent struct {
 	// the checks read it whatever happens to the node's state).
 	dlogPath string
 	admin    string
-	cmd      *exec.Cmd
-	exited   chan struct{}
+	// wrap, if set, is the command the agent runs under: its name and
+	// arguments come before the weft binary's (tests run agents in network
+	// namespaces: ip netns exec NS).
+	wrap   []string
+	cmd    *exec.Cmd
+	exited chan struct{}
 }
 
 func (a *agent) running() bool {
@@ -461,7 +465,8 @@ func (r *run) start(a *agent, flags ...string) error {
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command(r.opt.Exe, append([]string{"agent", "--config", a.cfgPath}, flags...)...)
+	argv := slices.Concat(a.wrap, []string{r.opt.Exe, "agent", "--config", a.cfgPath}, flags)
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = sysProcAttr()
 	if err := cmd.Start(); err != nil {

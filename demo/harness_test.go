@@ -127,6 +127,19 @@ func startCluster(t *testing.T, spec clusterSpec) *cluster {
 	if err := c.r.setup(); err != nil {
 		t.Fatal(err)
 	}
+	c.launch()
+	return c
+}
+
+// launch starts the agents c.r describes, waits for every group to have a
+// leader and every proxy (if any) to carry a stream, connects a client
+// (over mutual TLS with c.r.tls, else with c.r.key) and starts the
+// workload.
+func (c *cluster) launch() {
+	t := c.t
+	t.Helper()
+	opt := c.r.opt
+	var err error
 	for _, a := range c.r.agents {
 		if err := c.r.start(a); err != nil {
 			t.Fatal(err)
@@ -159,7 +172,7 @@ func startCluster(t *testing.T, spec clusterSpec) *cluster {
 	for _, a := range c.r.agents {
 		nodes[a.id] = c.r.snapshot()[a.id].Addr
 	}
-	c.cl, err = client.New(client.Config{Cluster: "weft-demo", ClusterKey: c.r.key, Topology: c.r.topo, Nodes: nodes, Tick: opt.Tick, RetryTicks: 10,
+	c.cl, err = client.New(client.Config{Cluster: "weft-demo", ClusterKey: c.r.key, TLS: c.r.tls, Topology: c.r.topo, Nodes: nodes, Tick: opt.Tick, RetryTicks: 10,
 		OnMulticast: func(m wire.AppMsg, at time.Time) {
 			dest := make([]int, len(m.Dest))
 			for i, g := range m.Dest {
@@ -176,7 +189,6 @@ func startCluster(t *testing.T, spec clusterSpec) *cluster {
 		c.workers.Go(func() { c.r.worker(c.ctx, c.cl, &c.stop, uint64(w)) })
 	}
 	c.bg.Go(c.progress)
-	return c
 }
 
 // proxyIP is the loopback address the proxies listen on: 127.0.0.2 where
