@@ -83,6 +83,10 @@ admin = "127.0.0.1:7200"
 tls_cert = "{{.TLSCert}}"
 tls_key = "{{.TLSKey}}"
 tls_ca = "/etc/weft/tls/ca.crt"
+# "new" for the cluster's first start; then "existing", so that an empty
+# data_dir (a lost volume) is refused, never taken for a new member
+# (docs/deploy.md, "Replacing a machine").
+initial_state = "new"
 groups = [{{range $g, $ms := .Groups}}{{if $g}}, {{end}}[{{range $i, $m := $ms}}{{if $i}}, {{end}}{{$m.ID}}{{end}}]{{end}}]
 
 [nodes]
