@@ -138,8 +138,6 @@ func startCluster(t *testing.T, spec clusterSpec) *cluster {
 func (c *cluster) launch() {
 	t := c.t
 	t.Helper()
-	opt := c.r.opt
-	var err error
 	for _, a := range c.r.agents {
 		if err := c.r.start(a); err != nil {
 			t.Fatal(err)
@@ -168,10 +166,22 @@ func (c *cluster) launch() {
 	})
 	c.logf("cluster up: %d agents, %d proxies, leaders %s", len(c.r.agents), len(c.proxies), c.r.leaders(c.r.snapshot()))
 
+	c.connect()
+	c.bg.Go(c.progress)
+}
+
+// connect connects a client to the agents at the addresses they report
+// (over mutual TLS with c.r.tls, else with c.r.key) and starts the
+// workload.
+func (c *cluster) connect() {
+	t := c.t
+	t.Helper()
+	opt := c.r.opt
 	nodes := map[wire.ProcID]string{}
 	for _, a := range c.r.agents {
 		nodes[a.id] = c.r.snapshot()[a.id].Addr
 	}
+	var err error
 	c.cl, err = client.New(client.Config{Cluster: "weft-demo", ClusterKey: c.r.key, TLS: c.r.tls, Topology: c.r.topo, Nodes: nodes, Tick: opt.Tick, RetryTicks: 10,
 		OnMulticast: func(m wire.AppMsg, at time.Time) {
 			dest := make([]int, len(m.Dest))
@@ -188,7 +198,23 @@ func (c *cluster) launch() {
 	for w := range opt.Clients {
 		c.workers.Go(func() { c.r.worker(c.ctx, c.cl, &c.stop, uint64(w)) })
 	}
-	c.bg.Go(c.progress)
+}
+
+// pause stops the workload, waits for the messages in flight and closes
+// the client; connect starts it again (with the agents' addresses then).
+func (c *cluster) pause() {
+	c.t.Helper()
+	c.stop.Store(true)
+	drained := make(chan struct{})
+	go func() { c.workers.Wait(); close(drained) }()
+	select {
+	case <-drained:
+	case <-time.After(drainWithin):
+		c.t.Fatalf("%s messages still in flight %v after the workload paused\n%s", c.elapsed(), drainWithin, c.diagnostics())
+	}
+	c.cl.Close()
+	c.stop.Store(false)
+	c.logf("workload paused: %d multicasts completed", c.completed())
 }
 
 // proxyIP is the loopback address the proxies listen on: 127.0.0.2 where
@@ -231,9 +257,6 @@ func (c *cluster) progress() {
 		case <-c.ctx.Done():
 			return
 		case <-t.C:
-		}
-		if c.stop.Load() {
-			return
 		}
 		c.r.mu.Lock()
 		done, inflight := c.r.completed, c.r.inflight

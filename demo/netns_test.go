@@ -28,11 +28,13 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/weft-dev/weft/amcast"
 	"github.com/weft-dev/weft/config"
+	"github.com/weft-dev/weft/internal/check"
 	"github.com/weft-dev/weft/node"
 	"github.com/weft-dev/weft/transport"
 	"github.com/weft-dev/weft/wire"
@@ -168,7 +170,8 @@ func TestNetnsCluster(t *testing.T) {
 		t.Skip("multi-process test: skipped with -short")
 	}
 	const groups, replicas = 3, 3
-	lan := newNetnsLAN(t, groups*replicas)
+	// One machine per node, and a spare one a member moves to.
+	lan := newNetnsLAN(t, groups*replicas+1)
 	exe := weftBinary(t)
 	dir, err := os.MkdirTemp("", "weft-netns-")
 	if err != nil {
@@ -210,6 +213,7 @@ func TestNetnsCluster(t *testing.T) {
 		gs = append(gs, slices.Clone(c.r.topo.Groups[g]))
 	}
 	tlsDir := filepath.Join(dir, "tls")
+	cfgs := make([]config.Config, n)
 	for p := range n {
 		a := &agent{id: wire.ProcID(p), group: p / replicas, dir: filepath.Join(dir, fmt.Sprintf("node%d", p)),
 			admin: lan.addr(p) + ":7200", wrap: lan.exec(p),
@@ -227,6 +231,7 @@ func TestNetnsCluster(t *testing.T) {
 		if err := os.WriteFile(a.cfgPath, []byte(cfg.Format()), 0o644); err != nil {
 			t.Fatal(err)
 		}
+		cfgs[p] = cfg
 		c.r.agents = append(c.r.agents, a)
 	}
 	// The operator's commands: the certificates for the machines'
@@ -264,13 +269,87 @@ func TestNetnsCluster(t *testing.T) {
 		}
 	}
 	c.load(opt.Duration, 50)
+
+	// Replacing a machine whose disk survived, with a new address
+	// (docs/deploy.md): p4 stops, its data directory is copied to the
+	// spare machine, every configuration names p4's new address, the
+	// member starts there (it reaches its peers; they reach it only once
+	// they restarted: each peer dials the address its own file names) and
+	// the others restart one at a time, each back in its group and caught
+	// up before the next.
+	// Clients name the nodes' addresses too (the Go client dials the
+	// addresses it was given): the workload pauses, and a client with the
+	// new layout takes over after the move.
+	const moved, spare = 4, groups * replicas
+	c.pause()
+	a := c.agent(moved)
+	c.terminate(moved)
+	newDir := a.dir + "-moved"
+	if out, err := exec.Command("cp", "-a", a.dir, newDir).CombinedOutput(); err != nil {
+		t.Fatalf("cp -a: %v: %s", err, out)
+	}
+	for p := range cfgs {
+		cfgs[p].Nodes[strconv.Itoa(moved)] = lan.addr(spare) + ":7100" // one map, shared by all
+	}
+	a.dir, a.admin, a.wrap = newDir, lan.addr(spare)+":7200", lan.exec(spare)
+	cfgs[moved].DataDir, cfgs[moved].Admin = a.dir, a.admin
+	for p, cfg := range cfgs {
+		if err := os.WriteFile(c.r.agents[p].cfgPath, []byte(cfg.Format()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if out := weft(spare, "config", "check", a.cfgPath); !strings.Contains(out, fmt.Sprintf(`holds the state of member %d of cluster "weft-demo"`, moved)) {
+		t.Errorf("config check on the new machine does not see p%d's state:\n%s", moved, out)
+	}
+	c.restart(moved)
+	for _, o := range c.r.agents {
+		if o.id == moved {
+			continue
+		}
+		c.terminate(o.id)
+		c.restart(o.id)
+		c.waitRejoin(o.id)
+	}
+	// The moved member hears its group only now that every member of it
+	// restarted with its new address.
+	c.waitRejoin(moved)
+	c.connect()
+	c.waitDelivering(a.group, c.members(a.group))
+	c.load(time.Second, 50)
+	if st := c.r.snapshot()[moved]; st.Addr != lan.addr(spare)+":7100" {
+		t.Errorf("p%d listens on %s after the move, want %s:7100", moved, st.Addr, lan.addr(spare))
+	}
 	// The health check containers use, run on a machine against its own
 	// admin endpoint with the token from its configuration.
-	out := weft(4, "status", "--config", c.r.agents[4].cfgPath, "--ready")
+	out := weft(spare, "status", "--config", a.cfgPath, "--ready")
 	if !strings.Contains(out, "ready") {
-		t.Errorf("weft status --ready on machine 4:\n%s", out)
+		t.Errorf("weft status --ready on p%d's new machine:\n%s", moved, out)
 	}
 	c.finish()
+}
+
+// terminate stops agent p with SIGTERM, as an operator stops a service,
+// and records the stop as a crash (the checkers' event for a process
+// that stopped).
+func (c *cluster) terminate(p wire.ProcID) {
+	c.t.Helper()
+	a := c.agent(p)
+	if !a.running() {
+		c.t.Fatalf("p%d is not running", p)
+	}
+	a.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-a.exited:
+	case <-time.After(10 * time.Second):
+		c.t.Fatalf("p%d did not stop within 10s of SIGTERM", p)
+	}
+	if !a.cmd.ProcessState.Success() {
+		c.t.Errorf("p%d exited with %v after SIGTERM; its log ends:\n    %s", p, a.cmd.ProcessState, tailN(a.logPath, 20))
+	}
+	c.r.mu.Lock()
+	c.r.events = append(c.r.events, check.Event{Ev: check.EvCrash, Proc: int(p), T: time.Now().UnixMicro()})
+	c.r.mu.Unlock()
+	c.logf("stopped p%d (g%d) with SIGTERM", p, a.group)
 }
 
 // readCertSANs returns a certificate's IP SANs, as text.
