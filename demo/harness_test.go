@@ -204,17 +204,29 @@ func (c *cluster) connect() {
 // the client; connect starts it again (with the agents' addresses then).
 func (c *cluster) pause() {
 	c.t.Helper()
+	c.drain("paused")
+	if c.ctx.Err() != nil {
+		c.t.FailNow()
+	}
+	c.cl.Close()
+	c.stop.Store(false)
+	c.logf("workload paused: %d multicasts completed", c.completed())
+}
+
+// drain stops the workload and waits for the messages in flight; after
+// drainWithin it fails the test and ends them (c.ctx).
+func (c *cluster) drain(what string) {
+	c.t.Helper()
 	c.stop.Store(true)
 	drained := make(chan struct{})
 	go func() { c.workers.Wait(); close(drained) }()
 	select {
 	case <-drained:
 	case <-time.After(drainWithin):
-		c.t.Fatalf("%s messages still in flight %v after the workload paused\n%s", c.elapsed(), drainWithin, c.diagnostics())
+		c.t.Errorf("%s messages still in flight %v after the workload %s\n%s", c.elapsed(), drainWithin, what, c.diagnostics())
+		c.cancel()
+		<-drained
 	}
-	c.cl.Close()
-	c.stop.Store(false)
-	c.logf("workload paused: %d multicasts completed", c.completed())
 }
 
 // proxyIP is the loopback address the proxies listen on: 127.0.0.2 where
@@ -551,16 +563,7 @@ func (c *cluster) waitRejoin(p wire.ProcID) node.Status {
 func (c *cluster) finish() {
 	c.t.Helper()
 	r := c.r
-	c.stop.Store(true)
-	drained := make(chan struct{})
-	go func() { c.workers.Wait(); close(drained) }()
-	select {
-	case <-drained:
-	case <-time.After(drainWithin):
-		c.t.Errorf("%s messages still in flight %v after the workload stopped\n%s", c.elapsed(), drainWithin, c.diagnostics())
-		c.cancel()
-		<-drained
-	}
+	c.drain("stopped")
 	if c.ctx.Err() == nil && !r.waitFor(c.ctx, settleWithin, r.settled()) {
 		c.t.Errorf("%s the groups did not settle (all members up, same last delivery) within %v\n%s", c.elapsed(), settleWithin, c.diagnostics())
 	}

@@ -17,9 +17,8 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
-	"crypto/x509"
+	"crypto/tls"
 	"encoding/hex"
-	"encoding/pem"
 	"fmt"
 	"net/http"
 	"os"
@@ -255,7 +254,7 @@ func TestNetnsCluster(t *testing.T) {
 	if c.r.tls, err = transport.LoadTLS(filepath.Join(tlsDir, "client.crt"), filepath.Join(tlsDir, "client.key"), filepath.Join(tlsDir, "ca.crt"), ""); err != nil {
 		t.Fatal(err)
 	}
-	cert := readCertSANs(t, filepath.Join(tlsDir, "node-4.crt"))
+	cert := certIPs(t, filepath.Join(tlsDir, "node-4.crt"), filepath.Join(tlsDir, "node-4.key"))
 	if !strings.Contains(cert, lan.addr(4)) {
 		t.Errorf("node 4's certificate names %s, not its machine's address %s", cert, lan.addr(4))
 	}
@@ -352,20 +351,12 @@ func (c *cluster) terminate(p wire.ProcID) {
 	c.logf("stopped p%d (g%d) with SIGTERM", p, a.group)
 }
 
-// readCertSANs returns a certificate's IP SANs, as text.
-func readCertSANs(t *testing.T, path string) string {
+// certIPs returns the IP SANs of a certificate whose key is beside it.
+func certIPs(t *testing.T, crt, key string) string {
 	t.Helper()
-	b, err := os.ReadFile(path)
+	pair, err := tls.LoadX509KeyPair(crt, key)
 	if err != nil {
 		t.Fatal(err)
 	}
-	blk, _ := pem.Decode(b)
-	if blk == nil {
-		t.Fatalf("%s: no PEM block", path)
-	}
-	cert, err := x509.ParseCertificate(blk.Bytes)
-	if err != nil {
-		t.Fatalf("%s: %v", path, err)
-	}
-	return fmt.Sprint(cert.IPAddresses)
+	return fmt.Sprint(pair.Leaf.IPAddresses)
 }

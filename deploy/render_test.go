@@ -179,7 +179,13 @@ data:
 {{- end}}
 `
 
-const groupFile = `# Group {{.G}} of weft: a headless Service (stable pod names, published
+const groupFile = `{{define "meta"}}metadata:
+  name: weft-g{{.G}}
+  namespace: {{.Namespace}}
+  labels: &labels
+    app.kubernetes.io/name: weft
+    weft.dev/group: "{{.G}}"{{end -}}
+# Group {{.G}} of weft: a headless Service (stable pod names, published
 # before the pods are ready: members must reach each other to become
 # ready), a StatefulSet of {{.Replicas}} (each pod its own volume, so its
 # own member state), and a PodDisruptionBudget that lets voluntary
@@ -189,12 +195,7 @@ const groupFile = `# Group {{.G}} of weft: a headless Service (stable pod names,
 # labels.)
 apiVersion: v1
 kind: Service
-metadata:
-  name: weft-g{{.G}}
-  namespace: {{.Namespace}}
-  labels: &labels
-    app.kubernetes.io/name: weft
-    weft.dev/group: "{{.G}}"
+{{template "meta" .}}
 spec:
   clusterIP: None
   publishNotReadyAddresses: true
@@ -205,12 +206,7 @@ spec:
 ---
 apiVersion: apps/v1
 kind: StatefulSet
-metadata:
-  name: weft-g{{.G}}
-  namespace: {{.Namespace}}
-  labels: &labels
-    app.kubernetes.io/name: weft
-    weft.dev/group: "{{.G}}"
+{{template "meta" .}}
 spec:
   serviceName: weft-g{{.G}}
   replicas: {{.Replicas}}
@@ -307,12 +303,7 @@ spec:
 ---
 apiVersion: policy/v1
 kind: PodDisruptionBudget
-metadata:
-  name: weft-g{{.G}}
-  namespace: {{.Namespace}}
-  labels: &labels
-    app.kubernetes.io/name: weft
-    weft.dev/group: "{{.G}}"
+{{template "meta" .}}
 spec:
   maxUnavailable: 1
   selector:

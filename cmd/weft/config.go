@@ -68,11 +68,7 @@ groups and nodes are required, and no agent file is read.`,
 			if err != nil {
 				return err
 			}
-			if format == outJSON {
-				return printJSON(cmd.OutOrStdout(), rep)
-			}
-			writeConfigReport(cmd.OutOrStdout(), rep)
-			return nil
+			return emit(cmd.OutOrStdout(), format, rep, writeConfigReport)
 		},
 	}
 	c.Flags().BoolVar(&client, "client", false, "check a client's file: only cluster, groups and nodes")

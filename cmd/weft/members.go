@@ -198,11 +198,7 @@ func adminGet[T any](cmd *cobra.Command, a *adminFlags, format string,
 	if err != nil {
 		return err
 	}
-	if format == outJSON {
-		return printJSON(cmd.OutOrStdout(), v)
-	}
-	write(cmd.OutOrStdout(), v)
-	return nil
+	return emit(cmd.OutOrStdout(), format, v, write)
 }
 
 func printJSON(w io.Writer, v any) error {

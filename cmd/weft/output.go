@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 
 	"github.com/spf13/cobra"
 )
@@ -62,4 +63,13 @@ func addOutput(c *cobra.Command, target *string, legacy string) {
 		}
 		return nil
 	}
+}
+
+// emit prints v: as JSON with -o json, else with write (the table).
+func emit[T any](w io.Writer, format string, v T, write func(io.Writer, T)) error {
+	if format == outJSON {
+		return printJSON(w, v)
+	}
+	write(w, v)
+	return nil
 }
