@@ -47,10 +47,11 @@ names: cluster_key_file and admin_token_file are read (length; the token
 file's mode), and with TLS the certificate, key and CA files are loaded,
 the certificate must carry this node's identity (weft://<cluster>/node/<id>)
 and verify against tls_ca now (not expired). config check adds what the
-agent finds out only as it starts, where that is cheap and changes nothing:
+agent finds out only as it starts, where that is cheap and leaves nothing behind:
 
-  data_dir   exists and is a directory files can be created in, or can be
-             created (its nearest existing ancestor is); if it holds an
+  data_dir   exists and is a directory files can be created in (a probe
+             file is created and removed), or can be created (its nearest
+             existing ancestor is such a directory); if it holds an
              IDENTITY, it is this member's (cluster, id, protocol) and its
              write-ahead log is there: the refusals the agent would stop with.
 
@@ -58,8 +59,12 @@ Not checked: whether the ports are free, whether the peers' names resolve
 and answer (in a container network or Kubernetes they resolve only inside
 it), the bootstrap probe, delivery_log's directory.
 
+The data_dir checks run as the user running config check: run it as the
+agent's user (the systemd unit's ExecStartPre does).
+
 --client checks a client's file (weft multicast/kv --config): only cluster,
-groups and nodes are required, and no agent file is read.`,
+groups and nodes are required; the TLS files and data_dir are not looked at
+(a client has its own certificate and no data).`,
 		Example: `  weft config check /etc/weft/weft.toml
   weft config check node0.toml -o json`,
 		Args: cobra.ExactArgs(1),
