@@ -74,15 +74,14 @@ type checked struct {
 		What, Result string
 	} `json:"checks"`
 	Values struct {
-		Cluster string                `json:"cluster"`
-		ID      int                   `json:"id"`
-		DataDir string                `json:"data_dir"`
-		Listen  string                `json:"listen"`
-		Client  string                `json:"client_addr"`
-		TLSCert string                `json:"tls_cert"`
-		Groups  [][]int               `json:"groups"`
-		Nodes   map[string]string     `json:"nodes"`
-		Gossip  struct{ Seeds []int } `json:"gossip"`
+		Cluster string            `json:"cluster"`
+		ID      int               `json:"id"`
+		Listen  string            `json:"listen"`
+		Groups  [][]int           `json:"groups"`
+		Nodes   map[string]string `json:"nodes"`
+		Gossip  struct {
+			Seeds []int `json:"seeds"`
+		} `json:"gossip"`
 	} `json:"values"`
 	// Text is the file as the agent reads it (inside paths).
 	Text string `json:"-"`
