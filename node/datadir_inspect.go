@@ -22,13 +22,22 @@ import (
 // empty directory are left to the agent, which knows whether peers saw
 // this member. Reading a directory a running agent holds is safe: only
 // IDENTITY is read, and it is replaced atomically.
-func InspectDataDir(dir, cluster string, member wire.ProcID, protocol string) (string, error) {
+func InspectDataDir(dir, cluster string, member wire.ProcID, protocol, initialState string) (string, error) {
+	// An empty directory with initial_state "existing" is a lost one: the
+	// agent refuses it (openDataDir), naming the way out.
+	lost := func(what string) error {
+		return fmt.Errorf("data_dir %s is %s and initial_state is %q: member %d of cluster %q ran before, so its state is lost (or data_dir is wrong); the agent refuses it (weft agent --rejoin: docs/disk-loss.md)",
+			dir, what, InitialExisting, member, cluster)
+	}
 	fi, err := os.Stat(dir)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		anc, err := creatableFrom(dir)
 		if err != nil {
 			return "", err
+		}
+		if initialState == InitialExisting {
+			return "", lost("absent")
 		}
 		return fmt.Sprintf("absent: the agent creates it under %s and starts a new member (see initial_state)", anc), nil
 	case err != nil:
@@ -46,6 +55,12 @@ func InspectDataDir(dir, cluster string, member wire.ProcID, protocol string) (s
 	_, werr := os.Stat(filepath.Join(dir, walDir))
 	hasWAL := werr == nil
 	want := &identity{Cluster: cluster, Member: member, Protocol: protocol}
+	// Once a member has run, initial_state "new" only weakens the guard
+	// against a lost directory (the bootstrap probe needs a peer up).
+	hint := ""
+	if initialState != InitialExisting {
+		hint = fmt.Sprintf("; initial_state is %q: set %q now that this member has run (an empty data_dir is then always refused)", initialState, InitialExisting)
+	}
 	switch {
 	case id != nil:
 		if err := id.check(dir, want); err != nil {
@@ -54,9 +69,11 @@ func InspectDataDir(dir, cluster string, member wire.ProcID, protocol string) (s
 		if !hasWAL && !id.Amnesiac {
 			return "", fmt.Errorf("data_dir %s holds the identity of %s but no write-ahead log (%s/ was removed?): the agent refuses to start it as if new (docs/disk-loss.md)", dir, id, walDir)
 		}
-		return "holds the state of " + id.String(), nil
+		return "holds the state of " + id.String() + hint, nil
 	case hasWAL:
-		return "holds a write-ahead log without IDENTITY (from before identities): the agent adopts it as this member's", nil
+		return "holds a write-ahead log without IDENTITY (from before identities): the agent adopts it as this member's" + hint, nil
+	case initialState == InitialExisting:
+		return "", lost("empty")
 	}
 	return "empty: the agent starts a new member (see initial_state)", nil
 }

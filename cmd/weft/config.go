@@ -53,7 +53,10 @@ agent finds out only as it starts, where that is cheap and leaves nothing behind
              file is created and removed), or can be created (its nearest
              existing ancestor is such a directory); if it holds an
              IDENTITY, it is this member's (cluster, id, protocol) and its
-             write-ahead log is there: the refusals the agent would stop with.
+             write-ahead log is there; with initial_state = "existing" it
+             is not empty: the refusals the agent would stop with (without
+             --rejoin). A member's directory that holds state while
+             initial_state is still "new" gets a hint to set "existing".
 
 Not checked: whether the ports are free, whether the peers' names resolve
 and answer (in a container network or Kubernetes they resolve only inside
@@ -128,7 +131,7 @@ func checkConfig(path string, client bool) (*configReport, error) {
 		}
 		add("tls_cert", fmt.Sprintf("node %d's certificate, verifies against %s, valid until %s", cfg.ID, cfg.TLSCA, leaf.NotAfter.UTC().Format(time.RFC3339)))
 	}
-	dd, err := node.InspectDataDir(cfg.DataDir, cfg.Cluster, cfg.ID, cfg.Protocol)
+	dd, err := node.InspectDataDir(cfg.DataDir, cfg.Cluster, cfg.ID, cfg.Protocol, cfg.InitialState)
 	if err != nil {
 		return nil, fmt.Errorf("config %s: %w", path, err)
 	}
