@@ -3,6 +3,7 @@ package deploy
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -153,6 +154,14 @@ func TestCompose(t *testing.T) {
 		}
 	}
 
+	// With Compose at hand, it validates the file against its schema (the
+	// certificates the file mounts now exist).
+	if out, err := composeConfig(root); err != nil {
+		t.Errorf("%v\n%s", err, out)
+	} else if out != nil {
+		t.Log("compose config: valid")
+	}
+
 	// The client service: the cluster's layout and the client certificate
 	// that weft certs wrote.
 	cli, ok := cf.Services["cli"]
@@ -165,4 +174,32 @@ func TestCompose(t *testing.T) {
 			t.Errorf("cli mounts %s: %v", src, err)
 		}
 	}
+}
+
+// composeConfig runs `docker compose config -q` (or docker-compose's) on a
+// copy of docker-compose.yml in root/deploy-copy beside root's compose/;
+// nil, nil without Compose.
+func composeConfig(root string) ([]byte, error) {
+	var argv []string
+	if docker, err := exec.LookPath("docker"); err == nil && exec.Command(docker, "compose", "version").Run() == nil {
+		argv = []string{docker, "compose"}
+	} else if dc, err := exec.LookPath("docker-compose"); err == nil {
+		argv = []string{dc}
+	} else {
+		return nil, nil
+	}
+	b, err := os.ReadFile("docker-compose.yml")
+	if err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(root, "docker-compose.yml"), b, 0o644); err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(argv[0], append(argv[1:], "-f", filepath.Join(root, "docker-compose.yml"), "config", "-q")...)
+	cmd.Dir = root
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return out, fmt.Errorf("%s config -q: %v", strings.Join(argv, " "), err)
+	}
+	return []byte{}, nil
 }

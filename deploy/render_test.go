@@ -112,7 +112,9 @@ const composeTemplate = `# weft in Docker Compose: 3 groups x 3 replicas, one co
 #     docker compose run --rm cli multicast --config /etc/weft/weft.toml \
 #         --tls-cert /etc/weft/tls/client.crt --tls-key /etc/weft/tls/client.key --dest 0,1 hello
 #     docker compose exec weft-g0-0 weft status --admin 127.0.0.1:7200
-name: weft
+#
+# (No top-level name: docker-compose 1.x, Debian 12's, refuses it; the
+# project is named after this directory, or -p NAME.)
 
 x-weft: &weft
   image: weft:dev
