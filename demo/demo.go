@@ -1043,7 +1043,7 @@ func (r *run) history() (*check.History, error) {
 		}
 		evs = append(evs, ph.Events...)
 	}
-	rank := map[string]int{check.EvMulticast: 0, check.EvRestart: 1, check.EvDeliver: 2, check.EvCrash: 3}
+	rank := map[string]int{check.EvMulticast: 0, check.EvRestart: 1, check.EvDeliver: 2, check.EvInstall: 2, check.EvCrash: 3}
 	slices.SortStableFunc(evs, func(a, b check.Event) int {
 		if a.T != b.T {
 			if a.T < b.T {

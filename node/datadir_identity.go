@@ -47,9 +47,11 @@ type identity struct {
 	// lost directory (which knows the lost one's count only if its
 	// IDENTITY survived; otherwise it records 2).
 	Incarnation uint64 `json:"incarnation"`
-	// Amnesiac: the member lost its durable state and was rejoined
-	// (Config.Rejoin). It restarts inert (wbcast.RestoreAmnesiac) for as
-	// long as this directory lives.
+	// Amnesiac: the member lost its durable state and was started with
+	// Config.Rejoin in this directory. It restarts through
+	// wbcast.RestoreAmnesiac for as long as the directory lives: inert
+	// until its log holds an adopted ballot's state (it rejoined), an
+	// ordinary restart from then on.
 	Amnesiac bool `json:"amnesiac,omitempty"`
 }
 

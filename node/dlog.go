@@ -260,7 +260,7 @@ func (l *deliveryLog) linesValid(size int64, synced, cur logPos) bool {
 	prev := synced.GTS
 	for _, ev := range h.Events {
 		gts := wire.Timestamp{T: ev.GTS.T, G: wire.GroupID(ev.GTS.G)}
-		if ev.Ev != check.EvDeliver || ev.Proc != l.cfg.proc || !prev.Less(gts) {
+		if (ev.Ev != check.EvDeliver && ev.Ev != check.EvInstall) || ev.Proc != l.cfg.proc || !prev.Less(gts) {
 			return false
 		}
 		prev = gts
@@ -268,13 +268,31 @@ func (l *deliveryLog) linesValid(size int64, synced, cur logPos) bool {
 	return prev == cur.GTS
 }
 
-// add buffers one delivery; flush writes the buffered ones.
+// add buffers one delivery; flush writes the buffered ones. A delivery at
+// or below the log's last one is not written again: a member that lost
+// its data directory (the log lives elsewhere) delivers or installs the
+// group's prefix again after it rejoined.
 func (l *deliveryLog) add(m *wire.AppMsg, gts wire.Timestamp, now time.Time) {
+	if !l.last.Less(gts) {
+		return
+	}
 	l.pos.T = max(now.UnixMicro(), l.pos.T) // never backwards within the log
 	l.last = gts
 	l.n++
 	l.w.Write(check.Event{Ev: check.EvDeliver, Proc: l.cfg.proc, Group: l.cfg.group, ID: m.ID.Full(),
 		GTS: check.GTS{T: gts.T, G: int(gts.G)}, T: l.pos.T})
+}
+
+// install buffers a state transfer (amcast.Delivery.Install): the node's
+// delivered prefix jumped to gts (check's "install" event).
+func (l *deliveryLog) install(gts wire.Timestamp, now time.Time) {
+	if !l.last.Less(gts) {
+		return
+	}
+	l.pos.T = max(now.UnixMicro(), l.pos.T)
+	l.last = gts
+	l.n++
+	l.w.Write(check.Event{Ev: check.EvInstall, Proc: l.cfg.proc, Group: l.cfg.group, GTS: check.GTS{T: gts.T, G: int(gts.G)}, T: l.pos.T})
 }
 
 // flush writes the buffered deliveries with one write, rotating first if

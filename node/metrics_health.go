@@ -159,7 +159,7 @@ func (n *Node) Readiness() Readiness {
 	}
 	switch {
 	case st.Amnesiac:
-		return not("amnesiac", "this member lost its data directory and is inert (docs/disk-loss.md)")
+		return not("amnesiac", "this member lost its data directory and is inert until it has rejoined its group (docs/disk-loss.md)")
 	case h.left:
 		return not("leaving", "this node announced its departure")
 	case st.Leader:

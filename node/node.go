@@ -473,8 +473,10 @@ type Status struct {
 	Pid    int               `json:"pid"`
 	// Incarnation is the data directory's (see identity).
 	Incarnation uint64 `json:"incarnation"`
-	// Amnesiac: the member lost its data directory and was rejoined; it is
-	// inert (never votes, acks or leads) until state transfer exists.
+	// Amnesiac: the member lost its data directory and has not rejoined
+	// its group yet: it is inert (never votes, acks, leads or delivers)
+	// until then (docs/disk-loss.md). Incarnation above 1 tells a member
+	// that rejoined.
 	Amnesiac bool `json:"amnesiac,omitempty"`
 	// Service holds the state machine driver's counters and its applied
 	// gts (nil without Config.StateMachine).
@@ -832,8 +834,11 @@ func (n *Node) ready() error {
 		now := time.Now()
 		for i := range rd.Deliveries {
 			d := &rd.Deliveries[i]
-			if d.Install {
-				continue // a state transfer, not a message (applyService)
+			if d.Install { // a state transfer, not a message (applyService)
+				if n.dlog != nil {
+					n.dlog.install(d.GTS, now)
+				}
+				continue
 			}
 			n.stats.Delivered++
 			n.met.delivered(d.M.ID, now)
@@ -868,6 +873,13 @@ func (n *Node) ready() error {
 	return n.maybeCompact()
 }
 
+// coreAmnesiac reports whether the core still waits to rejoin after a
+// disk loss (wbcast.Process.Amnesiac).
+func (n *Node) coreAmnesiac() bool {
+	a, ok := n.m.(interface{ Amnesiac() bool })
+	return ok && a.Amnesiac()
+}
+
 func (n *Node) publish() {
 	b, cb := n.m.ballots()
 	switch leader := n.m.leader(); {
@@ -883,7 +895,7 @@ func (n *Node) publish() {
 		Ballot: b, CBallot: cb, Clock: n.m.clock(), MaxDelivered: n.m.maxDelivered(),
 		Retained: n.m.retained(), Coverage: n.m.coverage(),
 		WALFirst: n.w.FirstIndex(), WALLast: n.w.LastIndex(), Stats: n.stats, Pid: os.Getpid(), LeaderSince: n.leaderSince,
-		Incarnation: n.ident.Incarnation, Amnesiac: n.ident.Amnesiac,
+		Incarnation: n.ident.Incarnation, Amnesiac: n.ident.Amnesiac && n.coreAmnesiac(),
 	}
 	if n.svc != nil {
 		st.Service = &ServiceStatus{Stats: n.svc.d.Stats(), AppliedGTS: n.svc.d.Applied(), Replayed: n.svc.replayed}

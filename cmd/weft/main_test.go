@@ -208,6 +208,7 @@ func TestSweepVerdict(t *testing.T) {
 	for seed := uint64(1); seed <= 25; seed++ {
 		r := &sim.SweepResult{Seed: seed, Config: sim.Config{Protocol: "wbcast", Delta: 1000}}
 		r.Stats.MultiGroup, r.LeaderChanges, r.Coverage.RecoveriesWithAccepted = 1, 1, 1
+		r.Coverage.Installs, r.Coverage.Rejoins = 1, 1
 		if seed == 4 || seed == 17 {
 			r.Err = fmt.Errorf("sim: seed %d: panic: boom", seed)
 		}
@@ -230,5 +231,9 @@ func TestSweepVerdict(t *testing.T) {
 	agg.LeaderChanges = 0
 	if err := sweepVerdict(&agg); err == nil || !strings.Contains(err.Error(), "INVALID") || !strings.Contains(err.Error(), "no leader change") {
 		t.Fatalf("coverage verdict: %v", err)
+	}
+	agg.LeaderChanges, agg.Coverage.Installs = 1, 0
+	if err := sweepVerdict(&agg); err == nil || !strings.Contains(err.Error(), "no state transfer") {
+		t.Fatalf("coverage verdict without a state transfer: %v", err)
 	}
 }
