@@ -339,19 +339,7 @@ func (p *Process) adopt(b wire.Ballot, clock uint64, state []wire.MsgState) {
 				p.clock = max(p.clock, s.GTS.T)
 			}
 		}
-		if len(s.Ballots) == len(r.acc) && len(s.LTSs) == len(r.acc) {
-			for j := range r.acc {
-				if s.LTSs[j].IsZero() {
-					continue
-				}
-				if e := &r.acc[j]; !e.ok || e.b.Less(s.Ballots[j]) {
-					if !e.ok {
-						r.nacc++
-					}
-					*e = accEntry{b: s.Ballots[j], lts: s.LTSs[j], ok: true}
-				}
-			}
-		}
+		foldAccepts(r, s)
 	}
 	for id, r := range p.recs {
 		if !in[id] && !r.issued {

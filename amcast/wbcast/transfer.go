@@ -219,7 +219,7 @@ func (p *Process) drop(id wire.MsgID) {
 }
 
 // foldAccepts folds s's per-group ACCEPTs into r, keeping the higher
-// ballot for each destination group (as adopt does).
+// ballot for each destination group (adopt and install).
 func foldAccepts(r *record, s *wire.MsgState) {
 	if len(s.Ballots) != len(r.acc) || len(s.LTSs) != len(r.acc) {
 		return
