@@ -232,19 +232,59 @@ func (c *cluster) history(t *testing.T) *check.History {
 	return h
 }
 
+// deliveredSets lists the messages each process delivered in h, a state
+// transfer (install event at gts P) counting every message its group
+// delivered up to P.
+func deliveredSets(h *check.History, replicas int) map[int]map[string]bool {
+	group := map[int]map[string]check.GTS{} // group -> id -> gts
+	at := map[int]map[string]bool{}
+	inst := map[int]check.GTS{}
+	add := func(m map[int]map[string]bool, p int, id string) {
+		if m[p] == nil {
+			m[p] = map[string]bool{}
+		}
+		m[p][id] = true
+	}
+	for _, ev := range h.Events {
+		switch ev.Ev {
+		case check.EvDeliver:
+			if group[ev.Group] == nil {
+				group[ev.Group] = map[string]check.GTS{}
+			}
+			group[ev.Group][ev.ID] = ev.GTS
+			add(at, ev.Proc, ev.ID)
+		case check.EvInstall:
+			if inst[ev.Proc].Less(ev.GTS) {
+				inst[ev.Proc] = ev.GTS
+			}
+		}
+	}
+	for p, pt := range inst {
+		for id, ts := range group[p/replicas] {
+			if !pt.Less(ts) {
+				add(at, p, id)
+			}
+		}
+	}
+	return at
+}
+
+// deliveredPerProc counts each process's deliveries (deliveredSets).
+func deliveredPerProc(h *check.History, replicas int) map[int]int {
+	per := map[int]int{}
+	for p, ids := range deliveredSets(h, replicas) {
+		per[p] = len(ids)
+	}
+	return per
+}
+
 // waitAll waits until every node delivered want messages (this
 // incarnation's deliveries plus those in its log).
 func (c *cluster) waitDelivered(t *testing.T, want int) {
 	t.Helper()
 	deadline := time.Now().Add(15 * time.Second)
 	for {
-		h := c.history(t)
-		per := map[int]int{}
-		for _, ev := range h.Events {
-			if ev.Ev == check.EvDeliver {
-				per[ev.Proc]++
-			}
-		}
+		per := deliveredPerProc(c.history(t), len(c.topo.Groups[0]))
 		ok := true
 		for p := range c.topo.NumReplicas() {
 			if per[p] < want {

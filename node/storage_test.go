@@ -262,16 +262,7 @@ func testPowerLoss(t *testing.T, seed uint64) {
 	multicast(t, cl, 30, 4, func(int) []wire.GroupID { return []wire.GroupID{0} })
 	var missing []string
 	waitFor(t, "every acknowledged multicast delivered everywhere after the power loss", func() bool {
-		h := c.history(t)
-		at := map[int]map[string]bool{}
-		for _, ev := range h.Events {
-			if ev.Ev == check.EvDeliver {
-				if at[ev.Proc] == nil {
-					at[ev.Proc] = map[string]bool{}
-				}
-				at[ev.Proc][ev.ID] = true
-			}
-		}
+		at := deliveredSets(c.history(t), 3)
 		missing = missing[:0]
 		for id := range must {
 			for p := range 3 {
