@@ -13,11 +13,26 @@ import "testing"
 //   - 28437: the liveness horizon ignored multicasts issued after GST.
 var regressionSeeds = []uint64{6, 44, 116, 189, 14089, 28437}
 
+// forgedRegressionSeeds are such seeds of sweeps with ForgedClients
+// (weft sim sweep --forged-clients):
+//   - 300493: a leader kept the highest delivery a member ever reported;
+//     the member lost its disk and rejoined, and the leader caught it up
+//     along a chain it no longer had, for ever (peers' reports are now the
+//     latest, not the highest).
+var forgedRegressionSeeds = []uint64{300493}
+
 func TestSwarmRegressionSeeds(t *testing.T) {
 	for _, seed := range regressionSeeds {
 		r := RunSwarm("wbcast", seed)
 		if r.Violations() > 0 {
 			t.Errorf("seed %d: %s", seed, r.Failure())
+		}
+	}
+	for _, seed := range forgedRegressionSeeds {
+		cfg := SwarmConfig("wbcast", seed)
+		ForgedClients(&cfg)
+		if r := RunSwarmConfig(cfg); r.Violations() > 0 {
+			t.Errorf("seed %d (forged clients): %s", seed, r.Failure())
 		}
 	}
 }

@@ -138,7 +138,7 @@ func (p *Process) onNewLeaderAck(from wire.ProcID, a *wire.NewLeaderAck) error {
 		return err
 	}
 	c.acks[from] = full
-	p.peers[p.topo.MemberIndex(from)].maxDelivered = wire.MaxTS(p.peers[p.topo.MemberIndex(from)].maxDelivered, full.MaxDelivered)
+	p.peers[p.topo.MemberIndex(from)].maxDelivered = full.MaxDelivered // its latest report (peerReport)
 	if len(c.acks) < p.topo.Quorum(p.g) {
 		return nil
 	}
@@ -435,7 +435,7 @@ func (p *Process) onNewStateAck(from wire.ProcID, a *wire.NewStateAck) error {
 	pr := &p.peers[i]
 	if a.B == p.cballot {
 		pr.cballot = a.B
-		pr.maxDelivered = wire.MaxTS(pr.maxDelivered, a.MaxDelivered)
+		pr.maxDelivered = a.MaxDelivered // its latest report (peerReport)
 	}
 	c := p.cand
 	if c == nil || a.B != c.b || p.cballot != c.b || p.status != Recovering {

@@ -68,7 +68,12 @@ func (p *Process) onHeartbeat(from wire.ProcID, hb *wire.Heartbeat) error {
 	pr.cballot = hb.CBallot
 	pr.ballot = hb.B
 	pr.claimsLead = hb.Leader && hb.B.Leader() == from
-	pr.maxDelivered = wire.MaxTS(pr.maxDelivered, hb.MaxDelivered)
+	// The latest report, not the highest: links are FIFO, so a member's
+	// reports arrive in order, and one that lost its disk and rejoined
+	// reports less than before (a delayed report of its old incarnation
+	// precedes its new ones). The highest would have the leader catch it
+	// up along a chain it no longer has, for ever.
+	pr.maxDelivered = hb.MaxDelivered
 	pr.rejoining = false
 	p.raiseLinf(p.g, hb.Linf)
 	if p.status != Leader {
