@@ -296,4 +296,3 @@ func (st FaultStats) String() string {
 	return fmt.Sprintf("crashes %d (torn %d, disk lost %d)  restarts %d  partitions %d (+%d one-way)  link resets %d  delay spikes %d  down for good %d",
 		st.Crashes, st.TornCrashes, st.DiskLosses, st.Restarts, st.Partitions, st.AsymPartitions, st.LinkResets, st.Spikes, st.Permanent)
 }
-
