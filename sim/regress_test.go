@@ -18,8 +18,13 @@ var regressionSeeds = []uint64{6, 44, 116, 189, 14089, 28437}
 //   - 300493: a leader kept the highest delivery a member ever reported;
 //     the member lost its disk and rejoined, and the leader caught it up
 //     along a chain it no longer had, for ever (peers' reports are now the
-//     latest, not the highest).
-var forgedRegressionSeeds = []uint64{300493}
+//     latest, not the highest);
+//   - 303407, 303008: a member's delivered floor is volatile; restarted,
+//     it reported none in its NEW_LEADER_ACK, and a candidate behind what
+//     it had collected led with a gap (an order violation; the group's
+//     other members stalled). A member now reports at least its last
+//     delivery at its restart or install (ackFloor).
+var forgedRegressionSeeds = []uint64{300493, 303008, 303407}
 
 func TestSwarmRegressionSeeds(t *testing.T) {
 	for _, seed := range regressionSeeds {

@@ -87,7 +87,7 @@ func (p *Process) onNewLeader(from wire.ProcID, nl *wire.NewLeader) error {
 // sendAck is H7.4: this process's promise for ballot b with its state, in
 // pages under the byte budget (paging.go).
 func (p *Process) sendAck(to wire.ProcID, b wire.Ballot) {
-	hdr := wire.NewLeaderAck{B: b, CBallot: p.cballot, Clock: p.clock, MaxDelivered: p.maxDelivered, Linf: p.linf[p.g]}
+	hdr := wire.NewLeaderAck{B: b, CBallot: p.cballot, Clock: p.clock, MaxDelivered: p.maxDelivered, Linf: wire.MaxTS(p.linf[p.g], p.ackFloor)}
 	for _, pg := range p.paginate(p.snapshot(), pageHeader(&hdr)) {
 		a := hdr
 		a.State, a.Paged = pg.state, pg.Paged

@@ -218,6 +218,7 @@ func Restore(cfg Config, st *Store) (*Process, error) {
 	}
 	p.clock = st.Clock
 	p.maxDelivered = st.maxDelivered
+	p.ackFloor = st.maxDelivered // it may have collected up to here (transfer.go)
 	p.sess = st.sess.clone()
 	for id, m := range st.msgs {
 		r := &record{}

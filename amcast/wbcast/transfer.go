@@ -33,7 +33,12 @@ import "github.com/weft-dev/weft/wire"
 // it starts no ballot (behind), the others pass it over as a successor,
 // and a candidate whose quorum reports a floor above its last delivery
 // gives up its ballot (onNewLeaderAck), since those members left out of
-// their states what they delivered below their floor.
+// their states what they delivered below their floor. A member's floor is
+// volatile (learnt from heartbeats), so a member that restarted (or
+// installed a snapshot) reports at least its last delivery at that moment
+// (ackFloor): it may have collected up to there (swarm seed 303407 with
+// forged clients: a restarted member reported no floor, and a candidate
+// behind what it had collected led with a gap).
 
 // snapInbound is a SNAPSHOT arriving in pages at a member.
 type snapInbound struct {
@@ -204,6 +209,7 @@ func (p *Process) install(img *wire.RecSnapshot, pages []*wire.RecSnapshot) {
 	}
 	p.sess.merge(img.Done, p.ticks, func(id wire.MsgID) bool { return p.recs[id] != nil })
 	p.maxDelivered = img.MaxDelivered
+	p.ackFloor = wire.MaxTS(p.ackFloor, img.MaxDelivered) // the leader collected up to its floor, at most here
 	p.clock = max(p.clock, img.Clock)
 	p.dlog = p.dlog[:0] // the chain restarts at the point (catchUp)
 	p.cov.Installs++

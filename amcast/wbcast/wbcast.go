@@ -223,6 +223,11 @@ type Process struct {
 	committed    tsheap.Heap
 	sess         sessionTable // per client session: collected ids, floor (sessions.go)
 	linf         []wire.Timestamp
+	// ackFloor bounds from above what this process may have collected of
+	// its own group's messages without its current linf showing it: its
+	// last delivery when it restarted (linf is volatile) or installed a
+	// snapshot. Its NEW_LEADER_ACK reports max(linf, ackFloor) (transfer.go).
+	ackFloor wire.Timestamp
 
 	peers     []peer
 	cand      *candidate
