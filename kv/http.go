@@ -15,7 +15,6 @@ import (
 	"mime"
 	"net"
 	"net/http"
-	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -174,7 +173,8 @@ func (h *HTTPHandler) serve(w http.ResponseWriter, r *http.Request) *httpError {
 	if e := h.authorize(w, r); e != nil {
 		return e
 	}
-	rest, ok := strings.CutPrefix(r.URL.EscapedPath(), HTTPPrefix)
+	// The path arrives percent-decoded: "a%2Fb" and "a/b" are one key.
+	key, ok := strings.CutPrefix(r.URL.Path, HTTPPrefix)
 	if !ok {
 		return httpRefusal(http.StatusNotFound, "no_such_endpoint", "%s is not an endpoint: keys are under %s{key}", r.URL.Path, HTTPPrefix)
 	}
@@ -186,7 +186,7 @@ func (h *HTTPHandler) serve(w http.ResponseWriter, r *http.Request) *httpError {
 	case http.MethodDelete:
 		op = OpDelete
 	case http.MethodPost:
-		if rest, ok = strings.CutSuffix(rest, "/cas"); !ok {
+		if key, ok = strings.CutSuffix(key, "/cas"); !ok {
 			w.Header().Set("Allow", "GET, PUT, DELETE")
 			return httpRefusal(http.StatusMethodNotAllowed, "wrong_method", "POST is for compare-and-set only: POST %s{key}/cas", HTTPPrefix)
 		}
@@ -194,10 +194,6 @@ func (h *HTTPHandler) serve(w http.ResponseWriter, r *http.Request) *httpError {
 	default:
 		w.Header().Set("Allow", "GET, PUT, DELETE, POST")
 		return httpRefusal(http.StatusMethodNotAllowed, "wrong_method", "%s: use GET, PUT or DELETE %s{key}, or POST %s{key}/cas", r.Method, HTTPPrefix, HTTPPrefix)
-	}
-	key, err := url.PathUnescape(rest)
-	if err != nil {
-		return httpRefusal(http.StatusBadRequest, "bad_key", "the key is not percent-encoded correctly: %v", err)
 	}
 	if err := checkKey(key); err != nil {
 		return errorReply(err)
@@ -216,6 +212,7 @@ func (h *HTTPHandler) serve(w http.ResponseWriter, r *http.Request) *httpError {
 		return httpRefusal(http.StatusServiceUnavailable, "busy", "%d requests in progress, the most this API serves at once; retry later", cap(h.sem))
 	}
 	cmd := Command{Op: op, Key: key}
+	var err error
 	switch op {
 	case OpPut:
 		if cmd.Value, err = readBody(w, r, MaxValueBytes); err != nil {
