@@ -177,7 +177,9 @@ func TestHTTPToken(t *testing.T) {
 	h := newHTTPHandler(storeDo(t), HTTPOptions{Token: []byte(tok)})
 	srv := httptest.NewServer(h)
 	defer srv.Close()
-	bearer := func(s string) map[string]string { return map[string]string{"Authorization": "Bearer " + s, "Host": "kv.example"} }
+	bearer := func(s string) map[string]string {
+		return map[string]string{"Authorization": "Bearer " + s, "Host": "kv.example"}
+	}
 	checkCalls(t, srv.URL, []httpCall{
 		{method: "PUT", path: "/v1/kv/k", body: "v", status: 401, class: "missing_token"},
 		{method: "GET", path: "/v1/kv/k", header: map[string]string{"Authorization": tok}, status: 401, class: "missing_token"},
