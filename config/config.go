@@ -58,6 +58,12 @@
 //	handshake_timeout = "5s"       # default 5s
 //	idle_timeout = "1m"            # an accepted connection silent this long is closed (default 1m)
 //
+//	[kv]                           # weft-kv's HTTP/JSON API (optional table; service = "kv")
+//	http = "127.0.0.1:7480"        # listen address (default: none; loopback unless token_file)
+//	token_file = "/etc/weft/kv.token"  # bearer token, mode 0600 (default: none)
+//	timeout = "5s"                 # each request's deadline (default 5s; 10ms..10m)
+//	max_requests = 64              # requests served at once; more get 503 (default 64)
+//
 // (sample.toml, also available as Sample, is a complete commented file.)
 //
 // Keys are checked strictly: an unknown key, a value of the wrong type,
@@ -251,6 +257,8 @@ type Config struct {
 	Gossip Gossip `toml:"gossip"`
 	// Limits is the [limits] table (see Limits).
 	Limits Limits `toml:"limits"`
+	// KV is the [kv] table: weft-kv's HTTP/JSON API (see KV).
+	KV KV `toml:"kv"`
 
 	// The admin endpoint's token and the deliveries log (config/admin.go).
 
@@ -407,6 +415,7 @@ func (c *Config) setDefaults(md toml.MetaData, kind Kind) error {
 	c.setGossipDefaults(md)
 	c.setLimitsDefaults(md)
 	c.setAdminDefaults(md)
+	c.setKVDefaults(md)
 	if !md.IsDefined("wal_segment_size") {
 		c.WALSegmentSize = DefaultWALSegmentSize
 	}
@@ -582,6 +591,9 @@ func (c *Config) validate(kind Kind) error {
 	if err := c.validateAdmin(); err != nil {
 		return err
 	}
+	if err := c.validateKV(); err != nil {
+		return err
+	}
 	return c.validateSecurity()
 }
 
@@ -712,5 +724,6 @@ func (c *Config) Format() string {
 	}
 	c.formatGossip(&sb)
 	c.formatLimits(&sb)
+	c.formatKV(&sb)
 	return sb.String()
 }

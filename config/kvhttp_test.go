@@ -1,0 +1,60 @@
+package config
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/weft-dev/weft/transport"
+)
+
+// TestKVHTTP: the [kv] table's defaults, its round trip through Format,
+// and every refusal: an API without service = "kv", off loopback without
+// a token, on another of the node's ports, on a TLS cluster, and values
+// out of range.
+func TestKVHTTP(t *testing.T) {
+	for _, key := range []string{"\n[kv]\n", "# http =", "# token_file =", "\ntimeout =", "\nmax_requests ="} {
+		if !strings.Contains(Sample, key) {
+			t.Errorf("sample lacks %q", key)
+		}
+	}
+	d, err := Parse(minimal, Agent)
+	if err != nil || d.KV.HTTP != "" || d.KV.Timeout != DefaultKVHTTPTimeout || d.KV.MaxRequests != DefaultKVHTTPMaxRequests || d.KVToken() != nil {
+		t.Fatalf("defaults: %+v %v", d.KV, err)
+	}
+	kv := "service = \"kv\"\n" + minimal
+	c, err := Parse(kv+"[kv]\nhttp = \"127.0.0.1:7480\"\ntimeout = \"2s\"\nmax_requests = 8\n", Agent)
+	if err != nil || c.KV.HTTP != "127.0.0.1:7480" || c.KV.Timeout != 2*time.Second || c.KV.MaxRequests != 8 {
+		t.Fatalf("%+v %v", c.KV, err)
+	}
+	if back, err := Parse(c.Format(), Agent); err != nil || back.KV.HTTP != c.KV.HTTP || back.KV.Timeout != c.KV.Timeout || back.KV.MaxRequests != c.KV.MaxRequests {
+		t.Fatalf("round trip: %+v %v\n%s", back, err, c.Format())
+	}
+	// Off loopback: only with a token, which is read and kept.
+	tokPath := writeToken(t, 0o600, "0123456789abcdef0123456789abcdef\n")
+	wantFieldError(t, kv+"[kv]\nhttp = \"0.0.0.0:7480\"\n", "kv.http", "needs kv.token_file")
+	wantFieldError(t, kv+"[kv]\nhttp = \":7480\"\n", "kv.http", "needs kv.token_file")
+	c, err = Parse(kv+"[kv]\nhttp = \"0.0.0.0:7480\"\ntoken_file = "+strconv.Quote(tokPath)+"\n", Agent)
+	if err != nil || string(c.KVToken()) != "0123456789abcdef0123456789abcdef" {
+		t.Fatalf("with a token: %q %v", c.KVToken(), err)
+	}
+	if back, err := Parse(c.Format(), Agent); err != nil || string(back.KVToken()) != string(c.KVToken()) {
+		t.Fatalf("round trip with a token: %v", err)
+	}
+	wantFieldError(t, kv+"[kv]\ntoken_file = "+strconv.Quote(writeToken(t, 0o644, "0123456789abcdef0123456789abcdef"))+"\n", "kv.token_file", "chmod 600")
+	wantFieldError(t, kv+"[kv]\ntoken_file = "+strconv.Quote(writeToken(t, 0o600, "short"))+"\n", "kv.token_file", "token of 5 bytes")
+
+	wantFieldError(t, minimal+"[kv]\nhttp = \"127.0.0.1:7480\"\n", "kv.http", `needs service = "kv"`)
+	wantFieldError(t, kv+"[kv]\nhttp = \"7480\"\n", "kv.http", "not a host:port")
+	// The node's own ports (listen and client_addr default to 127.0.0.1:7001).
+	wantFieldError(t, kv+"[kv]\nhttp = \"localhost:7001\"\n", "kv.http", "node's listen address")
+	wantFieldError(t, "admin = \"127.0.0.1:7200\"\n"+kv+"[kv]\nhttp = \"127.0.0.1:7200\"\n", "kv.http", "node's admin address")
+	wantFieldError(t, devCerts(t, "weft", transport.NodeIdentity(1), time.Now().Add(time.Hour))+kv+"[kv]\nhttp = \"127.0.0.1:7480\"\n",
+		"kv.http", "mutual TLS")
+
+	wantFieldError(t, kv+"[kv]\ntimeout = \"0s\"\n", "kv.timeout", "between 10ms and 10m0s")
+	wantFieldError(t, kv+"[kv]\ntimeout = \"11m\"\n", "kv.timeout", "between 10ms and 10m0s")
+	wantFieldError(t, kv+"[kv]\nmax_requests = 0\n", "kv.max_requests", "between 1 and 65536")
+	wantFieldError(t, kv+"[kv]\nmax_requests = 70000\n", "kv.max_requests", "between 1 and 65536")
+}
