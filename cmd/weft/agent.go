@@ -40,7 +40,8 @@ protocols refuse it.
 Logs go to stderr as text (key=value) lines, or with --log-format json (or
 log_format = "json") as one JSON object a line. The admin endpoint (admin)
 serves /metrics (Prometheus), /healthz, /readyz and, with the admin token,
-/debug/pprof (docs/operations.md, "Metrics and health").`,
+/debug/pprof (docs/operations.md, "Metrics and health"). With service = "kv",
+[kv] http serves weft-kv's HTTP/JSON API (docs/kv-http.md).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if cmd.Flags().Changed("log-format") {
@@ -147,6 +148,15 @@ func runAgent(ctx context.Context, path string, rejoin bool, logFormat string) e
 		}
 		defer a.Close()
 		attrs = append(attrs, "admin", a.Addr().String())
+	}
+	if cfg.KV.HTTP != "" {
+		h, err := serveKVHTTP(cfg, logger)
+		if err != nil {
+			n.Close()
+			return err
+		}
+		defer h.Close()
+		attrs = append(attrs, "kv_http", h.srv.Addr().String())
 	}
 	st := n.Status()
 	attrs = append(attrs, "role", st.Role, "ballot", st.Ballot.String(), "incarnation", st.Incarnation)

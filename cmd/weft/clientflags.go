@@ -47,17 +47,15 @@ func (f *clientFlags) config(cmd *cobra.Command) (client.Config, error) {
 		if err != nil {
 			return client.Config{}, err
 		}
-		if ccfg.Topology, err = cfg.Topology(); err != nil {
+		if ccfg, err = clusterClientConfig(cfg); err != nil {
 			return client.Config{}, err
 		}
-		ccfg.Nodes = cfg.Peers()
-		ccfg.ClusterKey = cfg.ClusterKey()
 		fileCA = cfg.TLSCA
 		if fileCA != "" && f.tlsCert == "" {
 			return client.Config{}, fmt.Errorf("the cluster uses TLS (tls_ca in %s): pass a client certificate with --tls-cert and --tls-key (weft certs writes client.crt and client.key)", f.path)
 		}
-		if !cmd.Flags().Changed("cluster") {
-			ccfg.Cluster = cfg.Cluster
+		if cmd.Flags().Changed("cluster") {
+			ccfg.Cluster = f.cluster
 		}
 	case f.peers != "" && f.groups != "":
 		var err error
@@ -88,4 +86,15 @@ func (f *clientFlags) config(cmd *cobra.Command) (client.Config, error) {
 		}
 	}
 	return ccfg, nil
+}
+
+// clusterClientConfig returns the configuration of a client of cfg's
+// cluster: its name, layout, addresses and cluster key (not TLS: a
+// client's certificate is not a node's).
+func clusterClientConfig(cfg *config.Config) (client.Config, error) {
+	topo, err := cfg.Topology()
+	if err != nil {
+		return client.Config{}, err
+	}
+	return client.Config{Cluster: cfg.Cluster, Topology: topo, Nodes: cfg.Peers(), ClusterKey: cfg.ClusterKey()}, nil
 }

@@ -54,16 +54,11 @@ compare-and-set fails (the current value is printed), or on an error.`,
 		if err != nil {
 			return err
 		}
-		ccfg.AllGroups = true
-		cl, err := client.New(ccfg)
+		k, cl, err := newKVClient(ccfg)
 		if err != nil {
 			return err
 		}
 		defer cl.Close()
-		k, err := kv.NewClient(cl, ccfg.Topology.NumGroups())
-		if err != nil {
-			return err
-		}
 		ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
 		defer cancel()
 		err = f(ctx, k)
@@ -148,4 +143,20 @@ compare-and-set fails (the current value is printed), or on an error.`,
 	cas.Flags().BoolVar(&absent, "absent", false, "set only if KEY does not exist")
 	root.AddCommand(cas)
 	return root
+}
+
+// newKVClient returns a kv client over a new client of ccfg's cluster,
+// whose groups are the shards; close the client.Client when done.
+func newKVClient(ccfg client.Config) (*kv.Client, *client.Client, error) {
+	ccfg.AllGroups = true // a kv node answers from every destination group
+	cl, err := client.New(ccfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	k, err := kv.NewClient(cl, ccfg.Topology.NumGroups())
+	if err != nil {
+		cl.Close()
+		return nil, nil, err
+	}
+	return k, cl, nil
 }
