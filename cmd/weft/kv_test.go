@@ -1,8 +1,12 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,12 +25,18 @@ import (
 // (success, failure, --absent), del, the exit statuses; then SIGKILLs the
 // agent of one key's shard after its log was compacted (so its state comes
 // back from the state machine's snapshot plus the log) and reads the keys
-// back.
+// back. Agent 0 also serves the HTTP API ([kv] http, with a token): what
+// one way writes, the other reads.
 func TestKVProcesses(t *testing.T) {
 	exe := buildWeft(t)
 	dir := t.TempDir()
-	ports, err := freeAddrs(3)
+	ports, err := freeAddrs(4)
 	if err != nil {
+		t.Fatal(err)
+	}
+	const token = "0123456789abcdef0123456789abcdef"
+	tokenFile := filepath.Join(dir, "kv.token")
+	if err := os.WriteFile(tokenFile, []byte(token+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	nodes := map[string]string{"0": ports[0], "1": ports[1], "2": ports[2]}
@@ -37,6 +47,9 @@ func TestKVProcesses(t *testing.T) {
 			Tick: 10 * time.Millisecond, ElectionTicks: 30, HeartbeatTicks: 1, RetryTicks: 12, SessionLease: config.DefaultSessionLease, LogLevel: "info",
 			WALSegmentSize: 1 << 20, CompactBytes: 4096, Service: config.ServiceKV,
 			Groups: [][]wire.ProcID{{0}, {1}, {2}}, Nodes: nodes}
+		if id == 0 {
+			cfg.KV = config.KV{HTTP: ports[3], TokenFile: tokenFile}
+		}
 		paths[id] = filepath.Join(dir, fmt.Sprintf("n%d.toml", id))
 		if err := os.WriteFile(paths[id], []byte(cfg.Format()), 0o644); err != nil {
 			t.Fatal(err)
@@ -79,6 +92,14 @@ func TestKVProcesses(t *testing.T) {
 	expect(kvRun(false, "del", "fresh"), "not found")
 	expect(kvRun(false, "put", strings.Repeat("k", kv.MaxKeyBytes+1), "v"), "key too large")
 
+	api := "http://" + ports[3] + kv.HTTPPrefix
+	expect(kvHTTPCall(t, "GET", api+"color", token, ""), `200 {"key":"color","found":true,"value":"green","value_base64":"Z3JlZW4="}`)
+	expect(kvHTTPCall(t, "GET", api+"color", "", ""), `401 {"error":"this API needs its token`)
+	expect(kvHTTPCall(t, "PUT", api+"via%20http", token, "hello"), `200 {"key":"via http","ok":true}`)
+	expect(kvRun(true, "get", "via http"), "hello")
+	expect(kvHTTPCall(t, "DELETE", api+"via%20http", token, ""), `200`)
+	expect(kvRun(false, "get", "via http"), "not found")
+
 	// Fill color's shard past a few compactions, then SIGKILL its agent.
 	g := kv.Shard("color", 3)
 	var keys []string
@@ -108,4 +129,35 @@ func TestKVProcesses(t *testing.T) {
 func fileExists(p string) bool {
 	_, err := os.Stat(p)
 	return err == nil
+}
+
+// kvHTTPCall sends one request to an agent's kv HTTP API, waiting up to
+// 20 s for the API to listen, and returns "STATUS BODY".
+func kvHTTPCall(t *testing.T, method, url, token, body string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for {
+		req, err := http.NewRequestWithContext(ctx, method, url, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if errors.Is(err, syscall.ECONNREFUSED) && ctx.Err() == nil {
+			time.Sleep(50 * time.Millisecond) // the agent is starting
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%s %s: %v", method, url, err)
+		}
+		raw, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fmt.Sprintf("%d %s", resp.StatusCode, bytes.TrimSpace(raw))
+	}
 }
