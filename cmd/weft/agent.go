@@ -149,14 +149,13 @@ func runAgent(ctx context.Context, path string, rejoin bool, logFormat string) e
 		defer a.Close()
 		attrs = append(attrs, "admin", a.Addr().String())
 	}
+	var api *kvHTTP
 	if cfg.KV.HTTP != "" {
-		h, err := serveKVHTTP(cfg, logger)
-		if err != nil {
+		if api, err = serveKVHTTP(cfg, logger); err != nil {
 			n.Close()
 			return err
 		}
-		defer h.Close()
-		attrs = append(attrs, "kv_http", h.srv.Addr().String())
+		attrs = append(attrs, "kv_http", api.srv.Addr().String())
 	}
 	st := n.Status()
 	attrs = append(attrs, "role", st.Role, "ballot", st.Ballot.String(), "incarnation", st.Incarnation)
@@ -174,6 +173,12 @@ func runAgent(ctx context.Context, path string, rejoin bool, logFormat string) e
 	case <-ctx.Done():
 		logger.Info("stopping")
 	case <-n.Done():
+	}
+	// The API first: its requests end while the node can still answer.
+	if api != nil {
+		if err := api.Close(); err != nil {
+			logger.Warn("kv http api: stopping", "err", err)
+		}
 	}
 	if err := n.Close(); err != nil {
 		return fmt.Errorf("node %d: %w", cfg.ID, err)
