@@ -3,8 +3,6 @@ package kv
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -13,7 +11,6 @@ import (
 	"log/slog"
 	"maps"
 	"mime"
-	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -21,6 +18,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/weft-dev/weft/client"
+	"github.com/weft-dev/weft/internal/httpauth"
 )
 
 // HTTP API defaults and bounds (HTTPOptions).
@@ -107,12 +105,11 @@ type HTTPCASRequest struct {
 // every operation is ordered, so every operation, reads included, is
 // linearizable.
 type HTTPHandler struct {
-	do       func(context.Context, Command) (Result, error)
-	timeout  time.Duration
-	sem      chan struct{}
-	token    [sha256.Size]byte // digest: compared in constant time, whatever the length
-	hasToken bool
-	log      *slog.Logger
+	do      func(context.Context, Command) (Result, error)
+	timeout time.Duration
+	sem     chan struct{}
+	token   httpauth.Token
+	log     *slog.Logger
 
 	mu     sync.Mutex
 	counts map[string]uint64 // by class: bounded by the fixed set of classes
@@ -133,9 +130,7 @@ func newHTTPHandler(do func(context.Context, Command) (Result, error), opt HTTPO
 		n = DefaultHTTPMaxRequests
 	}
 	h.sem = make(chan struct{}, n)
-	if len(opt.Token) > 0 {
-		h.token, h.hasToken = sha256.Sum256(opt.Token), true
-	}
+	h.token = httpauth.NewToken(opt.Token)
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)
 	}
@@ -313,37 +308,20 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 // 127.0.0.1 sends its own name as Host, so it cannot read the store
 // through the visitor's browser.
 func (h *HTTPHandler) authorize(w http.ResponseWriter, r *http.Request) *httpError {
-	if !h.hasToken {
-		if !loopbackName(r.Host) {
+	if !h.token.Set() {
+		if !httpauth.LoopbackHost(r.Host) {
 			return httpRefusal(http.StatusForbidden, "non_loopback_host", "Host %q is not a loopback name (this API has no token: it answers loopback names only)", r.Host)
 		}
 		return nil
 	}
-	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	if !ok {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="weft kv"`)
-		return httpRefusal(http.StatusUnauthorized, "missing_token", "this API needs its token: Authorization: Bearer TOKEN (kv.token_file)")
+	switch reason, ok := h.token.Check(w, r, "weft kv"); {
+	case ok:
+		return nil
+	case reason == httpauth.MissingToken:
+		return httpRefusal(http.StatusUnauthorized, reason, "this API needs its token: Authorization: Bearer TOKEN (kv.token_file)")
+	default:
+		return httpRefusal(http.StatusUnauthorized, reason, "wrong token")
 	}
-	sum := sha256.Sum256([]byte(strings.TrimSpace(got)))
-	if subtle.ConstantTimeCompare(sum[:], h.token[:]) != 1 {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="weft kv", error="invalid_token"`)
-		return httpRefusal(http.StatusUnauthorized, "wrong_token", "wrong token")
-	}
-	return nil
-}
-
-// loopbackName reports whether host (a Host header: name or IP, with or
-// without a port) names this machine's loopback interface.
-func loopbackName(host string) bool {
-	if h, _, err := net.SplitHostPort(host); err == nil {
-		host = h
-	}
-	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 // readBody reads at most limit bytes of the request's body.

@@ -3,8 +3,6 @@ package node
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -23,6 +21,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/weft-dev/weft/internal/httpauth"
 	"github.com/weft-dev/weft/wire"
 )
 
@@ -81,8 +80,7 @@ func AdminHandler(n *Node, opt AdminOptions) http.Handler { return newAdminHandl
 type adminHandler struct {
 	n        *Node
 	mux      *http.ServeMux
-	token    [sha256.Size]byte // the token's digest: compared in constant time, whatever its length
-	hasToken bool
+	token    httpauth.Token
 	loopback bool
 	log      *slog.Logger
 
@@ -94,9 +92,7 @@ type adminHandler struct {
 
 func newAdminHandler(n *Node, opt AdminOptions) *adminHandler {
 	h := &adminHandler{n: n, mux: http.NewServeMux(), loopback: opt.Loopback, log: opt.Logger, refused: map[string]uint64{}}
-	if len(opt.Token) > 0 {
-		h.token, h.hasToken = sha256.Sum256(opt.Token), true
-	}
+	h.token = httpauth.NewToken(opt.Token)
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)
 	}
@@ -194,23 +190,19 @@ func (h *adminHandler) refuse(w http.ResponseWriter, reason string, code int, fo
 // authorized checks the request's bearer token; it answers and returns
 // false if the request may not proceed.
 func (h *adminHandler) authorized(w http.ResponseWriter, r *http.Request) bool {
-	if !h.hasToken {
+	if !h.token.Set() {
 		h.refuse(w, "no_token_configured", http.StatusForbidden, "%s needs the admin token, and this node has none (set admin_token_file)", r.URL.Path)
 		return false
 	}
-	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	if !ok {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="weft admin"`)
-		h.refuse(w, "missing_token", http.StatusUnauthorized, "%s needs the admin token (Authorization: Bearer ...; weft --token-file)", r.URL.Path)
-		return false
+	switch reason, ok := h.token.Check(w, r, "weft admin"); {
+	case ok:
+		return true
+	case reason == httpauth.MissingToken:
+		h.refuse(w, reason, http.StatusUnauthorized, "%s needs the admin token (Authorization: Bearer ...; weft --token-file)", r.URL.Path)
+	default:
+		h.refuse(w, reason, http.StatusUnauthorized, "wrong admin token")
 	}
-	sum := sha256.Sum256([]byte(strings.TrimSpace(got)))
-	if subtle.ConstantTimeCompare(sum[:], h.token[:]) != 1 {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="weft admin", error="invalid_token"`)
-		h.refuse(w, "wrong_token", http.StatusUnauthorized, "wrong admin token")
-		return false
-	}
-	return true
+	return false
 }
 
 // read guards a read-only endpoint: GET (or HEAD); the token unless the
@@ -225,7 +217,7 @@ func (h *adminHandler) read(f http.HandlerFunc) http.HandlerFunc {
 			if !h.authorized(w, r) {
 				return
 			}
-		} else if !loopbackHost(r.Host) {
+		} else if !httpauth.LoopbackHost(r.Host) {
 			h.refuse(w, "non_loopback_host", http.StatusForbidden, "Host %q is not a loopback address (without the admin token, only loopback names are answered)", r.Host)
 			return
 		}
@@ -296,20 +288,6 @@ func (h *adminHandler) mutate(f func(http.ResponseWriter, []byte)) http.HandlerF
 		}
 		f(w, body)
 	}
-}
-
-// loopbackHost reports whether a request's Host names a loopback address.
-func loopbackHost(hostport string) bool {
-	host, _, err := net.SplitHostPort(hostport)
-	if err != nil {
-		host = hostport
-	}
-	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 func decodeStrict(body []byte, v any) error {
