@@ -34,13 +34,9 @@ func (c *Config) setAdminDefaults(md toml.MetaData) {
 // validateAdmin checks the admin endpoint against the node's other
 // addresses and its token, and the deliveries log's bounds (agent keys).
 func (c *Config) validateAdmin() error {
-	c.adminToken = nil
-	if c.AdminTokenFile != "" {
-		tok, err := ReadAdminToken(c.AdminTokenFile)
-		if err != nil {
-			return &FieldError{Field: "admin_token_file", Msg: err.Error()}
-		}
-		c.adminToken = tok
+	var err error
+	if c.adminToken, err = readTokenKey("admin_token_file", c.AdminTokenFile); err != nil {
+		return err
 	}
 	if c.Admin != "" {
 		// One port, one purpose: an admin endpoint on the node's own
@@ -86,6 +82,19 @@ func ReadAdminToken(path string) ([]byte, error) {
 			path, len(b), MinAdminToken, MaxAdminToken)
 	}
 	return b, nil
+}
+
+// readTokenKey reads the token file a key names with ReadAdminToken's
+// rules (nil for an empty path).
+func readTokenKey(field, path string) ([]byte, error) {
+	if path == "" {
+		return nil, nil
+	}
+	tok, err := ReadAdminToken(path)
+	if err != nil {
+		return nil, &FieldError{Field: field, Msg: err.Error()}
+	}
+	return tok, nil
 }
 
 // AdminToken returns the token read from AdminTokenFile, or nil.

@@ -55,13 +55,9 @@ func (c *Config) setKVDefaults(md toml.MetaData) {
 // validateKV checks the [kv] table (agents).
 func (c *Config) validateKV() error {
 	k := &c.KV
-	k.token = nil
-	if k.TokenFile != "" {
-		tok, err := ReadAdminToken(k.TokenFile)
-		if err != nil {
-			return &FieldError{Field: "kv.token_file", Msg: err.Error()}
-		}
-		k.token = tok
+	var err error
+	if k.token, err = readTokenKey("kv.token_file", k.TokenFile); err != nil {
+		return err
 	}
 	// Parse fills absent keys, so a zero here was written in the file.
 	if k.Timeout < MinKVHTTPTimeout || k.Timeout > MaxKVHTTPTimeout {
