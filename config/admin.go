@@ -63,14 +63,14 @@ func (c *Config) validateAdmin() error {
 // ReadAdminToken reads an admin token file: its contents without
 // surrounding white space, MinAdminToken to MaxAdminToken bytes. A file
 // that group or others may read is refused: the token lets its holder
-// make the node leave the cluster.
+// make the node leave the cluster (and kv.token_file's, write the store).
 func ReadAdminToken(path string) ([]byte, error) {
 	fi, err := os.Stat(path)
 	if err != nil {
 		return nil, err
 	}
 	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
-		return nil, fmt.Errorf("%s has mode %04o: an admin token file must not be accessible by group or others (chmod 600 %s)", path, perm, path)
+		return nil, fmt.Errorf("%s has mode %04o: a token file must not be accessible by group or others (chmod 600 %s)", path, perm, path)
 	}
 	b, err := os.ReadFile(path)
 	if err != nil {
