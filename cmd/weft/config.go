@@ -43,8 +43,9 @@ a syntax error or a value of the wrong type names the file and line
 key.
 
 Loading already does what the agent does with files the configuration
-names: cluster_key_file and admin_token_file are read (length; the token
-file's mode), and with TLS the certificate, key and CA files are loaded,
+names: cluster_key_file, admin_token_file and kv.token_file are read
+(length; the token files' mode), and with TLS the certificate, key and CA
+files are loaded,
 the certificate must carry this node's identity (weft://<cluster>/node/<id>)
 and verify against tls_ca now (not expired). config check adds what the
 agent finds out only as it starts, where that is cheap and leaves nothing behind:
