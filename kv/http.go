@@ -300,7 +300,11 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(v)
+	enc := json.NewEncoder(w)
+	// Values as stored: "<" stays "<" (the answer is JSON, never HTML:
+	// nosniff).
+	enc.SetEscapeHTML(false)
+	enc.Encode(v)
 }
 
 // authorize checks the bearer token, or without one that the request

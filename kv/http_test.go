@@ -152,6 +152,11 @@ func TestHTTPAPI(t *testing.T) {
 		{method: "GET", path: "/v1/kv/color", header: map[string]string{"Host": "rebound.example:80"}, status: 403, class: "non_loopback_host"},
 		{method: "GET", path: "/v1/kv/color", header: map[string]string{"Host": "localhost"}, status: 200, value: "green"},
 	})
+	// Values as stored, not HTML-escaped.
+	checkCalls(t, srv.URL, []httpCall{{method: "PUT", path: "/v1/kv/html", body: "<b>&</b>", status: 200}})
+	if _, _, raw := doHTTP(t, srv.URL, httpCall{method: "GET", path: "/v1/kv/html"}); !bytes.Contains(raw, []byte(`"value":"<b>&</b>"`)) {
+		t.Errorf("html value: %s", raw)
+	}
 
 	// A binary value: no "value", the bytes in value_base64; the raw bytes
 	// with Accept: application/octet-stream.
