@@ -9,7 +9,7 @@ import (
 	"github.com/BurntSushi/toml"
 )
 
-// [kv] defaults and bounds: the HTTP/JSON API of weft-kv (kv.HTTPHandler).
+// [kv] defaults and bounds: the HTTP/JSON API of weft-kv (kvhttp.Handler).
 const (
 	DefaultKVHTTPTimeout     = 5 * time.Second
 	MinKVHTTPTimeout         = 10 * time.Millisecond

@@ -8,6 +8,7 @@ import (
 	"github.com/weft-dev/weft/client"
 	"github.com/weft-dev/weft/config"
 	"github.com/weft-dev/weft/kv"
+	"github.com/weft-dev/weft/kvhttp"
 	"github.com/weft-dev/weft/rsm"
 )
 
@@ -31,7 +32,7 @@ func serviceOf(cfg *config.Config, topo *amcast.Topology) (rsm.StateMachine, err
 
 // kvHTTP is weft-kv's HTTP API in the agent ([kv] http) and its client.
 type kvHTTP struct {
-	srv *kv.HTTPServer
+	srv *kvhttp.Server
 	cl  *client.Client
 }
 
@@ -48,7 +49,7 @@ func serveKVHTTP(cfg *config.Config, logger *slog.Logger) (*kvHTTP, error) {
 	if err != nil {
 		return nil, err
 	}
-	srv, err := kv.ListenHTTP(cfg.KV.HTTP, k, kv.HTTPOptions{Token: cfg.KVToken(), Timeout: cfg.KV.Timeout,
+	srv, err := kvhttp.Listen(cfg.KV.HTTP, k, kvhttp.Options{Token: cfg.KVToken(), Timeout: cfg.KV.Timeout,
 		MaxRequests: cfg.KV.MaxRequests, Logger: ccfg.Logger})
 	if err != nil {
 		cl.Close()

@@ -17,6 +17,7 @@ import (
 
 	"github.com/weft-dev/weft/config"
 	"github.com/weft-dev/weft/kv"
+	"github.com/weft-dev/weft/kvhttp"
 	"github.com/weft-dev/weft/wire"
 )
 
@@ -92,7 +93,7 @@ func TestKVProcesses(t *testing.T) {
 	expect(kvRun(false, "del", "fresh"), "not found")
 	expect(kvRun(false, "put", strings.Repeat("k", kv.MaxKeyBytes+1), "v"), "key too large")
 
-	api := "http://" + ports[3] + kv.HTTPPrefix
+	api := "http://" + ports[3] + kvhttp.Prefix
 	expect(kvHTTPCall(t, "GET", api+"color", token, ""), `200 {"key":"color","found":true,"value":"green","value_base64":"Z3JlZW4="}`)
 	expect(kvHTTPCall(t, "GET", api+"color", "", ""), `401 {"error":"this API needs its token`)
 	expect(kvHTTPCall(t, "PUT", api+"via%20http", token, "hello"), `200 {"key":"via http","ok":true}`)

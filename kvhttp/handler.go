@@ -1,4 +1,9 @@
-package kv
+// Package kvhttp is weft-kv's HTTP/JSON API (docs/kv-http.md): a
+// handler over a kv.Client for clients in any language, and a server with
+// bounded timeouts, header size and requests in progress. Agents with
+// [kv] http serve it (cmd/weft). It lives outside package kv, whose state
+// machine is a protocol core kept free of I/O (purity_test.go).
+package kvhttp
 
 import (
 	"bytes"
@@ -19,44 +24,45 @@ import (
 
 	"github.com/weft-dev/weft/client"
 	"github.com/weft-dev/weft/internal/httpauth"
+	"github.com/weft-dev/weft/kv"
 )
 
-// HTTP API defaults and bounds (HTTPOptions).
+// HTTP API defaults and bounds (Options).
 const (
-	DefaultHTTPTimeout     = 5 * time.Second
-	DefaultHTTPMaxRequests = 64
+	DefaultTimeout     = 5 * time.Second
+	DefaultMaxRequests = 64
 	// MaxCASBody bounds a compare-and-set's JSON body: two values at
-	// MaxValueBytes in base64 (4/3 each) fit with room to spare; a
+	// kv.MaxValueBytes in base64 (4/3 each) fit with room to spare; a
 	// value given as a JSON string with many escapes may not, and
 	// should be sent as base64.
 	MaxCASBody = 1 << 20
 )
 
-// HTTPPrefix is the path under which every key lives.
-const HTTPPrefix = "/v1/kv/"
+// Prefix is the path under which every key lives.
+const Prefix = "/v1/kv/"
 
-// HTTPOptions configure the HTTP/JSON API (NewHTTPHandler).
-type HTTPOptions struct {
+// Options configure the HTTP/JSON API (NewHandler).
+type Options struct {
 	// Token is the bearer token every request must carry
 	// ("Authorization: Bearer TOKEN"). Nil: none; then only requests
-	// that name a loopback host are answered (ListenHTTP refuses to
+	// that name a loopback host are answered (Listen refuses to
 	// serve an address other machines reach without a token).
 	Token []byte
 	// Timeout is each request's deadline for the cluster's answer
-	// (default DefaultHTTPTimeout); past it the request fails with 504.
+	// (default DefaultTimeout); past it the request fails with 504.
 	Timeout time.Duration
 	// MaxRequests bounds the requests being served at once, bodies
-	// included (default DefaultHTTPMaxRequests); more are answered 503
+	// included (default DefaultMaxRequests); more are answered 503
 	// at once. Memory is at most about MaxRequests x 3 MiB.
 	MaxRequests int
 	// Logger receives refused and failed requests (default: discard).
 	Logger *slog.Logger
 }
 
-// HTTPResponse is the JSON body of every answer. Value is the value as a
+// Response is the JSON body of every answer. Value is the value as a
 // JSON string when it is valid UTF-8 (omitted otherwise); ValueBase64 is
 // always the value in standard base64, so binary values round-trip.
-type HTTPResponse struct {
+type Response struct {
 	// Key is the key the request named (as a JSON string: bytes that are
 	// not UTF-8 read as U+FFFD).
 	Key string `json:"key,omitempty"`
@@ -72,10 +78,10 @@ type HTTPResponse struct {
 	Class string `json:"class,omitempty"`
 }
 
-// HTTPCASRequest is the JSON body of POST /v1/kv/{key}/cas: exactly one
+// CASRequest is the JSON body of POST /v1/kv/{key}/cas: exactly one
 // of Expect, ExpectBase64 and ExpectAbsent, and exactly one of Value and
 // ValueBase64.
-type HTTPCASRequest struct {
+type CASRequest struct {
 	Expect       *string `json:"expect,omitempty"`
 	ExpectBase64 *string `json:"expect_base64,omitempty"`
 	ExpectAbsent bool    `json:"expect_absent,omitempty"`
@@ -83,18 +89,18 @@ type HTTPCASRequest struct {
 	ValueBase64  *string `json:"value_base64,omitempty"`
 }
 
-// HTTPHandler serves weft-kv over HTTP/JSON for clients in any language:
+// Handler serves weft-kv over HTTP/JSON for clients in any language:
 //
 //	GET    /v1/kv/{key}      200 {"key","found":true,"value","value_base64"}; 404 if absent
 //	                         (Accept: application/octet-stream: the raw value)
 //	PUT    /v1/kv/{key}      body = the value (raw bytes); 200 {"key","ok":true}
 //	DELETE /v1/kv/{key}      200 {"key","ok":true}; 404 if absent
-//	POST   /v1/kv/{key}/cas  body = HTTPCASRequest (application/json); 200 if set,
+//	POST   /v1/kv/{key}/cas  body = CASRequest (application/json); 200 if set,
 //	                         409 with the current value ("found", "value", "value_base64")
 //
 // {key} is the rest of the path, percent-decoded (a key may hold '/';
 // the last "/cas" of a POST names the operation). Every failure is an
-// HTTPResponse with Error and Class, and a status: 400 bad key, value or
+// Response with Error and Class, and a status: 400 bad key, value or
 // body; 401 missing or wrong token; 403 a non-loopback Host without a
 // token; 405 wrong method; 415 a POST that is not JSON; 503 the API's
 // request bound full, the node overloaded, or the result lost; 410 the
@@ -104,8 +110,8 @@ type HTTPCASRequest struct {
 // It sends each request through a kv.Client, like any other client:
 // every operation is ordered, so every operation, reads included, is
 // linearizable.
-type HTTPHandler struct {
-	do      func(context.Context, Command) (Result, error)
+type Handler struct {
+	do      func(context.Context, kv.Command) (kv.Result, error)
 	timeout time.Duration
 	sem     chan struct{}
 	token   httpauth.Token
@@ -115,19 +121,19 @@ type HTTPHandler struct {
 	counts map[string]uint64 // by class: bounded by the fixed set of classes
 }
 
-// NewHTTPHandler returns the HTTP/JSON API over c.
-func NewHTTPHandler(c *Client, opt HTTPOptions) *HTTPHandler {
-	return newHTTPHandler(c.Do, opt)
+// NewHandler returns the HTTP/JSON API over c.
+func NewHandler(c *kv.Client, opt Options) *Handler {
+	return newHandler(c.Do, opt)
 }
 
-func newHTTPHandler(do func(context.Context, Command) (Result, error), opt HTTPOptions) *HTTPHandler {
-	h := &HTTPHandler{do: do, timeout: opt.Timeout, log: opt.Logger, counts: map[string]uint64{}}
+func newHandler(do func(context.Context, kv.Command) (kv.Result, error), opt Options) *Handler {
+	h := &Handler{do: do, timeout: opt.Timeout, log: opt.Logger, counts: map[string]uint64{}}
 	if h.timeout <= 0 {
-		h.timeout = DefaultHTTPTimeout
+		h.timeout = DefaultTimeout
 	}
 	n := opt.MaxRequests
 	if n <= 0 {
-		n = DefaultHTTPMaxRequests
+		n = DefaultMaxRequests
 	}
 	h.sem = make(chan struct{}, n)
 	h.token = httpauth.NewToken(opt.Token)
@@ -140,7 +146,7 @@ func newHTTPHandler(do func(context.Context, Command) (Result, error), opt HTTPO
 // Failures returns the failed and refused requests so far, by class
 // ("missing_token", "value_too_large", "timeout", "busy", ...; "not_found"
 // and "cas_failed", which are answers, are not counted).
-func (h *HTTPHandler) Failures() map[string]uint64 {
+func (h *Handler) Failures() map[string]uint64 {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return maps.Clone(h.counts)
@@ -157,43 +163,45 @@ func httpRefusal(status int, class, format string, args ...any) *httpError {
 	return &httpError{status: status, class: class, msg: fmt.Sprintf(format, args...)}
 }
 
-func (h *HTTPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if e := h.serve(w, r); e != nil {
 		h.fail(w, e, "")
 	}
 }
 
 // serve answers the request, or returns why it cannot.
-func (h *HTTPHandler) serve(w http.ResponseWriter, r *http.Request) *httpError {
+func (h *Handler) serve(w http.ResponseWriter, r *http.Request) *httpError {
 	if e := h.authorize(w, r); e != nil {
 		return e
 	}
 	// The path arrives percent-decoded: "a%2Fb" and "a/b" are one key.
-	key, ok := strings.CutPrefix(r.URL.Path, HTTPPrefix)
+	key, ok := strings.CutPrefix(r.URL.Path, Prefix)
 	if !ok {
-		return httpRefusal(http.StatusNotFound, "no_such_endpoint", "%s is not an endpoint: keys are under %s{key}", r.URL.Path, HTTPPrefix)
+		return httpRefusal(http.StatusNotFound, "no_such_endpoint", "%s is not an endpoint: keys are under %s{key}", r.URL.Path, Prefix)
 	}
-	op := OpGet
+	op := kv.OpGet
 	switch r.Method {
 	case http.MethodGet:
 	case http.MethodPut:
-		op = OpPut
+		op = kv.OpPut
 	case http.MethodDelete:
-		op = OpDelete
+		op = kv.OpDelete
 	case http.MethodPost:
 		if key, ok = strings.CutSuffix(key, "/cas"); !ok {
 			w.Header().Set("Allow", "GET, PUT, DELETE")
-			return httpRefusal(http.StatusMethodNotAllowed, "wrong_method", "POST is for compare-and-set only: POST %s{key}/cas", HTTPPrefix)
+			return httpRefusal(http.StatusMethodNotAllowed, "wrong_method", "POST is for compare-and-set only: POST %s{key}/cas", Prefix)
 		}
-		op = OpCAS
+		op = kv.OpCAS
 	default:
 		w.Header().Set("Allow", "GET, PUT, DELETE, POST")
-		return httpRefusal(http.StatusMethodNotAllowed, "wrong_method", "%s: use GET, PUT or DELETE %s{key}, or POST %s{key}/cas", r.Method, HTTPPrefix, HTTPPrefix)
+		return httpRefusal(http.StatusMethodNotAllowed, "wrong_method", "%s: use GET, PUT or DELETE %s{key}, or POST %s{key}/cas", r.Method, Prefix, Prefix)
 	}
-	if err := checkKey(key); err != nil {
+	// The key's limits before the body is read (the command carries no
+	// value yet).
+	if err := (&kv.Command{Op: op, Key: key}).Check(); err != nil {
 		return errorReply(err)
 	}
-	if op == OpCAS {
+	if op == kv.OpCAS {
 		// A form POST from a web page needs no CORS preflight; a JSON one
 		// does, and this API never answers one.
 		if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
@@ -206,14 +214,14 @@ func (h *HTTPHandler) serve(w http.ResponseWriter, r *http.Request) *httpError {
 	default:
 		return httpRefusal(http.StatusServiceUnavailable, "busy", "%d requests in progress, the most this API serves at once; retry later", cap(h.sem))
 	}
-	cmd := Command{Op: op, Key: key}
+	cmd := kv.Command{Op: op, Key: key}
 	var err error
 	switch op {
-	case OpPut:
-		if cmd.Value, err = readBody(w, r, MaxValueBytes); err != nil {
-			return bodyError(err, "the value", MaxValueBytes)
+	case kv.OpPut:
+		if cmd.Value, err = readBody(w, r, kv.MaxValueBytes); err != nil {
+			return bodyError(err, "the value", kv.MaxValueBytes)
 		}
-	case OpCAS:
+	case kv.OpCAS:
 		if e := readCAS(w, r, &cmd); e != nil {
 			return e
 		}
@@ -231,13 +239,13 @@ func (h *HTTPHandler) serve(w http.ResponseWriter, r *http.Request) *httpError {
 }
 
 // answer writes a command's result.
-func (h *HTTPHandler) answer(w http.ResponseWriter, r *http.Request, key string, op Op, res Result) *httpError {
-	out := HTTPResponse{Key: key}
+func (h *Handler) answer(w http.ResponseWriter, r *http.Request, key string, op kv.Op, res kv.Result) *httpError {
+	out := Response{Key: key}
 	switch {
-	case res.Status == StatusNotFound:
+	case res.Status == kv.StatusNotFound:
 		h.fail(w, httpRefusal(http.StatusNotFound, "not_found", "%s: no such key", op), key)
 		return nil
-	case res.Status == StatusCASFailed:
+	case res.Status == kv.StatusCASFailed:
 		out.Found = &res.Present
 		if res.Present {
 			out.setValue(res.Value)
@@ -248,7 +256,7 @@ func (h *HTTPHandler) answer(w http.ResponseWriter, r *http.Request, key string,
 		}
 		writeJSON(w, http.StatusConflict, &out)
 		return nil
-	case op == OpGet:
+	case op == kv.OpGet:
 		if r.Header.Get("Accept") == "application/octet-stream" {
 			w.Header().Set("Content-Type", "application/octet-stream")
 			w.Write(res.Value)
@@ -264,7 +272,7 @@ func (h *HTTPHandler) answer(w http.ResponseWriter, r *http.Request, key string,
 	return nil
 }
 
-func (o *HTTPResponse) setValue(v []byte) {
+func (o *Response) setValue(v []byte) {
 	b := base64.StdEncoding.EncodeToString(v)
 	o.ValueBase64 = &b
 	if utf8.Valid(v) {
@@ -276,7 +284,7 @@ func (o *HTTPResponse) setValue(v []byte) {
 // fail writes e as a JSON error and counts and logs it (refusals are
 // logged at the 1st, 2nd, 4th, 8th, ... time for a class, so whoever
 // sends bad requests cannot flood the agent's log).
-func (h *HTTPHandler) fail(w http.ResponseWriter, e *httpError, key string) {
+func (h *Handler) fail(w http.ResponseWriter, e *httpError, key string) {
 	if e.class != "not_found" {
 		h.mu.Lock()
 		h.counts[e.class]++
@@ -286,7 +294,7 @@ func (h *HTTPHandler) fail(w http.ResponseWriter, e *httpError, key string) {
 			h.log.Warn("kv http: request failed", "class", e.class, "status", e.status, "detail", e.msg, "failed_for_this_class", n)
 		}
 	}
-	out := HTTPResponse{Key: key, Error: e.msg, Class: e.class}
+	out := Response{Key: key, Error: e.msg, Class: e.class}
 	if e.class == "not_found" {
 		out.Found = new(bool)
 	}
@@ -311,7 +319,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 // names a loopback host: a web page that rebinds its DNS name to
 // 127.0.0.1 sends its own name as Host, so it cannot read the store
 // through the visitor's browser.
-func (h *HTTPHandler) authorize(w http.ResponseWriter, r *http.Request) *httpError {
+func (h *Handler) authorize(w http.ResponseWriter, r *http.Request) *httpError {
 	if !h.token.Set() {
 		if !httpauth.LoopbackHost(r.Host) {
 			return httpRefusal(http.StatusForbidden, "non_loopback_host", "Host %q is not a loopback name (this API has no token: it answers loopback names only)", r.Host)
@@ -342,12 +350,12 @@ func bodyError(err error, what string, limit int) *httpError {
 }
 
 // readCAS decodes a compare-and-set's body into cmd.
-func readCAS(w http.ResponseWriter, r *http.Request, cmd *Command) *httpError {
+func readCAS(w http.ResponseWriter, r *http.Request, cmd *kv.Command) *httpError {
 	body, err := readBody(w, r, MaxCASBody)
 	if err != nil {
 		return bodyError(err, "a compare-and-set's body", MaxCASBody)
 	}
-	var req HTTPCASRequest
+	var req CASRequest
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {
@@ -406,16 +414,16 @@ func errorReply(err error) *httpError {
 		status int
 		class  string
 	}{
-		{ErrEmptyKey, http.StatusBadRequest, "empty_key"},
-		{ErrKeyTooLarge, http.StatusBadRequest, "key_too_large"},
-		{ErrValueTooLarge, http.StatusBadRequest, "value_too_large"},
+		{kv.ErrEmptyKey, http.StatusBadRequest, "empty_key"},
+		{kv.ErrKeyTooLarge, http.StatusBadRequest, "key_too_large"},
+		{kv.ErrValueTooLarge, http.StatusBadRequest, "value_too_large"},
 		{client.ErrOverloaded, http.StatusServiceUnavailable, "overloaded"},
 		{client.ErrSessionExpired, http.StatusGone, "session_expired"},
-		{ErrResultLost, http.StatusServiceUnavailable, "result_lost"},
+		{kv.ErrResultLost, http.StatusServiceUnavailable, "result_lost"},
 		{client.ErrClosed, http.StatusServiceUnavailable, "unavailable"},
 		{context.Canceled, http.StatusServiceUnavailable, "canceled"},
-		{ErrWrongShard, http.StatusBadGateway, "wrong_shard"},
-		{ErrBadCommand, http.StatusBadGateway, "bad_command"},
+		{kv.ErrWrongShard, http.StatusBadGateway, "wrong_shard"},
+		{kv.ErrBadCommand, http.StatusBadGateway, "bad_command"},
 	} {
 		if errors.Is(err, m.err) {
 			return &httpError{status: m.status, class: m.class, msg: err.Error()}

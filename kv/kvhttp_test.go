@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/weft-dev/weft/kv"
+	"github.com/weft-dev/weft/kvhttp"
 )
 
 // kvAPI calls an HTTP API with its token.
@@ -21,15 +22,15 @@ type kvAPI struct {
 }
 
 // call sends one request and decodes the JSON answer.
-func (a kvAPI) call(t *testing.T, method, key, body string) (int, kv.HTTPResponse) {
-	path := a.url + kv.HTTPPrefix + key
+func (a kvAPI) call(t *testing.T, method, key, body string) (int, kvhttp.Response) {
+	path := a.url + kvhttp.Prefix + key
 	if method == http.MethodPost {
 		path += "/cas"
 	}
 	req, err := http.NewRequest(method, path, strings.NewReader(body))
 	if err != nil {
 		t.Error(err)
-		return 0, kv.HTTPResponse{}
+		return 0, kvhttp.Response{}
 	}
 	if a.token != "" {
 		req.Header.Set("Authorization", "Bearer "+a.token)
@@ -38,11 +39,11 @@ func (a kvAPI) call(t *testing.T, method, key, body string) (int, kv.HTTPRespons
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Error(err)
-		return 0, kv.HTTPResponse{}
+		return 0, kvhttp.Response{}
 	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(resp.Body)
-	var out kv.HTTPResponse
+	var out kvhttp.Response
 	if err == nil {
 		err = json.Unmarshal(raw, &out)
 	}
@@ -63,7 +64,8 @@ func (a kvAPI) want(t *testing.T, method, key, body string, status int, class st
 
 func ptr(s string) *string { return &s }
 
-// TestHTTPOnCluster drives the HTTP API over a real 2-shard x 3-replica
+// TestHTTPOnCluster (here for startKV; the API is package kvhttp) drives
+// the HTTP API over a real 2-shard x 3-replica
 // cluster with net/http: put, get, del, compare-and-set, 404, 409, the
 // limits, the token and a wrong method; then 8 goroutines increment two
 // counters (one per shard) with compare-and-set loops, and the counters
@@ -72,7 +74,7 @@ func TestHTTPOnCluster(t *testing.T) {
 	c := startKV(t, 2, 3)
 	k := c.client(t, 2)
 	const token = "0123456789abcdef0123456789abcdef"
-	srv, err := kv.ListenHTTP("127.0.0.1:0", k, kv.HTTPOptions{Token: []byte(token), Timeout: 20 * time.Second})
+	srv, err := kvhttp.Listen("127.0.0.1:0", k, kvhttp.Options{Token: []byte(token), Timeout: 20 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package kv
+package kvhttp
 
 import (
 	"bytes"
@@ -14,27 +14,37 @@ import (
 	"testing"
 
 	"github.com/weft-dev/weft/client"
+	"github.com/weft-dev/weft/kv"
+	"github.com/weft-dev/weft/rsm"
+	"github.com/weft-dev/weft/wire"
 )
 
 // storeDo is a kv.Client's Do answered by one in-memory shard: the
 // handler's own logic, without a cluster.
-func storeDo(t *testing.T) func(context.Context, Command) (Result, error) {
-	s, err := NewStore(0, 1)
+func storeDo(t *testing.T) func(context.Context, kv.Command) (kv.Result, error) {
+	s, err := kv.NewStore(0, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var mu sync.Mutex
-	return func(_ context.Context, c Command) (Result, error) {
+	var seq uint64
+	return func(_ context.Context, c kv.Command) (kv.Result, error) {
 		if err := c.Check(); err != nil {
-			return Result{}, err
+			return kv.Result{}, err
 		}
 		mu.Lock()
 		defer mu.Unlock()
-		r := s.apply(c.Encode(nil))
-		if r.Status == StatusError {
-			return r, errorOf(&r)
+		seq++
+		raw, err := s.Apply([]rsm.Entry{{ID: wire.MsgID{Client: 100, Seq: seq}, Dest: []wire.GroupID{0},
+			Payload: c.Encode(nil), GTS: wire.Timestamp{T: seq}}})
+		if err != nil {
+			return kv.Result{}, err
 		}
-		return r, nil
+		r, err := kv.DecodeResult(raw[0])
+		if err == nil && r.Status == kv.StatusError { // one shard: every checked command is its own
+			err = fmt.Errorf("the shard refused %s %q: %s", c.Op, c.Key, r.Value)
+		}
+		return r, err
 	}
 }
 
@@ -47,7 +57,7 @@ type httpCall struct {
 	value              string // a GET's value, if want is set
 }
 
-func doHTTP(t *testing.T, url string, c httpCall) (*http.Response, HTTPResponse, []byte) {
+func doHTTP(t *testing.T, url string, c httpCall) (*http.Response, Response, []byte) {
 	t.Helper()
 	req, err := http.NewRequest(c.method, url+c.path, strings.NewReader(c.body))
 	if err != nil {
@@ -69,7 +79,7 @@ func doHTTP(t *testing.T, url string, c httpCall) (*http.Response, HTTPResponse,
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out HTTPResponse
+	var out Response
 	if resp.Header.Get("Content-Type") == "application/json" {
 		if err := json.Unmarshal(raw, &out); err != nil {
 			t.Fatalf("%s %s: %v in %q", c.method, c.path, err, raw)
@@ -103,10 +113,10 @@ func jsonHeader() map[string]string { return map[string]string{"Content-Type": "
 // shard: status codes, error classes, value encodings, keys with '/' and
 // percent escapes, the limits.
 func TestHTTPAPI(t *testing.T) {
-	srv := httptest.NewServer(newHTTPHandler(storeDo(t), HTTPOptions{}))
+	srv := httptest.NewServer(newHandler(storeDo(t), Options{}))
 	defer srv.Close()
-	big := strings.Repeat("v", MaxValueBytes)
-	longKey := strings.Repeat("k", MaxKeyBytes)
+	big := strings.Repeat("v", kv.MaxValueBytes)
+	longKey := strings.Repeat("k", kv.MaxKeyBytes)
 	checkCalls(t, srv.URL, []httpCall{
 		{method: "GET", path: "/v1/kv/color", status: 404, class: "not_found"},
 		{method: "PUT", path: "/v1/kv/color", body: "blue", status: 200},
@@ -179,7 +189,7 @@ func TestHTTPAPI(t *testing.T) {
 // TestHTTPToken: with a token every request needs it (on any Host).
 func TestHTTPToken(t *testing.T) {
 	const tok = "0123456789abcdef0123456789abcdef"
-	h := newHTTPHandler(storeDo(t), HTTPOptions{Token: []byte(tok)})
+	h := newHandler(storeDo(t), Options{Token: []byte(tok)})
 	srv := httptest.NewServer(h)
 	defer srv.Close()
 	bearer := func(s string) map[string]string {
@@ -213,20 +223,20 @@ func TestHTTPClientErrors(t *testing.T) {
 		{fmt.Errorf("wrapped: %w", client.ErrOverloaded), 503, "overloaded"},
 		{client.ErrSessionExpired, 410, "session_expired"},
 		{client.ErrClosed, 503, "unavailable"},
-		{errorf(ErrResultLost, "x"), 503, "result_lost"},
-		{errorf(ErrWrongShard, "x"), 502, "wrong_shard"},
-		{errorf(ErrBadCommand, "x"), 502, "bad_command"},
+		{fmt.Errorf("%w: x", kv.ErrResultLost), 503, "result_lost"},
+		{fmt.Errorf("%w: x", kv.ErrWrongShard), 502, "wrong_shard"},
+		{fmt.Errorf("%w: x", kv.ErrBadCommand), 502, "bad_command"},
 		{errors.New("something else"), 500, "internal"},
 		{nil, 504, "timeout"}, // nil: wait for the deadline
 	} {
-		do := func(ctx context.Context, _ Command) (Result, error) {
+		do := func(ctx context.Context, _ kv.Command) (kv.Result, error) {
 			if tc.err == nil {
 				<-ctx.Done()
-				return Result{}, ctx.Err()
+				return kv.Result{}, ctx.Err()
 			}
-			return Result{}, tc.err
+			return kv.Result{}, tc.err
 		}
-		srv := httptest.NewServer(newHTTPHandler(do, HTTPOptions{Timeout: 1}))
+		srv := httptest.NewServer(newHandler(do, Options{Timeout: 1}))
 		resp, out, raw := doHTTP(t, srv.URL, httpCall{method: "GET", path: "/v1/kv/k"})
 		srv.Close()
 		if resp.StatusCode != tc.status || out.Class != tc.class || out.Error == "" {
@@ -246,14 +256,14 @@ func TestHTTPMaxRequests(t *testing.T) {
 	const max = 3
 	entered, release := make(chan struct{}), make(chan struct{})
 	inner := storeDo(t)
-	do := func(ctx context.Context, c Command) (Result, error) {
-		if c.Key == "slow" && c.Op == OpPut {
+	do := func(ctx context.Context, c kv.Command) (kv.Result, error) {
+		if c.Key == "slow" && c.Op == kv.OpPut {
 			entered <- struct{}{}
 			<-release
 		}
 		return inner(ctx, c)
 	}
-	h := newHTTPHandler(do, HTTPOptions{MaxRequests: max})
+	h := newHandler(do, Options{MaxRequests: max})
 	srv := httptest.NewServer(h)
 	defer srv.Close()
 	var wg sync.WaitGroup
@@ -285,20 +295,20 @@ func TestHTTPMaxRequests(t *testing.T) {
 	}
 }
 
-// TestListenHTTPRefusesOpenAddress: an address other machines reach
+// TestListenRefusesOpenAddress: an address other machines reach
 // needs a token.
-func TestListenHTTPRefusesOpenAddress(t *testing.T) {
-	if _, err := ListenHTTP("0.0.0.0:0", nil, HTTPOptions{}); err == nil || !strings.Contains(err.Error(), "no token") {
+func TestListenRefusesOpenAddress(t *testing.T) {
+	if _, err := Listen("0.0.0.0:0", nil, Options{}); err == nil || !strings.Contains(err.Error(), "no token") {
 		t.Fatalf("0.0.0.0 without a token: %v", err)
 	}
-	s, err := ListenHTTP("127.0.0.1:0", nil, HTTPOptions{})
+	s, err := Listen("127.0.0.1:0", nil, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	s, err = ListenHTTP("0.0.0.0:0", nil, HTTPOptions{Token: bytes.Repeat([]byte("t"), 16)})
+	s, err = Listen("0.0.0.0:0", nil, Options{Token: bytes.Repeat([]byte("t"), 16)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package kv
+package kvhttp
 
 import (
 	"context"
@@ -7,32 +7,34 @@ import (
 	"net"
 	"net/http"
 	"time"
+
+	"github.com/weft-dev/weft/kv"
 )
 
-// Server limits of the HTTP API (ListenHTTP): a slow or idle client
+// Server limits of the HTTP API (Listen): a slow or idle client
 // cannot hold a connection, nor a large header memory.
 const (
-	HTTPReadHeaderTimeout = 5 * time.Second
-	// HTTPReadTimeout covers the header and the body (at most MaxCASBody).
-	HTTPReadTimeout = 30 * time.Second
-	HTTPIdleTimeout = 2 * time.Minute
-	// HTTPMaxHeaderBytes leaves room for the longest key percent-encoded
-	// (3 x MaxKeyBytes) in the request line, and a token.
-	HTTPMaxHeaderBytes = 16 << 10
+	ReadHeaderTimeout = 5 * time.Second
+	// ReadTimeout covers the header and the body (at most MaxCASBody).
+	ReadTimeout = 30 * time.Second
+	IdleTimeout = 2 * time.Minute
+	// MaxHeaderBytes leaves room for the longest key percent-encoded
+	// (3 x kv.MaxKeyBytes) in the request line, and a token.
+	MaxHeaderBytes = 16 << 10
 )
 
-// HTTPServer is the HTTP/JSON API serving on a listener.
-type HTTPServer struct {
+// Server is the HTTP/JSON API serving on a listener.
+type Server struct {
 	srv *http.Server
 	ln  net.Listener
-	h   *HTTPHandler
+	h   *Handler
 }
 
-// ListenHTTP serves the HTTP/JSON API (HTTPHandler) over c on addr. It
+// Listen serves the HTTP/JSON API (Handler) over c on addr. It
 // refuses an address other machines can reach (anything but loopback)
 // without opt.Token, so the store is never open on the network by
 // accident: the address bound decides, not its name.
-func ListenHTTP(addr string, c *Client, opt HTTPOptions) (*HTTPServer, error) {
+func Listen(addr string, c *kv.Client, opt Options) (*Server, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("kv: http api: %w", err)
@@ -42,32 +44,32 @@ func ListenHTTP(addr string, c *Client, opt HTTPOptions) (*HTTPServer, error) {
 		ln.Close()
 		return nil, fmt.Errorf("kv: http api %s (bound %s) is reachable from other machines and has no token: set kv.token_file or use a loopback address", addr, ln.Addr())
 	}
-	return serveHTTP(ln, NewHTTPHandler(c, opt)), nil
+	return serve(ln, NewHandler(c, opt)), nil
 }
 
-func serveHTTP(ln net.Listener, h *HTTPHandler) *HTTPServer {
-	s := &HTTPServer{ln: ln, h: h, srv: &http.Server{
+func serve(ln net.Listener, h *Handler) *Server {
+	s := &Server{ln: ln, h: h, srv: &http.Server{
 		Handler:           h,
-		ReadHeaderTimeout: HTTPReadHeaderTimeout,
-		ReadTimeout:       HTTPReadTimeout,
+		ReadHeaderTimeout: ReadHeaderTimeout,
+		ReadTimeout:       ReadTimeout,
 		// The write deadline runs from the end of the header: the body,
 		// the request's own deadline, then the answer.
-		WriteTimeout:   HTTPReadTimeout + h.timeout + 5*time.Second,
-		IdleTimeout:    HTTPIdleTimeout,
-		MaxHeaderBytes: HTTPMaxHeaderBytes,
+		WriteTimeout:   ReadTimeout + h.timeout + 5*time.Second,
+		IdleTimeout:    IdleTimeout,
+		MaxHeaderBytes: MaxHeaderBytes,
 	}}
 	go s.srv.Serve(ln)
 	return s
 }
 
 // Addr returns the address the API serves on.
-func (s *HTTPServer) Addr() net.Addr { return s.ln.Addr() }
+func (s *Server) Addr() net.Addr { return s.ln.Addr() }
 
 // Handler returns the API's handler (its Failures).
-func (s *HTTPServer) Handler() *HTTPHandler { return s.h }
+func (s *Server) Handler() *Handler { return s.h }
 
 // Close stops the API: requests in progress get up to a second to finish.
-func (s *HTTPServer) Close() error {
+func (s *Server) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	err := s.srv.Shutdown(ctx)
