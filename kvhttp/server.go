@@ -37,12 +37,12 @@ type Server struct {
 func Listen(addr string, c *kv.Client, opt Options) (*Server, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, fmt.Errorf("kv: http api: %w", err)
+		return nil, fmt.Errorf("kvhttp: %w", err)
 	}
 	ta, ok := ln.Addr().(*net.TCPAddr)
 	if !(ok && ta.IP.IsLoopback()) && len(opt.Token) == 0 {
 		ln.Close()
-		return nil, fmt.Errorf("kv: http api %s (bound %s) is reachable from other machines and has no token: set kv.token_file or use a loopback address", addr, ln.Addr())
+		return nil, fmt.Errorf("kvhttp: %s (bound %s) is reachable from other machines and has no token: set kv.token_file or use a loopback address", addr, ln.Addr())
 	}
 	return serve(ln, NewHandler(c, opt)), nil
 }
