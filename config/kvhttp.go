@@ -1,12 +1,15 @@
 package config
 
 import (
+	"crypto/x509"
 	"fmt"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/BurntSushi/toml"
+
+	"github.com/weft-dev/weft/transport"
 )
 
 // [kv] defaults and bounds: the HTTP/JSON API of weft-kv (kvhttp.Handler).
@@ -41,6 +44,15 @@ type KV struct {
 	// MaxRequests bounds the API's requests in progress; more are
 	// answered 503. Key "kv.max_requests"; default 64; 1 to 65536.
 	MaxRequests int `toml:"max_requests"`
+	// TLSCert and TLSKey are the client certificate and key the API's
+	// client presents on a cluster with mutual TLS (tls_ca; a node's
+	// certificate cannot connect as a client): one from the client CA,
+	// or with the URI SAN weft://<cluster>/client[/<id>] (`weft certs`
+	// writes client.crt and client.key). Required with http on such a
+	// cluster. Keys "kv.tls_cert", "kv.tls_key"; default "".
+	TLSCert string         `toml:"tls_cert"`
+	TLSKey  string         `toml:"tls_key"`
+	tls     *transport.TLS // loaded by validate
 }
 
 func (c *Config) setKVDefaults(md toml.MetaData) {
@@ -75,11 +87,6 @@ func (c *Config) validateKV() error {
 	if c.Service != ServiceKV {
 		return &FieldError{Field: "kv.http", Msg: fmt.Sprintf("the API serves weft-kv: it needs service = %q (service is %q)", ServiceKV, c.Service)}
 	}
-	if c.TLSCA != "" {
-		// The API's client would need a client certificate: a node's
-		// cannot connect as a client (transport/tls.go).
-		return &FieldError{Field: "kv.http", Msg: "not available on a cluster with mutual TLS yet (the API's client would need a client certificate)"}
-	}
 	for _, o := range []struct{ key, addr string }{{"listen", c.Listen}, {"client_addr", c.ClientAddr}, {"admin", c.Admin}} {
 		if o.addr != "" && sameEndpoint(k.HTTP, o.addr) {
 			return &FieldError{Field: "kv.http", Msg: fmt.Sprintf("%q is the node's %s address (%q); give the API a port of its own", k.HTTP, o.key, o.addr)}
@@ -88,8 +95,44 @@ func (c *Config) validateKV() error {
 	if !IsLoopback(k.HTTP) && k.token == nil {
 		return &FieldError{Field: "kv.http", Msg: fmt.Sprintf("%q is not a loopback address: an API reachable from other machines needs kv.token_file", k.HTTP)}
 	}
+	return c.validateKVTLS()
+}
+
+// validateKVTLS loads the API client's certificate on a cluster with
+// mutual TLS, and refuses a node's: the nodes would refuse it.
+func (c *Config) validateKVTLS() error {
+	k := &c.KV
+	k.tls = nil
+	switch {
+	case c.TLSCA == "" && (k.TLSCert != "" || k.TLSKey != ""):
+		return &FieldError{Field: "kv.tls_cert", Msg: "the cluster does not use TLS (no tls_ca): leave kv.tls_cert and kv.tls_key out"}
+	case c.TLSCA == "":
+		return nil
+	case k.TLSCert == "" || k.TLSKey == "":
+		return &FieldError{Field: "kv.tls_cert", Msg: "the cluster uses mutual TLS (tls_ca): the API's client needs a client certificate, kv.tls_cert and kv.tls_key (weft certs writes client.crt and client.key)"}
+	}
+	t, err := transport.LoadTLS(k.TLSCert, k.TLSKey, c.TLSCA, "")
+	if err != nil {
+		return &FieldError{Field: "kv.tls_cert", Msg: err.Error()}
+	}
+	leaf, err := x509.ParseCertificate(t.Certificate.Certificate[0])
+	if err != nil {
+		return &FieldError{Field: "kv.tls_cert", Msg: err.Error()}
+	}
+	if id, found, err := transport.CertIdentity(leaf, c.Cluster); err != nil || (found && id.Role != transport.RoleClient) {
+		msg := fmt.Sprintf("%s is %s's certificate, not a client's", k.TLSCert, id)
+		if err != nil {
+			msg = fmt.Sprintf("%s: %v", k.TLSCert, err)
+		}
+		return &FieldError{Field: "kv.tls_cert", Msg: msg}
+	}
+	k.tls = t
 	return nil
 }
+
+// KVClientTLS returns the API client's TLS configuration (kv.tls_cert),
+// or nil.
+func (c *Config) KVClientTLS() *transport.TLS { return c.KV.tls }
 
 // KVToken returns the token read from kv.token_file, or nil.
 func (c *Config) KVToken() []byte { return c.KV.token }
@@ -98,7 +141,7 @@ func (c *Config) KVToken() []byte { return c.KV.token }
 // left out, so they read back as the defaults.
 func (c *Config) formatKV(sb *strings.Builder) {
 	k := &c.KV
-	if k.HTTP == "" && k.TokenFile == "" && k.Timeout == 0 && k.MaxRequests == 0 {
+	if k.HTTP == "" && k.TokenFile == "" && k.Timeout == 0 && k.MaxRequests == 0 && k.TLSCert == "" {
 		return
 	}
 	sb.WriteString("\n[kv]\n")
@@ -113,5 +156,11 @@ func (c *Config) formatKV(sb *strings.Builder) {
 	}
 	if k.MaxRequests != 0 {
 		fmt.Fprintf(sb, "max_requests = %d\n", k.MaxRequests)
+	}
+	if k.TLSCert != "" {
+		fmt.Fprintf(sb, "tls_cert = %s\n", strconv.Quote(k.TLSCert))
+	}
+	if k.TLSKey != "" {
+		fmt.Fprintf(sb, "tls_key = %s\n", strconv.Quote(k.TLSKey))
 	}
 }

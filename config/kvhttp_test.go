@@ -11,8 +11,8 @@ import (
 
 // TestKVHTTP: the [kv] table's defaults, its round trip through Format,
 // and every refusal: an API without service = "kv", off loopback without
-// a token, on another of the node's ports, on a TLS cluster, and values
-// out of range.
+// a token, on another of the node's ports, on a TLS cluster without a
+// client certificate (or with a node's), and values out of range.
 func TestKVHTTP(t *testing.T) {
 	for _, key := range []string{"\n[kv]\n", "# http =", "# token_file =", "\ntimeout =", "\nmax_requests ="} {
 		if !strings.Contains(Sample, key) {
@@ -50,8 +50,24 @@ func TestKVHTTP(t *testing.T) {
 	// The node's own ports (listen and client_addr default to 127.0.0.1:7001).
 	wantFieldError(t, kv+"[kv]\nhttp = \"localhost:7001\"\n", "kv.http", "node's listen address")
 	wantFieldError(t, "admin = \"127.0.0.1:7200\"\n"+kv+"[kv]\nhttp = \"127.0.0.1:7200\"\n", "kv.http", "node's admin address")
-	wantFieldError(t, devCerts(t, "weft", transport.NodeIdentity(1), time.Now().Add(time.Hour))+kv+"[kv]\nhttp = \"127.0.0.1:7480\"\n",
-		"kv.http", "mutual TLS")
+
+	// On a TLS cluster the API's client needs a client certificate.
+	hour := time.Now().Add(time.Hour)
+	tlsKV := devCerts(t, "weft", transport.NodeIdentity(1), hour) + kv + "[kv]\nhttp = \"127.0.0.1:7480\"\n"
+	certKeys := func(id transport.Identity) string { // the tls_cert and tls_key lines
+		lines := strings.SplitAfter(devCerts(t, "weft", id, hour), "\n")
+		return lines[0] + lines[1]
+	}
+	wantFieldError(t, tlsKV, "kv.tls_cert", "needs a client certificate")
+	wantFieldError(t, tlsKV+certKeys(transport.NodeIdentity(1)), "kv.tls_cert", "node 1's certificate, not a client's")
+	c, err = Parse(tlsKV+certKeys(transport.AnyClientIdentity()), Agent)
+	if err != nil || c.KVClientTLS() == nil || c.KVClientTLS() == c.TLS() {
+		t.Fatalf("a client certificate: %v", err)
+	}
+	if back, err := Parse(c.Format(), Agent); err != nil || back.KVClientTLS() == nil {
+		t.Fatalf("round trip with a client certificate: %v\n%s", err, c.Format())
+	}
+	wantFieldError(t, kv+"[kv]\nhttp = \"127.0.0.1:7480\"\n"+certKeys(transport.AnyClientIdentity()), "kv.tls_cert", "does not use TLS")
 
 	wantFieldError(t, kv+"[kv]\ntimeout = \"0s\"\n", "kv.timeout", "between 10ms and 10m0s")
 	wantFieldError(t, kv+"[kv]\ntimeout = \"11m\"\n", "kv.timeout", "between 10ms and 10m0s")

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/weft-dev/weft/config"
+	"github.com/weft-dev/weft/kvhttp"
 	"github.com/weft-dev/weft/transport"
 	"github.com/weft-dev/weft/wire"
 )
@@ -141,10 +142,12 @@ func TestCertsWritesAndReuses(t *testing.T) {
 // TestAgentsOverMutualTLS runs three `weft agent` processes with
 // certificates from `weft certs` and `weft multicast` with the client
 // certificate; a multicast without one is refused with a clear error.
+// The agents run weft-kv, and the last serves its HTTP API, whose client
+// uses the client certificate (kv.tls_cert).
 func TestAgentsOverMutualTLS(t *testing.T) {
 	exe := buildWeft(t)
 	dir := t.TempDir()
-	ports, err := freeAddrs(3)
+	ports, err := freeAddrs(4)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +163,10 @@ func TestAgentsOverMutualTLS(t *testing.T) {
 			Tick: 10 * time.Millisecond, ElectionTicks: 30, HeartbeatTicks: 1, RetryTicks: 12, SessionLease: config.DefaultSessionLease, LogLevel: "info",
 			WALSegmentSize: 1 << 20, CompactBytes: 1 << 20, Groups: [][]wire.ProcID{{0}, {1}, {2}}, Nodes: nodes,
 			TLSCert: filepath.Join(tlsDir, fmt.Sprintf("node-%d.crt", id)), TLSKey: filepath.Join(tlsDir, fmt.Sprintf("node-%d.key", id)),
-			TLSCA: filepath.Join(tlsDir, "ca.crt"), TLSClientCA: filepath.Join(tlsDir, "client-ca.crt")}
+			TLSCA: filepath.Join(tlsDir, "ca.crt"), TLSClientCA: filepath.Join(tlsDir, "client-ca.crt"), Service: config.ServiceKV}
+		if id == 2 {
+			cfg.KV = config.KV{HTTP: ports[3], TLSCert: filepath.Join(tlsDir, "client.crt"), TLSKey: filepath.Join(tlsDir, "client.key")}
+		}
 		cfgPath = filepath.Join(dir, fmt.Sprintf("n%d.toml", id))
 		if err := os.WriteFile(cfgPath, []byte(cfg.Format()), 0o644); err != nil {
 			t.Fatal(err)
@@ -182,10 +188,12 @@ func TestAgentsOverMutualTLS(t *testing.T) {
 		return string(bytes.TrimSpace(out)), err
 	}
 	client := []string{"--tls-cert", filepath.Join(tlsDir, "client.crt"), "--tls-key", filepath.Join(tlsDir, "client.key")}
-	re := regexp.MustCompile(`message \d+\.1@[0-9a-f]+ delivered: gts \d+\.g\d \(group 0, leader 0\)`)
+	// Any destination group may answer first (the nodes run a service);
+	// group g's leader is node g.
+	re := regexp.MustCompile(`message \d+\.1@[0-9a-f]+ delivered: gts \d+\.g\d \(group (\d), leader (\d)\)`)
 	for i, dest := range []string{"0", "0,1,2"} {
 		out, err := multicast(append(client, "--dest", dest, fmt.Sprint("hello ", i))...)
-		if err != nil || !re.MatchString(out) {
+		if m := re.FindStringSubmatch(out); err != nil || m == nil || m[1] != m[2] {
 			t.Fatalf("multicast --dest %s over mTLS: %v\n%s", dest, err, out)
 		}
 		t.Logf("multicast --dest %s: %s", dest, out)
@@ -197,6 +205,13 @@ func TestAgentsOverMutualTLS(t *testing.T) {
 	node0 := []string{"--tls-cert", filepath.Join(tlsDir, "node-0.crt"), "--tls-key", filepath.Join(tlsDir, "node-0.key")}
 	if out, err := multicast(append(node0, "--dest", "0", "x")...); err == nil || !strings.Contains(out, "a client cannot use node 0's TLS certificate") {
 		t.Errorf("multicast with a node's certificate: %v\n%s", err, out)
+	}
+	api := "http://" + ports[3] + kvhttp.Prefix
+	if out := kvHTTPCall(t, "PUT", api+"color", "", "blue"); !strings.HasPrefix(out, "200 ") {
+		t.Errorf("PUT through the HTTP API over mTLS: %s", out)
+	}
+	if out := kvHTTPCall(t, "GET", api+"color", "", ""); !strings.Contains(out, `"value":"blue"`) {
+		t.Errorf("GET through the HTTP API over mTLS: %s", out)
 	}
 	// Without --config (no layout file at hand) and without TLS: refused
 	// by the nodes, with a hint.

@@ -44,6 +44,7 @@ func serveKVHTTP(cfg *config.Config, logger *slog.Logger) (*kvHTTP, error) {
 	if err != nil {
 		return nil, err
 	}
+	ccfg.TLS = cfg.KVClientTLS() // nil without TLS
 	ccfg.Logger = logger.With("component", "kv_http")
 	k, cl, err := newKVClient(ccfg)
 	if err != nil {
