@@ -63,6 +63,8 @@
 //	token_file = "/etc/weft/kv.token"  # bearer token, mode 0600 (default: none)
 //	timeout = "5s"                 # each request's deadline (default 5s; 10ms..10m)
 //	max_requests = 64              # requests served at once; more get 503 (default 64)
+//	tls_cert = "/etc/weft/client.crt"  # with tls_ca: the API client's certificate and key
+//	tls_key = "/etc/weft/client.key"
 //
 // (sample.toml, also available as Sample, is a complete commented file.)
 //
