@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"time"
@@ -57,6 +58,9 @@ func serve(ln net.Listener, h *Handler) *Server {
 		WriteTimeout:   ReadTimeout + h.timeout + 5*time.Second,
 		IdleTimeout:    IdleTimeout,
 		MaxHeaderBytes: MaxHeaderBytes,
+		// The server's own complaints (a malformed request line, a
+		// panicking handler) go to the agent's log, in its format.
+		ErrorLog: slog.NewLogLogger(h.log.Handler(), slog.LevelWarn),
 	}}
 	go s.srv.Serve(ln)
 	return s
