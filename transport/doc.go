@@ -24,10 +24,13 @@
 //
 // Each destination has a send queue bounded in messages (Config.QueueSize)
 // and in bytes (Config.QueueBytes for peers, Config.ClientQueueBytes for a
-// client's replies), drained by one writer goroutine through a
-// bufio.Writer: frames queued together go out with one flush, so batching
-// grows with load and an idle connection writes one message at a time
-// (TCP_NODELAY is on). Send never blocks; when the queue is full it drops
+// client's replies): one buffer the senders append encoded frames to,
+// drained by one writer goroutine that takes the whole buffer at once and
+// writes it with one call, so batching grows with load and an idle
+// connection writes one message at a time (TCP_NODELAY is on). A Batch
+// (batch.go) queues a loop pass's messages and wakes each writer once, at
+// its Flush, and encodes a message sent to several destinations once.
+// Send never blocks; when the queue is full it drops
 // the message, counts it (queue_full or queue_bytes) and returns
 // ErrQueueFull. A lost connection is redialed with jittered exponential
 // backoff; its queue keeps filling meanwhile (and drops once full).

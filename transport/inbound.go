@@ -116,7 +116,7 @@ func (t *Transport) serveInbound(conn net.Conn, sl *slot) {
 		go func() {
 			defer t.wg.Done()
 			defer close(writerDone)
-			wr, werr = t.writeLoop(conn, bufio.NewWriterSize(nil, writeBufSize), c.q, stop)
+			wr, werr = t.writeLoop(conn, c.q, stop)
 			if wr != ReasonNone {
 				conn.Close() // wake the reader
 			}
@@ -153,15 +153,8 @@ func (t *Transport) serveInbound(conn net.Conn, sl *slot) {
 
 // discard empties the queue of a client that is gone.
 func (t *Transport) discard(q *queue) {
-	for {
-		select {
-		case f := <-q.ch:
-			q.took(f)
-			putFrame(f)
-			t.st.drops[DropDisconnected].Add(1)
-		default:
-			return
-		}
+	if _, n := q.take(nil); n > 0 {
+		t.st.drops[DropDisconnected].Add(uint64(n))
 	}
 }
 

@@ -34,7 +34,6 @@ func (p *peer) who() string { return fmt.Sprintf("node %d", p.id) }
 func (p *peer) run() {
 	t := p.t
 	defer t.wg.Done()
-	bw := bufio.NewWriterSize(nil, writeBufSize)
 	var backoff time.Duration
 	for {
 		if backoff > 0 && !t.sleep(p.jitter(backoff)) {
@@ -51,7 +50,7 @@ func (p *peer) run() {
 			backoff = p.nextBackoff(backoff)
 			continue
 		}
-		p.serve(conn, br, bw)
+		p.serve(conn, br)
 		backoff = t.cfg.DialBackoffMin
 	}
 }
@@ -205,7 +204,7 @@ func (p *peer) dialFailed(r Reason, err error) {
 // serve runs one established connection: the writer here, the reader in a
 // goroutine. It returns when either ends, with the connection closed and
 // the reader gone.
-func (p *peer) serve(conn net.Conn, br *bufio.Reader, bw *bufio.Writer) {
+func (p *peer) serve(conn net.Conn, br *bufio.Reader) {
 	t := p.t
 	if p.connects.Add(1) > 1 {
 		t.st.reconnects.Add(1)
@@ -228,7 +227,7 @@ func (p *peer) serve(conn net.Conn, br *bufio.Reader, bw *bufio.Writer) {
 		defer close(readerDone)
 		rr, rerr = t.readLoop(conn, NewFrameReader(br, t.cfg.MaxFrame), p.id, mode, 0)
 	}()
-	wr, werr := t.writeLoop(conn, bw, p.q, readerDone)
+	wr, werr := t.writeLoop(conn, p.q, readerDone)
 	p.connected.Store(false)
 	t.release(conn)
 	<-readerDone

@@ -59,6 +59,10 @@ func (d DropReason) String() string {
 type Stats struct {
 	FramesIn, FramesOut uint64
 	BytesIn, BytesOut   uint64
+	// Writes counts the write calls that carried FramesOut: a writer
+	// writes every frame queued since its last write at once, so
+	// FramesOut/Writes is the batching achieved.
+	Writes uint64
 	// Dials counts outbound connection attempts, Connects the ones whose
 	// handshake succeeded, and Reconnects the Connects to a peer after its
 	// first.
@@ -112,6 +116,7 @@ type PeerStats struct {
 type counters struct {
 	framesIn, framesOut atomic.Uint64
 	bytesIn, bytesOut   atomic.Uint64
+	writes              atomic.Uint64
 	dials, connects     atomic.Uint64
 	reconnects, accepts atomic.Uint64
 	drops               [dropEnd]atomic.Uint64
@@ -126,6 +131,7 @@ func (c *counters) snapshot() Stats {
 		FramesOut:  c.framesOut.Load(),
 		BytesIn:    c.bytesIn.Load(),
 		BytesOut:   c.bytesOut.Load(),
+		Writes:     c.writes.Load(),
 		Dials:      c.dials.Load(),
 		Connects:   c.connects.Load(),
 		Reconnects: c.reconnects.Load(),

@@ -1,187 +1,133 @@
 package transport
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"os"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/weft-dev/weft/wire"
 )
 
-// frame is one encoded frame waiting in a send queue.
-type frame struct{ b []byte }
+// writeChunk bounds one write call of a writer: a large backlog goes out
+// in pieces of this size, each with its own chance to meet the write
+// deadline (Config.WriteTimeout bounds a piece, not the whole backlog).
+const writeChunk = 1 << 20
 
-// maxPooledFrame is the largest frame buffer returned to the pool.
-const maxPooledFrame = 64 << 10
-
-var framePool = sync.Pool{New: func() any { return &frame{b: make([]byte, 0, 256)} }}
-
-func getFrame() *frame { return framePool.Get().(*frame) }
-
-func putFrame(f *frame) {
-	if cap(f.b) <= maxPooledFrame {
-		f.b = f.b[:0]
-		framePool.Put(f)
-	}
-}
-
-// queue is a bounded FIFO of frames for one destination, bounded twice:
-// in frames (the channel's capacity, Config.QueueSize) and in bytes
-// (maxBytes: Config.QueueBytes for peers and this process,
-// Config.ClientQueueBytes for a client's replies). The byte bound is what
-// bounds memory: 4,096 frames of up to MaxFrame each would be gigabytes.
-// An empty queue admits one frame of any size up to MaxFrame, so a budget
-// below MaxFrame never makes a large message unsendable. Send never blocks
-// on a queue; the channel is never closed (a writer that stops simply
-// leaves it).
-type queue struct {
-	ch       chan *frame
-	maxBytes int64
-	bytes    atomic.Int64 // encoded bytes of the frames in ch (and being put in)
-	peak     atomic.Int64 // highest bytes seen
-	dropped  atomic.Uint64
-}
-
-func newQueue(n int, maxBytes int) *queue {
-	return &queue{ch: make(chan *frame, n), maxBytes: int64(maxBytes)}
-}
-
-// reserve accounts n more bytes, or reports false (and accounts nothing)
-// when they would take a non-empty queue over its byte budget.
-func (q *queue) reserve(n int) bool {
-	v := q.bytes.Add(int64(n))
-	if v > q.maxBytes && v != int64(n) {
-		q.bytes.Add(-int64(n))
-		return false
-	}
-	for p := q.peak.Load(); v > p && !q.peak.CompareAndSwap(p, v); p = q.peak.Load() {
-	}
-	return true
-}
-
-// took releases the bytes of a frame taken out of ch.
-func (q *queue) took(f *frame) { q.bytes.Add(-int64(len(f.b))) }
-
-// writeBufSize is the size of a connection's bufio.Writer.
-const writeBufSize = 64 << 10
-
-// maxBatch and maxBatchBytes bound what is written between two flushes
-// (and two write deadline refreshes).
-const (
-	maxBatch      = 1024
-	maxBatchBytes = 1 << 20
-)
+// retainWriteBuf is the largest buffer a writer keeps between two takes;
+// a larger one, grown by one burst, is left to the garbage collector.
+const retainWriteBuf = 256 << 10
 
 // closeFrame is what a writer sends when the transport closes.
 var closeFrame = AppendFrame(nil, FrameClose, AppendNotice(nil, Notice{Reason: ReasonShutdown, Text: "shutting down"}))
 
 // writeLoop drains q into conn until stop is closed, the transport closes
-// or a write fails. Frames that are queued together are written with one
-// flush: natural batching under load, one write per message when idle. On
-// Close it sends a close frame.
-func (t *Transport) writeLoop(conn net.Conn, bw *bufio.Writer, q *queue, stop <-chan struct{}) (Reason, error) {
-	bw.Reset(conn)
-	defer bw.Reset(nil)
-	// A connection that carried nothing for PingEvery gets a ping, so the
-	// reader's idle timeout (Config.IdleTimeout) only ever cuts dead or
-	// silent connections.
-	var ping *time.Timer
+// or a write fails. It takes every frame queued so far at once (queue.take)
+// and writes them with one call: natural batching under load, one write
+// per message when idle, and one write per Batch.Flush for a loop that
+// queues through a Batch. On Close it sends a close frame.
+//
+// The write deadline is pushed forward at most every WriteTimeout/8 (a
+// write then has between 7/8 of WriteTimeout and all of it), not before
+// every write: under load the writer writes thousands of times a second.
+// Pings follow the same thrift: a ticker at PingEvery/2 sends one when
+// nothing was written since its last tick, so a connection carries a frame
+// at least every PingEvery.
+func (t *Transport) writeLoop(conn net.Conn, q *queue, stop <-chan struct{}) (Reason, error) {
 	var pingC <-chan time.Time
 	if t.cfg.PingEvery > 0 {
-		ping = time.NewTimer(t.cfg.PingEvery)
+		ping := time.NewTicker(max(t.cfg.PingEvery/2, time.Millisecond))
 		defer ping.Stop()
 		pingC = ping.C
 	}
+	dl := writeDeadline{conn: conn, timeout: t.cfg.WriteTimeout}
+	var spare []byte
+	wrote := false
 	for {
-		var f *frame
 		select {
 		case <-t.ctx.Done():
-			t.goodbye(conn, bw)
+			t.goodbye(conn)
 			return ReasonNone, nil
 		case <-stop:
 			if t.ctx.Err() != nil {
-				t.goodbye(conn, bw)
+				t.goodbye(conn)
 			}
 			return ReasonNone, nil
 		case <-pingC:
-			if err := t.ping(conn, bw); err != nil {
-				return classify(err), err
+			if !wrote {
+				if err := t.write(conn, &dl, pingFrame, 1); err != nil {
+					return classify(err), err
+				}
 			}
-			ping.Reset(t.cfg.PingEvery)
+			wrote = false
 			continue
-		case f = <-q.ch:
-			q.took(f)
+		case <-q.wake:
 		}
-		if err := conn.SetWriteDeadline(time.Now().Add(t.cfg.WriteTimeout)); err != nil {
-			putFrame(f)
+		b, frames := q.take(spare)
+		if frames == 0 {
+			spare = b
+			continue
+		}
+		if err := t.write(conn, &dl, b, frames); err != nil {
 			return classify(err), err
 		}
-		var frames, bytes uint64
-		for {
-			_, err := bw.Write(f.b)
-			n := len(f.b)
-			putFrame(f)
-			if err != nil {
-				t.st.framesOut.Add(frames)
-				t.st.bytesOut.Add(bytes)
-				return classify(err), err
-			}
-			frames++
-			bytes += uint64(n)
-			if frames >= maxBatch || bytes >= maxBatchBytes {
-				break
-			}
-			more := false
-			select {
-			case f = <-q.ch:
-				q.took(f)
-				more = true
-			default:
-			}
-			if !more {
-				break
-			}
-		}
-		err := bw.Flush()
-		t.st.framesOut.Add(frames)
-		t.st.bytesOut.Add(bytes)
-		if err != nil {
-			return classify(err), err
-		}
-		if ping != nil {
-			ping.Reset(t.cfg.PingEvery)
+		wrote = true
+		spare = nil
+		if cap(b) <= retainWriteBuf {
+			spare = b[:0]
 		}
 	}
+}
+
+// write writes b, frames whole frames, in pieces of at most writeChunk,
+// and counts them once all are written.
+func (t *Transport) write(conn net.Conn, dl *writeDeadline, b []byte, frames int) error {
+	for off := 0; off < len(b); {
+		end := min(off+writeChunk, len(b))
+		if err := dl.arm(); err != nil {
+			return err
+		}
+		if _, err := conn.Write(b[off:end]); err != nil {
+			return err
+		}
+		t.st.writes.Add(1)
+		off = end
+	}
+	t.st.framesOut.Add(uint64(frames))
+	t.st.bytesOut.Add(uint64(len(b)))
+	return nil
+}
+
+// writeDeadline pushes a connection's write deadline forward, at most
+// every timeout/8 (see writeLoop).
+type writeDeadline struct {
+	conn    net.Conn
+	timeout time.Duration
+	armed   time.Time
+}
+
+func (d *writeDeadline) arm() error {
+	now := time.Now()
+	if !d.armed.IsZero() && now.Sub(d.armed) < d.timeout/8 {
+		return nil
+	}
+	if err := d.conn.SetWriteDeadline(now.Add(d.timeout)); err != nil {
+		return err
+	}
+	d.armed = now
+	return nil
 }
 
 // pingFrame keeps an idle connection alive (see Config.IdleTimeout).
 var pingFrame = AppendFrame(nil, FramePing, nil)
 
-// ping writes a ping frame.
-func (t *Transport) ping(conn net.Conn, bw *bufio.Writer) error {
-	if err := conn.SetWriteDeadline(time.Now().Add(t.cfg.WriteTimeout)); err != nil {
-		return err
-	}
-	bw.Write(pingFrame)
-	if err := bw.Flush(); err != nil {
-		return err
-	}
-	t.st.framesOut.Add(1)
-	t.st.bytesOut.Add(uint64(len(pingFrame)))
-	return nil
-}
-
 // goodbye sends a close frame, best effort, within closeGrace.
-func (t *Transport) goodbye(conn net.Conn, bw *bufio.Writer) {
+func (t *Transport) goodbye(conn net.Conn) {
 	conn.SetWriteDeadline(time.Now().Add(closeGrace))
-	bw.Write(closeFrame)
-	if bw.Flush() == nil {
+	if _, err := conn.Write(closeFrame); err == nil {
+		t.st.writes.Add(1)
 		t.st.framesOut.Add(1)
 		t.st.bytesOut.Add(uint64(len(closeFrame)))
 	}

@@ -2,6 +2,7 @@ package transport
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -128,8 +129,11 @@ type Config struct {
 	DialBackoffMin, DialBackoffMax time.Duration
 	// HandshakeTimeout bounds dialing plus the handshake, on both sides.
 	HandshakeTimeout time.Duration
-	// WriteTimeout bounds the flush of one batch of frames; a connection
-	// that makes no progress for that long is dropped and redialed.
+	// WriteTimeout bounds a write of queued frames (up to 1 MiB of them);
+	// a connection that makes no progress for that long is dropped and
+	// redialed. The deadline is pushed forward at most every
+	// WriteTimeout/8, so a stuck connection goes after between 7/8 of it
+	// and all of it.
 	WriteTimeout time.Duration
 	// Seed seeds the backoff jitter (with Self and the peer id mixed in).
 	Seed uint64
@@ -267,6 +271,8 @@ type Transport struct {
 	slots    slots        // inbound connections counted against MaxConns (caps.go)
 	refusing atomic.Int32 // refusals being answered (caps.go)
 
+	batchRounds atomic.Uint64 // Batch rounds so far (batch.go)
+
 	st      counters
 	limiter logLimiter
 }
@@ -358,41 +364,36 @@ func (t *Transport) Addr() net.Addr {
 // ErrQueueFull, ErrTooLarge or ErrNotMessage. Send panics if m is nil or
 // not a wire type, like wire.Append. It is safe for concurrent use.
 func (t *Transport) Send(to wire.ProcID, m wire.Message) error {
+	q, err := t.admit(to, m)
+	if err != nil {
+		return err
+	}
+	n := wire.Size(m)
+	if n > t.cfg.MaxFrame {
+		return t.tooLarge(m, n)
+	}
+	if r, ok := q.putMessage(m, n+FrameOverhead); !ok {
+		return t.dropFull(q, r)
+	}
+	return nil
+}
+
+// admit returns the queue of to, or why m cannot be sent there (counted).
+func (t *Transport) admit(to wire.ProcID, m wire.Message) (*queue, error) {
 	if t.closed.Load() {
 		t.st.drops[DropClosed].Add(1)
-		return ErrClosed
+		return nil, ErrClosed
 	}
 	if k := m.Kind(); k >= wire.KindRecBallot {
 		t.st.drops[DropNotMessage].Add(1)
-		return fmt.Errorf("%w: %s", ErrNotMessage, k)
+		return nil, fmt.Errorf("%w: %s", ErrNotMessage, k)
 	}
 	q := t.route(to)
 	if q == nil {
 		t.st.drops[DropNoRoute].Add(1)
-		return fmt.Errorf("%w: %d", ErrNoRoute, to)
+		return nil, fmt.Errorf("%w: %d", ErrNoRoute, to)
 	}
-	n := wire.Size(m)
-	if n > t.cfg.MaxFrame {
-		t.st.drops[DropTooLarge].Add(1)
-		return fmt.Errorf("%w: %s of %d bytes, limit %d", ErrTooLarge, m.Kind(), n, t.cfg.MaxFrame)
-	}
-	// Don't encode what cannot be queued.
-	if len(q.ch) == cap(q.ch) {
-		return t.dropFull(q, DropQueueFull)
-	}
-	if !q.reserve(n + FrameOverhead) {
-		return t.dropFull(q, DropQueueBytes)
-	}
-	f := getFrame()
-	f.b = AppendMessageFrame(f.b[:0], m)
-	select {
-	case q.ch <- f:
-		return nil
-	default:
-		q.took(f)
-		putFrame(f)
-		return t.dropFull(q, DropQueueFull)
-	}
+	return q, nil
 }
 
 // dropFull counts a message dropped because q is full, in frames or in
@@ -474,7 +475,7 @@ func (t *Transport) Stats() Stats {
 		s.Peers[id] = PeerStats{
 			Addr:        p.addr,
 			Connected:   p.connected.Load(),
-			Queued:      len(p.q.ch),
+			Queued:      int(p.q.queued.Load()),
 			QueuedBytes: p.q.bytes.Load(),
 			PeakBytes:   p.q.peak.Load(),
 			Dropped:     p.q.dropped.Load(),
@@ -538,19 +539,27 @@ func (t *Transport) sleep(d time.Duration) bool {
 // localLoop delivers the messages this process sends to itself.
 func (t *Transport) localLoop() {
 	defer t.wg.Done()
+	var spare []byte
 	for {
 		select {
 		case <-t.ctx.Done():
 			return
-		case f := <-t.local.ch:
-			t.local.took(f)
-			m, err := wire.Decode(f.b[FrameHeaderLen : len(f.b)-FrameTrailerLen])
-			putFrame(f)
+		case <-t.local.wake:
+		}
+		b, _ := t.local.take(spare)
+		for off := 0; off < len(b); {
+			end := off + FrameOverhead + int(binary.BigEndian.Uint32(b[off:]))
+			m, err := wire.Decode(b[off+FrameHeaderLen : end-FrameTrailerLen])
 			if err != nil {
-				// Append produced it; Decode must accept it.
+				// Send encoded it; Decode must accept it.
 				panic(fmt.Sprintf("transport: decoding own message: %v", err))
 			}
 			t.cfg.Handler(t.cfg.Self, m)
+			off = end
+		}
+		spare = nil
+		if cap(b) <= retainWriteBuf {
+			spare = b[:0]
 		}
 	}
 }
