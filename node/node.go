@@ -361,6 +361,7 @@ type Node struct {
 	ident identity // the data directory's identity
 	w     *wal.WAL
 	tr    *transport.Transport
+	out   *transport.Batch // the loop's sends (ready, replies), flushed once a pass
 	dlog  *deliveryLog
 	svc   *service // the replicated service (service.go); nil without Config.StateMachine
 	// The inboxes (inbox.go): protocol messages from nodes, clients'
@@ -398,8 +399,15 @@ type Node struct {
 
 	met *metrics // Prometheus metrics and readiness (metrics.go)
 
+	pid        int         // os.Getpid, once: the status is rebuilt often
+	inCallback atomic.Bool // the loop is in OnDeliver or the state machine
+	published  struct {
+		role   string
+		leader bool
+		ballot wire.Ballot
+	} // what the last publish saw (changed)
 	mu     sync.Mutex
-	status Status
+	status Status // the last published (status.go)
 }
 
 // Stats counts what the node's loop did.
@@ -512,6 +520,7 @@ func New(cfg Config) (*Node, error) {
 		ctl:     make(chan func()),
 
 		compactDone: make(chan error, 1),
+		pid:         os.Getpid(),
 	}
 	n.met = newMetrics(n)
 	if cfg.Gossip != nil && cfg.Detector == nil {
@@ -558,6 +567,7 @@ func New(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	n.tr = tr
+	n.out = tr.NewBatch()
 	if n.gossip != nil {
 		if err := n.gossip.start(); err != nil {
 			tr.Close()
@@ -679,13 +689,6 @@ func (n *Node) Err() error {
 	}
 }
 
-// Status returns a snapshot of the node's state.
-func (n *Node) Status() Status {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.status
-}
-
 // TransportStats returns the transport's counters.
 func (n *Node) TransportStats() transport.Stats { return n.tr.Stats() }
 
@@ -726,6 +729,7 @@ func (n *Node) run() {
 	defer n.gossip.stop()
 	defer n.abandonCompaction()
 	for {
+		tick := false
 		select {
 		case <-n.stop:
 			err = errClosed
@@ -757,6 +761,7 @@ func (n *Node) run() {
 			n.stats.Ticks++
 			n.tickTransfer()
 			n.drain(0, 0)
+			tick = true
 		}
 		if n.m.HasReady() {
 			if err = n.ready(); err != nil {
@@ -768,7 +773,10 @@ func (n *Node) run() {
 				return
 			}
 		}
-		n.publish()
+		n.out.Flush() // what the pass sent outside the Ready (replies to clients)
+		if tick || n.changed() {
+			n.publish()
+		}
 	}
 }
 
@@ -826,10 +834,11 @@ func (n *Node) ready() error {
 			continue // sent with its result once the deliveries are applied
 		}
 		n.stats.Sent++
-		if err := n.tr.Send(env.To, env.Msg); err != nil {
+		if err := n.out.Send(env.To, env.Msg); err != nil {
 			n.stats.SendErrors++
 		}
 	}
+	n.out.Flush() // before the deliveries: the other processes wait on these
 	if len(rd.Deliveries) > 0 {
 		now := time.Now()
 		for i := range rd.Deliveries {
@@ -851,6 +860,8 @@ func (n *Node) ready() error {
 				return err
 			}
 		}
+		n.inCallback.Store(true) // Status must not wait for the loop (status.go)
+		defer n.inCallback.Store(false)
 		if n.svc != nil {
 			if err := n.applyService(rd.Deliveries); err != nil {
 				return err
@@ -865,6 +876,8 @@ func (n *Node) ready() error {
 		}
 	}
 	if n.svc != nil && len(n.svc.held) > 0 {
+		n.inCallback.Store(true)
+		defer n.inCallback.Store(false)
 		if err := n.applyService(nil); err != nil { // replies without deliveries (retries)
 			return err
 		}
@@ -878,48 +891,4 @@ func (n *Node) ready() error {
 func (n *Node) coreAmnesiac() bool {
 	a, ok := n.m.(interface{ Amnesiac() bool })
 	return ok && a.Amnesiac()
-}
-
-func (n *Node) publish() {
-	b, cb := n.m.ballots()
-	switch leader := n.m.leader(); {
-	case leader && n.leaderSince.IsZero():
-		n.leaderSince = time.Now()
-		n.log.Info("leading the group", "ballot", b)
-	case !leader && !n.leaderSince.IsZero():
-		n.leaderSince = time.Time{}
-		n.log.Info("no longer leading the group", "ballot", b)
-	}
-	st := Status{
-		ID: n.cfg.ID, Group: n.group, Protocol: n.proto.name, Role: n.m.role(), Leader: n.m.leader(),
-		Ballot: b, CBallot: cb, Clock: n.m.clock(), MaxDelivered: n.m.maxDelivered(),
-		Retained: n.m.retained(), Coverage: n.m.coverage(),
-		WALFirst: n.w.FirstIndex(), WALLast: n.w.LastIndex(), Stats: n.stats, Pid: os.Getpid(), LeaderSince: n.leaderSince,
-		Incarnation: n.ident.Incarnation, Amnesiac: n.ident.Amnesiac && n.coreAmnesiac(),
-	}
-	if n.svc != nil {
-		st.Service = &ServiceStatus{Stats: n.svc.d.Stats(), AppliedGTS: n.svc.d.Applied(), Replayed: n.svc.replayed}
-	}
-	st.Stats.InboxQueued = len(n.inbox.ch)
-	st.Stats.InboxBytes, st.Stats.InboxPeakBytes = n.inbox.budget.load()
-	st.Stats.ClientQueued = len(n.clients.ch)
-	st.Stats.ClientInboxBytes, st.Stats.ClientInboxPeakBytes = n.clients.budget.load()
-	st.Stats.ClientShed = n.clientShed.Load()
-	st.Stats.ClientShedShare = n.clientShedShare.Load()
-	st.Stats.SideDrops = n.sideDrops.Load()
-	st.Stats.ViewDrops = n.viewDrops.Load()
-	st.Stats.InboxWaits = n.inboxWaits.Load()
-	n.gossip.publish(roleName(st.Role, st.Leader), st.Ballot)
-	if n.gossip != nil {
-		gst := n.gossip.stats
-		st.Gossip = &gst
-	}
-	if n.tr != nil {
-		st.Addr = n.tr.Addr().String()
-	}
-	n.mu.Lock()
-	n.status = st
-	n.status.Stats = st.Stats
-	n.mu.Unlock()
-	n.met.published(&st)
 }

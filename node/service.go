@@ -230,7 +230,7 @@ func (n *Node) handleRetry(env wire.Envelope) {
 // sendCounted sends msg to a client, counting it like the Ready's sends.
 func (n *Node) sendCounted(to wire.ProcID, msg wire.Message) {
 	n.stats.Sent++
-	if err := n.tr.Send(to, msg); err != nil {
+	if err := n.out.Send(to, msg); err != nil {
 		n.stats.SendErrors++
 	}
 }

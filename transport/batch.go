@@ -66,12 +66,15 @@ func (b *Batch) Send(to wire.ProcID, m wire.Message) error {
 // Flush wakes the writers of every destination the batch queued messages
 // for since the last Flush, and forgets the messages.
 func (b *Batch) Flush() {
+	b.last = nil
+	if len(b.dirty) == 0 {
+		return // nothing queued this round: it goes on
+	}
 	for i, q := range b.dirty {
 		q.flush()
 		b.dirty[i] = nil
 	}
 	b.dirty = b.dirty[:0]
-	b.last = nil
 	if cap(b.enc) > retainWriteBuf {
 		b.enc = nil
 	}
