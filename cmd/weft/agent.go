@@ -60,6 +60,7 @@ serves /metrics (Prometheus), /healthz, /readyz and, with the admin token,
 }
 
 func runAgent(ctx context.Context, path string, rejoin bool, logFormat string) error {
+	procs := setAgentProcs(os.Getenv("GOMAXPROCS"))
 	cfg, err := config.Load(path)
 	if err != nil {
 		return err
@@ -139,7 +140,7 @@ func runAgent(ctx context.Context, path string, rejoin bool, logFormat string) e
 		return err
 	}
 	attrs := []any{"id", uint32(cfg.ID), "protocol", cfg.Protocol, "service", cfg.Service, "listen", n.Addr().String(), "data_dir", cfg.DataDir, "pid", os.Getpid(),
-		"security", cfg.Security()}
+		"security", cfg.Security(), "gomaxprocs", procs}
 	if cfg.Admin != "" {
 		a, err := node.ServeAdmin(n, cfg.Admin, node.AdminOptions{Token: cfg.AdminToken(), Logger: logger})
 		if err != nil {
