@@ -93,17 +93,7 @@ func TestBatchRefuses(t *testing.T) {
 			t.Errorf("a message over MaxFrame: %v, want ErrTooLarge", err)
 		}
 	}
-	ok, full := 0, 0
-	for s := uint64(1); s <= 100; s++ {
-		switch err := b.Send(2, bigMsg(1, s, 500)); {
-		case err == nil:
-			ok++
-		case errors.Is(err, ErrQueueFull):
-			full++
-		default:
-			t.Fatalf("Send: %v", err)
-		}
-	}
+	ok, full := fillQueue(t, func(m wire.Message) error { return b.Send(2, m) }, 100, 500)
 	b.Flush()
 	st := a.tr.Stats()
 	p := st.Peers[2]

@@ -26,17 +26,7 @@ func TestQueueBytesBound(t *testing.T) {
 	cfg.QueueBytes = 64 << 10
 	cfg.MaxFrame = 256 << 10
 	a := startNode(t, cfg)
-	var ok, full int
-	for s := uint64(1); s <= 1000; s++ {
-		switch err := a.tr.Send(2, bigMsg(1, s, 1000)); {
-		case err == nil:
-			ok++
-		case errors.Is(err, ErrQueueFull):
-			full++
-		default:
-			t.Fatalf("Send: %v", err)
-		}
-	}
+	ok, full := fillQueue(t, func(m wire.Message) error { return a.tr.Send(2, m) }, 1000, 1000)
 	st := a.tr.Stats()
 	p := st.Peers[2]
 	t.Logf("queued %d messages, %d bytes (peak %d); dropped %d; drops %v", p.Queued, p.QueuedBytes, p.PeakBytes, p.Dropped, st.Drops)
@@ -53,6 +43,24 @@ func TestQueueBytesBound(t *testing.T) {
 	if err := a.tr.Send(3, bigMsg(1, 2, 10)); !errors.Is(err, ErrQueueFull) {
 		t.Errorf("a message after it: %v, want ErrQueueFull", err)
 	}
+}
+
+// fillQueue sends count messages of about size bytes from process 1 with
+// send and counts those queued and those refused as ErrQueueFull (any
+// other error fails the test).
+func fillQueue(t *testing.T, send func(wire.Message) error, count, size int) (ok, full int) {
+	t.Helper()
+	for s := range uint64(count) {
+		switch err := send(bigMsg(1, s+1, size)); {
+		case err == nil:
+			ok++
+		case errors.Is(err, ErrQueueFull):
+			full++
+		default:
+			t.Fatalf("Send: %v", err)
+		}
+	}
+	return ok, full
 }
 
 // TestQueueBytesDrain: once the peer is reachable, the accounted bytes go
