@@ -399,9 +399,8 @@ type Node struct {
 
 	met *metrics // Prometheus metrics and readiness (metrics.go)
 
-	pid        int         // os.Getpid, once: the status is rebuilt often
-	inCallback atomic.Bool // the loop is in OnDeliver or the state machine
-	published  struct {
+	pid       int // os.Getpid, once: the status is rebuilt often
+	published struct {
 		role   string
 		leader bool
 		ballot wire.Ballot
@@ -860,8 +859,6 @@ func (n *Node) ready() error {
 				return err
 			}
 		}
-		n.inCallback.Store(true) // Status must not wait for the loop (status.go)
-		defer n.inCallback.Store(false)
 		if n.svc != nil {
 			if err := n.applyService(rd.Deliveries); err != nil {
 				return err
@@ -876,8 +873,6 @@ func (n *Node) ready() error {
 		}
 	}
 	if n.svc != nil && len(n.svc.held) > 0 {
-		n.inCallback.Store(true)
-		defer n.inCallback.Store(false)
 		if err := n.applyService(nil); err != nil { // replies without deliveries (retries)
 			return err
 		}

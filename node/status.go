@@ -12,22 +12,21 @@ const statusWait = 100 * time.Millisecond
 // request (the loop publishes a full status only on its ticks and when
 // the process's role, leadership or ballot changes, not on every pass: at
 // tens of thousands of passes a second that was a measurable share of
-// its work). When the loop does not answer within statusWait (busy in a
-// long sync or compaction step, or in OnDeliver or the state machine,
-// which run on it), or has stopped, Status returns the last published
-// one: a stuck node still shows what it was doing.
+// its work), between two passes. When the loop does not answer within
+// statusWait (busy in a long sync or compaction step), or has stopped,
+// Status returns the last published one: a stuck node still shows what it
+// was doing. Called from OnDeliver or the state machine, which run on the
+// loop, it always waits statusWait for that fallback.
 func (n *Node) Status() Status {
-	if !n.inCallback.Load() {
-		built := make(chan struct{})
-		timer := time.NewTimer(statusWait)
-		select {
-		case n.ctl <- func() { n.publish(); close(built) }:
-			<-built
-		case <-n.done:
-		case <-timer.C:
-		}
-		timer.Stop()
+	built := make(chan struct{})
+	timer := time.NewTimer(statusWait)
+	select {
+	case n.ctl <- func() { n.publish(); close(built) }:
+		<-built
+	case <-n.done:
+	case <-timer.C:
 	}
+	timer.Stop()
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return n.status

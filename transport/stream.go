@@ -32,19 +32,20 @@ var closeFrame = AppendFrame(nil, FrameClose, AppendNotice(nil, Notice{Reason: R
 // The write deadline is pushed forward at most every WriteTimeout/8 (a
 // write then has between 7/8 of WriteTimeout and all of it), not before
 // every write: under load the writer writes thousands of times a second.
-// Pings follow the same thrift: a ticker at PingEvery/2 sends one when
-// nothing was written since its last tick, so a connection carries a frame
-// at least every PingEvery.
+// The ping timer is not reset on every write either: when it fires, it
+// pings if nothing was written for PingEvery, and otherwise waits for the
+// rest of PingEvery after the last write.
 func (t *Transport) writeLoop(conn net.Conn, q *queue, stop <-chan struct{}) (Reason, error) {
+	var ping *time.Timer
 	var pingC <-chan time.Time
 	if t.cfg.PingEvery > 0 {
-		ping := time.NewTicker(max(t.cfg.PingEvery/2, time.Millisecond))
+		ping = time.NewTimer(t.cfg.PingEvery)
 		defer ping.Stop()
 		pingC = ping.C
 	}
 	dl := writeDeadline{conn: conn, timeout: t.cfg.WriteTimeout}
 	var spare []byte
-	wrote := false
+	last := time.Now() // of the last write
 	for {
 		select {
 		case <-t.ctx.Done():
@@ -56,12 +57,15 @@ func (t *Transport) writeLoop(conn net.Conn, q *queue, stop <-chan struct{}) (Re
 			}
 			return ReasonNone, nil
 		case <-pingC:
-			if !wrote {
-				if err := t.write(conn, &dl, pingFrame, 1); err != nil {
-					return classify(err), err
-				}
+			if quiet := time.Since(last); quiet < t.cfg.PingEvery {
+				ping.Reset(t.cfg.PingEvery - quiet)
+				continue
 			}
-			wrote = false
+			if err := t.write(conn, &dl, pingFrame, 1); err != nil {
+				return classify(err), err
+			}
+			last = time.Now()
+			ping.Reset(t.cfg.PingEvery)
 			continue
 		case <-q.wake:
 		}
@@ -73,7 +77,7 @@ func (t *Transport) writeLoop(conn net.Conn, q *queue, stop <-chan struct{}) (Re
 		if err := t.write(conn, &dl, b, frames); err != nil {
 			return classify(err), err
 		}
-		wrote = true
+		last = time.Now()
 		spare = nil
 		if cap(b) <= retainWriteBuf {
 			spare = b[:0]
