@@ -2,6 +2,7 @@ package transport
 
 import (
 	"errors"
+	"sync"
 	"testing"
 
 	"github.com/weft-dev/weft/wire"
@@ -105,6 +106,56 @@ func TestBatchRefuses(t *testing.T) {
 		if st.Drops[r] != n {
 			t.Errorf("drops %v, want %v", st.Drops, want)
 			break
+		}
+	}
+}
+
+// TestBatchConcurrentSenders: a Batch flushing from one goroutine and
+// plain Sends from two others, into one queue, lose no wake-up: every
+// message arrives (the queue is large enough to refuse none), and each
+// goroutine's messages in the order it sent them.
+func TestBatchConcurrentSenders(t *testing.T) {
+	checkLeaks(t)
+	const each = 3000
+	nodes := cluster(t, []wire.ProcID{1, 2}, func(c *Config) { c.QueueSize, c.QueueBytes = 4*each, 4<<20 })
+	a := nodes[1]
+	sendSeq(t, a.tr, 1, 2, 1, 1)
+	waitFor(t, "connected", func() bool { return nodes[2].rec.count(1) == 1 })
+	mk := func(sender, seq uint64) wire.Message {
+		return &wire.Propose{ID: wire.MsgID{Client: wire.ProcID(sender), Seq: seq}, G: 1}
+	}
+	var wg sync.WaitGroup
+	for sender := uint64(1); sender <= 2; sender++ {
+		wg.Go(func() {
+			for s := uint64(1); s <= each; s++ {
+				if err := a.tr.Send(2, mk(sender, s)); err != nil {
+					t.Errorf("Send: %v", err)
+					return
+				}
+			}
+		})
+	}
+	wg.Go(func() {
+		b := a.tr.NewBatch()
+		for s := uint64(1); s <= each; s++ {
+			if err := b.Send(2, mk(3, s)); err != nil {
+				t.Errorf("Batch.Send: %v", err)
+				return
+			}
+			if s%7 == 0 || s == each {
+				b.Flush()
+			}
+		}
+	})
+	wg.Wait()
+	waitFor(t, "every message", func() bool { return nodes[2].rec.count(1) == 1+3*each })
+	next := map[wire.ProcID]uint64{}
+	nodes[2].rec.mu.Lock()
+	defer nodes[2].rec.mu.Unlock()
+	for _, m := range nodes[2].rec.msgs[1][1:] {
+		id := m.(*wire.Propose).ID
+		if next[id.Client]++; id.Seq != next[id.Client] {
+			t.Fatalf("sender %d: seq %d where %d was due", id.Client, id.Seq, next[id.Client])
 		}
 	}
 }
