@@ -16,9 +16,11 @@ import (
 // deadline (Config.WriteTimeout bounds a piece, not the whole backlog).
 const writeChunk = 1 << 20
 
-// retainWriteBuf is the largest buffer a writer keeps between two takes;
-// a larger one, grown by one burst, is left to the garbage collector.
-const retainWriteBuf = 256 << 10
+// retainWriteBuf is the largest buffer a writer keeps between two takes
+// (a larger one, grown by one burst, is left to the garbage collector),
+// so an idle destination holds at most two of them: its queue's and its
+// writer's spare (as much as the bufio.Writer each writer used to hold).
+const retainWriteBuf = 64 << 10
 
 // closeFrame is what a writer sends when the transport closes.
 var closeFrame = AppendFrame(nil, FrameClose, AppendNotice(nil, Notice{Reason: ReasonShutdown, Text: "shutting down"}))
