@@ -19,7 +19,10 @@ func TestBatch(t *testing.T) {
 	a := nodes[1]
 	sendSeq(t, a.tr, 1, 2, 1, 1)
 	sendSeq(t, a.tr, 1, 3, 1, 1)
-	waitFor(t, "both peers connected", func() bool { return nodes[2].rec.count(1) == 1 && nodes[3].rec.count(1) == 1 })
+	// Counted after the write returns, which may be after the peer read it.
+	waitFor(t, "both peers connected", func() bool {
+		return nodes[2].rec.count(1) == 1 && nodes[3].rec.count(1) == 1 && a.tr.Stats().FramesOut == 2
+	})
 	before := a.tr.Stats()
 
 	b := a.tr.NewBatch()
