@@ -43,8 +43,9 @@ func TestBatch(t *testing.T) {
 			st.Peers[2].Queued, st.Peers[3].Queued, st.Writes, before.Writes)
 	}
 	b.Flush()
-	waitFor(t, "the batch received", func() bool {
-		return nodes[2].rec.count(1) == 10 && nodes[3].rec.count(1) == 2 && a.rec.count(1) == 1
+	waitFor(t, "the batch received and counted", func() bool {
+		return nodes[2].rec.count(1) == 10 && nodes[3].rec.count(1) == 2 && a.rec.count(1) == 1 &&
+			a.tr.Stats().FramesOut >= before.FramesOut+10
 	})
 	checkRun(t, "peer 2", nodes[2].rec.seqs(1), 1, 10)
 	checkRun(t, "peer 3", nodes[3].rec.seqs(1), 1, 2)
