@@ -15,7 +15,9 @@
 //  1. append Ready.Persist to the WAL and fdatasync once (group commit: when
 //     inputs are queued, up to Config.MaxBatch of them are stepped before
 //     one Ready, so one sync covers all of them);
-//  2. then send Ready.Messages through the transport;
+//  2. then send Ready.Messages through the transport (one transport.Batch:
+//     each peer's share leaves with one write, a message to several
+//     members is encoded once);
 //  3. then hand Ready.Deliveries to the application: the deliveries log
 //     (one write per Ready) and Config.OnDeliver;
 //  4. then Advance.
