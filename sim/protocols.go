@@ -55,6 +55,10 @@ var protocolSpecs = []*ProtocolSpec{
 
 // wbcastSpec runs WbCast; tune, if not nil, changes every replica's
 // configuration (tests run variants of the protocol with it).
+// WbCastSpec is WbCast with its configuration adjusted by tune (nil: the
+// defaults), for Config.Spec.
+func WbCastSpec(tune func(*wbcast.Config)) *ProtocolSpec { return wbcastSpec(tune) }
+
 func wbcastSpec(tune func(*wbcast.Config)) *ProtocolSpec {
 	config := func(topo *amcast.Topology, id wire.ProcID) wbcast.Config {
 		cfg := wbcast.Config{Topology: topo, ID: id}

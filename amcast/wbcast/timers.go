@@ -153,7 +153,7 @@ func (p *Process) updateGroupLinf() {
 		}
 	}
 	q := p.topo.Quorum(p.g)
-	if p.cfg.CollectAfterAll {
+	if !p.cfg.CollectAfterQuorum {
 		q = len(p.peers)
 	}
 	if len(ds) < q {

@@ -100,13 +100,17 @@ type Config struct {
 	// activity for this many ticks is forgotten (default 1000; see
 	// docs/sessions.md for the timing assumption it rests on).
 	SessionTicks int
-	// CollectAfterAll makes garbage collection wait for every member of a
-	// group instead of a quorum (updateGroupLinf): no member is ever caught
-	// up by a SNAPSHOT, at the cost of memory growing with everything
-	// delivered while one member is down or cut off (weft's behaviour
-	// before state transfer). The simulator's large-state tests use it to
-	// build 100,000-message recovery states.
-	CollectAfterAll bool
+	// CollectAfterQuorum lets garbage collection go on when a quorum of
+	// each destination group delivered a message (updateGroupLinf), not
+	// every member: a member down for good no longer pins memory, and a
+	// member the floor passed is caught up by a SNAPSHOT. EXPERIMENTAL,
+	// off by default: a 5,000-seed sweep with forged clients (seed 302998)
+	// found a member of one group re-acking a message with a stale
+	// timestamp after the other group had collected and forgotten it
+	// (a lagging member's stale record outlives the session lease,
+	// docs/sessions.md); until that is fixed, collection waits for every
+	// member, as before.
+	CollectAfterQuorum bool
 	// Detector judges the liveness of group members. Default: a timeout
 	// detector with ElectionTicks. Real nodes plug in phi-accrual.
 	Detector Detector
