@@ -23,8 +23,12 @@ var regressionSeeds = []uint64{6, 44, 116, 189, 14089, 28437}
 //     it reported none in its NEW_LEADER_ACK, and a candidate behind what
 //     it had collected led with a gap (an order violation; the group's
 //     other members stalled). A member now reports at least its last
-//     delivery at its restart or install (ackFloor).
-var forgedRegressionSeeds = []uint64{300493, 303008, 303407}
+//     delivery at its restart or install (ackFloor);
+//   - 300768: a candidate took that report for its group's floor and
+//     collected (and made others collect) what members had not delivered;
+//     late copies were delivered twice. The reports now only tell the
+//     candidate it is behind (ackedFloor).
+var forgedRegressionSeeds = []uint64{300493, 303008, 303407, 300768}
 
 func TestSwarmRegressionSeeds(t *testing.T) {
 	for _, seed := range regressionSeeds {

@@ -149,7 +149,13 @@ func (p *Process) onNewLeaderAck(from wire.ProcID, a *wire.NewLeaderAck) error {
 			cmax = x.CBallot
 		}
 		clock = max(clock, x.Clock)
-		p.raiseLinf(p.g, x.Linf)
+		// Not raiseLinf: a member's Linf may be its last delivery at a
+		// restart (ackFloor), which bounds what it collected but is no
+		// group floor; taken for one, it would let this process (and,
+		// through its messages, every process) collect what members have
+		// not delivered (swarm seed 300768 with forged clients: late
+		// copies then delivered twice).
+		p.ackedFloor = wire.MaxTS(p.ackedFloor, x.Linf)
 	}
 	if p.behind() && !p.mut(MutLeadBehind) {
 		// Members left out of their states what they delivered below their

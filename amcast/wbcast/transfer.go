@@ -51,7 +51,9 @@ type snapInbound struct {
 
 // behind reports whether this process knows it is below its group's
 // delivered floor: it cannot lead until it installed a snapshot.
-func (p *Process) behind() bool { return p.maxDelivered.Less(p.linf[p.g]) }
+func (p *Process) behind() bool {
+	return p.maxDelivered.Less(p.linf[p.g]) || p.maxDelivered.Less(p.ackedFloor)
+}
 
 // peerBehind reports whether member i is known to be below the floor.
 func (p *Process) peerBehind(i int) bool {

@@ -232,6 +232,10 @@ type Process struct {
 	// last delivery when it restarted (linf is volatile) or installed a
 	// snapshot. Its NEW_LEADER_ACK reports max(linf, ackFloor) (transfer.go).
 	ackFloor wire.Timestamp
+	// ackedFloor is the highest Linf a quorum of NEW_LEADER_ACKs reported
+	// to this process as a candidate: it is behind until it delivered
+	// that far (behind), and never collects by it.
+	ackedFloor wire.Timestamp
 
 	peers     []peer
 	cand      *candidate
