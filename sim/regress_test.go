@@ -27,8 +27,13 @@ var regressionSeeds = []uint64{6, 44, 116, 189, 14089, 28437}
 //   - 300768: a candidate took that report for its group's floor and
 //     collected (and made others collect) what members had not delivered;
 //     late copies were delivered twice. The reports now only tell the
-//     candidate it is behind (ackedFloor).
-var forgedRegressionSeeds = []uint64{300493, 303008, 303407, 300768}
+//     candidate it is behind (ackedFloor);
+//   - 301315, 303260, 304004, 304771, 304973: a candidate behind by those
+//     reports did not start ballots, but its peers, who cannot know it,
+//     waited for it as their designated successor (stalled groups,
+//     livelocks). It now starts as a successor, gives the ballot up at the
+//     acks and does not restart it, so the next successor takes over.
+var forgedRegressionSeeds = []uint64{300493, 303008, 303407, 300768, 301315, 303260, 304004, 304771, 304973}
 
 func TestSwarmRegressionSeeds(t *testing.T) {
 	for _, seed := range regressionSeeds {

@@ -157,7 +157,7 @@ func (p *Process) onNewLeaderAck(from wire.ProcID, a *wire.NewLeaderAck) error {
 		// copies then delivered twice).
 		p.ackedFloor = wire.MaxTS(p.ackedFloor, x.Linf)
 	}
-	if p.behind() && !p.mut(MutLeadBehind) {
+	if (p.behind() || p.behindAcked()) && !p.mut(MutLeadBehind) {
 		// Members left out of their states what they delivered below their
 		// floor, which this candidate never delivered: it cannot lead. It
 		// gives the ballot up; the group's next successor passes it over

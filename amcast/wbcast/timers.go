@@ -221,8 +221,9 @@ func (p *Process) checkLeadership() {
 		// It led this ballot before a restart or a step-down. Listen for one
 		// election timeout first: if the group moved on, its leader's
 		// heartbeat shows it and that leader sends its state (no needless
-		// leader change, H6.1).
-		if p.ticks >= et && !p.someoneLeadsHigher() {
+		// leader change, H6.1). A candidate that gave its ballot up as
+		// behind does not start again: the next successor takes over.
+		if p.ticks >= et && !p.someoneLeadsHigher() && !p.behindAcked() {
 			p.startBallot()
 		}
 		return

@@ -51,9 +51,14 @@ type snapInbound struct {
 
 // behind reports whether this process knows it is below its group's
 // delivered floor: it cannot lead until it installed a snapshot.
-func (p *Process) behind() bool {
-	return p.maxDelivered.Less(p.linf[p.g]) || p.maxDelivered.Less(p.ackedFloor)
-}
+func (p *Process) behind() bool { return p.maxDelivered.Less(p.linf[p.g]) }
+
+// behindAcked reports whether a quorum's NEW_LEADER_ACKs told this process
+// it is behind (ackedFloor). Its peers do not know it (the reports are no
+// group floor, so they are not passed on): it may still start a ballot as
+// a designated successor, and gives it up at the acks, but it does not
+// restart its own ballot, so the next successor takes over.
+func (p *Process) behindAcked() bool { return p.maxDelivered.Less(p.ackedFloor) }
 
 // peerBehind reports whether member i is known to be below the floor.
 func (p *Process) peerBehind(i int) bool {
