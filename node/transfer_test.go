@@ -12,8 +12,8 @@ import (
 )
 
 // TestServiceStateTransfer: a follower is down while its group orders 300
-// messages and its leader restarts (the leader's delivery chain then starts
-// at its restart), then comes back with its data directory (the returning
+// messages and the two others restart (their delivery chains then start at
+// their restarts), then comes back with its data directory (the returning
 // member), and a second
 // follower loses its data directory and rejoins (--rejoin, the amnesiac
 // member). Each is caught up by a SNAPSHOT of the delivered prefix, fetches
@@ -52,12 +52,14 @@ func TestServiceStateTransfer(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// The leader restarts: its delivery chain starts again at its last
-	// delivery, so only a snapshot can catch back up (with
-	// wbcast.Config.CollectAfterQuorum the group would also have collected
-	// what back missed).
-	c.stop(leader)
-	c.restart(leader)
+	// The other two restart: their delivery chains start again at their
+	// last deliveries, so only a snapshot can catch back up, whoever leads
+	// (with wbcast.Config.CollectAfterQuorum the group would also have
+	// collected what back missed).
+	for _, p := range []wire.ProcID{leader, wiped} {
+		c.stop(p)
+		c.restart(p)
+	}
 	c.restart(back)
 	multicast(t, cl, 50, 4, one)
 	c.waitApplied(t, sms, 400)
