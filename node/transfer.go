@@ -94,23 +94,20 @@ func (n *Node) askTransfer() {
 // transferSource picks the member to ask on the k-th try: the leader the
 // core follows first, then the other members in group order.
 func (n *Node) transferSource(k int) wire.ProcID {
-	ms := n.cfg.Topology.Members(n.group)
-	_, cb := n.m.ballots()
-	var others []wire.ProcID
-	if l := cb.Leader(); l != n.cfg.ID && n.cfg.Topology.MemberIndex(l) >= 0 {
-		if g, ok := n.cfg.Topology.GroupOf(l); ok && g == n.group {
-			others = append(others, l)
+	_, cb := n.m.ballots() // a ballot of this group: its leader is a member
+	var order []wire.ProcID
+	if l := cb.Leader(); l != n.cfg.ID {
+		order = append(order, l)
+	}
+	for _, q := range n.cfg.Topology.Members(n.group) {
+		if q != n.cfg.ID && q != cb.Leader() {
+			order = append(order, q)
 		}
 	}
-	for _, q := range ms {
-		if q != n.cfg.ID && (len(others) == 0 || q != others[0]) {
-			others = append(others, q)
-		}
-	}
-	if len(others) == 0 {
+	if len(order) == 0 {
 		return n.cfg.ID
 	}
-	return others[k%len(others)]
+	return order[k%len(order)]
 }
 
 // tickTransfer re-asks when the member asked has not answered in time

@@ -271,7 +271,14 @@ func (st *Store) installStore(img *wire.RecSnapshot) {
 			st.msgs[s.M.ID] = m
 		} else {
 			m.s.Phase, m.s.LTS, m.s.GTS = wire.PhaseCommitted, s.LTS, s.GTS
-			m.s.Ballots, m.s.LTSs = mergeVectors(m.s, s)
+			n := len(s.M.Dest) // fold into a copy: the stored slices may be shared
+			bs, ls := make([]wire.Ballot, n), make([]wire.Timestamp, n)
+			if len(m.s.Ballots) == n && len(m.s.LTSs) == n {
+				copy(bs, m.s.Ballots)
+				copy(ls, m.s.LTSs)
+			}
+			m.s.Ballots, m.s.LTSs = bs, ls
+			mergeAcc(&m.s, &s)
 		}
 		m.delivered = true
 	}
@@ -283,25 +290,6 @@ func (st *Store) installStore(img *wire.RecSnapshot) {
 	st.sess.merge(img.Done, 0, func(id wire.MsgID) bool { return st.msgs[id] != nil })
 	st.maxDelivered = img.MaxDelivered
 	st.Clock = max(st.Clock, img.Clock)
-}
-
-// mergeVectors returns a's ACCEPT vector with b's folded in (higher ballot
-// per group wins).
-func mergeVectors(a, b wire.MsgState) ([]wire.Ballot, []wire.Timestamp) {
-	n := len(a.M.Dest)
-	bs, ls := make([]wire.Ballot, n), make([]wire.Timestamp, n)
-	if len(a.Ballots) == n && len(a.LTSs) == n {
-		copy(bs, a.Ballots)
-		copy(ls, a.LTSs)
-	}
-	if len(b.Ballots) == n && len(b.LTSs) == n {
-		for j := range n {
-			if !b.LTSs[j].IsZero() && (ls[j].IsZero() || bs[j].Less(b.Ballots[j])) {
-				bs[j], ls[j] = b.Ballots[j], b.LTSs[j]
-			}
-		}
-	}
-	return bs, ls
 }
 
 // applyInstallPage collects REC_INSTALL pages in the store; the last one
