@@ -48,6 +48,16 @@ func TestGossipSeedListMismatch(t *testing.T) {
 			t.Errorf("p0's view of p%d: digest %q mismatch %v", m.ID, m.SeedDigest, m.SeedMismatch)
 		}
 	}
+	// p1 judges on its own rounds (a verdict holds 5 rounds before it is
+	// reported): wait for it too before reading its table.
+	waitUntil(t, 5*time.Second, "p1 to flag p2's seed list", func() bool {
+		for _, m := range c.nodes[1].Members() {
+			if m.ID == 2 && m.SeedMismatch {
+				return true
+			}
+		}
+		return false
+	})
 	var table bytes.Buffer
 	WriteMembers(&table, c.nodes[1].Members())
 	if !strings.Contains(table.String(), "DIFFERS! "+membership.SeedDigest([]wire.ProcID{0, 1})) ||
