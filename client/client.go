@@ -74,7 +74,8 @@ var ErrClosed = errors.New("client: closed")
 // sending more. The client stops retrying the message; like a Multicast
 // whose ctx ended, it may still be delivered (a copy sent earlier, or
 // another destination group's leader, may have taken it in), at most once:
-// its id is never reused. Test with errors.Is.
+// its id is never reused. Test with errors.Is; the Result returned with it
+// carries the shed message's id (and nothing else).
 var ErrOverloaded = errors.New("client: node overloaded (message shed; back off)")
 
 // ErrSessionExpired is returned by Multicast when the message was not
@@ -531,7 +532,7 @@ func (c *Client) shed(from wire.ProcID, id wire.MsgID) {
 	c.mu.Lock()
 	c.overloaded++
 	c.mu.Unlock()
-	r.reply <- answer{err: ErrOverloaded}
+	r.reply <- answer{res: Result{ID: id}, err: ErrOverloaded}
 }
 
 func (c *Client) ready() {
