@@ -27,6 +27,7 @@ type Coverage struct {
 	Installs               int // SNAPSHOTs installed
 	Rejoins                int // members that lost their disk and rejoined
 	BallotsAbandoned       int // candidates below their group's floor that gave up their ballot
+	HandOvers              int // ballots started on a leader's HANDOVER (planned departures)
 }
 
 // Add accumulates o into c.
@@ -43,6 +44,20 @@ func (c *Coverage) Add(o Coverage) {
 	c.Installs += o.Installs
 	c.Rejoins += o.Rejoins
 	c.BallotsAbandoned += o.BallotsAbandoned
+	c.HandOvers += o.HandOvers
+}
+
+// HandOverer is implemented by machines whose leader can hand its
+// leadership over to another member on request, without an election
+// timeout (a planned departure: `weft leave`, SIGTERM; issue #13).
+type HandOverer interface {
+	// HandOver asks another member of the leader's group to take over
+	// and returns the member asked; an error if this process does not
+	// lead or no member can take over.
+	HandOver() (wire.ProcID, error)
+	// HandedOver reports whether the hand-over is done: this process
+	// follows a ballot another member established after it.
+	HandedOver() bool
 }
 
 // Observable is implemented by fault-tolerant machines so drivers can

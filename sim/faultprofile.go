@@ -46,6 +46,10 @@ const (
 	// history records the wipe (check's "wipe" event: its old deliveries
 	// no longer count).
 	FaultDiskLoss
+	// FaultHandOver: the leader Proc (a random current leader for random
+	// faults) is asked to hand its leadership over (amcast.HandOverer: a
+	// planned departure without the departure; it keeps running).
+	FaultHandOver
 )
 
 func (k FaultKind) String() string {
@@ -64,6 +68,8 @@ func (k FaultKind) String() string {
 		return "spike"
 	case FaultDiskLoss:
 		return "disk-loss"
+	case FaultHandOver:
+		return "handover"
 	}
 	return fmt.Sprintf("FaultKind(%d)", uint8(k))
 }
@@ -72,7 +78,7 @@ func (k FaultKind) String() string {
 type Fault struct {
 	At     int64
 	Kind   FaultKind
-	Proc   wire.ProcID   // FaultCrash, FaultTornCrash, FaultRestart
+	Proc   wire.ProcID   // FaultCrash, FaultTornCrash, FaultRestart, FaultDiskLoss, FaultHandOver
 	From   []wire.ProcID // FaultPartition, FaultReset, FaultSpike
 	To     []wire.ProcID
 	OneWay bool  // only the From->To direction
@@ -117,6 +123,12 @@ type Faults struct {
 	SpikeEvery         int64
 	SpikeFor           int64 // mean duration (default 20δ)
 	SpikeMin, SpikeMax int   // delay multiplier range (default 5-20)
+
+	// HandOverEvery: mean time between leadership hand-overs of a random
+	// leader (FaultHandOver; protocols with ProtocolSpec.HandsOver). They
+	// draw from a PRNG stream of their own, so enabling them leaves every
+	// other fault of a seed where it was.
+	HandOverEvery int64
 }
 
 // Enabled reports whether the profile injects anything.
@@ -152,7 +164,7 @@ func DefaultConv(cfg *Config) int64 {
 
 func (f *Faults) validate(c *Config, ps *ProtocolSpec) error {
 	if f.GST < 0 || f.Conv < 0 || f.CrashEvery < 0 || f.DownFor < 0 || f.PartitionEvery < 0 || f.PartitionFor < 0 ||
-		f.ResetEvery < 0 || f.SpikeEvery < 0 || f.SpikeFor < 0 || f.MaxDown < 0 {
+		f.ResetEvery < 0 || f.SpikeEvery < 0 || f.SpikeFor < 0 || f.MaxDown < 0 || f.HandOverEvery < 0 {
 		return fmt.Errorf("sim: negative fault parameter")
 	}
 	for _, p := range []float64{f.LeaderBias, f.TornProb, f.PermanentProb, f.AsymProb, f.DiskLossProb} {
@@ -160,8 +172,18 @@ func (f *Faults) validate(c *Config, ps *ProtocolSpec) error {
 			return fmt.Errorf("sim: fault probability %v outside [0,1]", p)
 		}
 	}
-	if f.GST == 0 && (f.CrashEvery > 0 || f.PartitionEvery > 0 || f.ResetEvery > 0 || f.SpikeEvery > 0) {
+	if f.GST == 0 && (f.CrashEvery > 0 || f.PartitionEvery > 0 || f.ResetEvery > 0 || f.SpikeEvery > 0 || f.HandOverEvery > 0) {
 		return fmt.Errorf("sim: random faults need a GST to end their phase")
+	}
+	if !ps.HandsOver {
+		if f.HandOverEvery > 0 {
+			return fmt.Errorf("sim: protocol %s cannot hand its leadership over (no ProtocolSpec.HandsOver)", ps.Name)
+		}
+		for _, sf := range f.Script {
+			if sf.Kind == FaultHandOver {
+				return fmt.Errorf("sim: protocol %s cannot hand its leadership over (no ProtocolSpec.HandsOver)", ps.Name)
+			}
+		}
 	}
 	if f.crashes() && !ps.CrashTolerant() {
 		return fmt.Errorf("sim: protocol %s is not crash tolerant (no store): it cannot be run with crashes", ps.Name)
@@ -210,7 +232,7 @@ func (f *Faults) validate(c *Config, ps *ProtocolSpec) error {
 			return fmt.Errorf("sim: fault %d (%s) at negative time", i, sf.Kind)
 		}
 		switch sf.Kind {
-		case FaultCrash, FaultTornCrash, FaultRestart, FaultDiskLoss:
+		case FaultCrash, FaultTornCrash, FaultRestart, FaultDiskLoss, FaultHandOver:
 			if int(sf.Proc) >= nrep {
 				return fmt.Errorf("sim: fault %d: %s of p%d, which is not a replica", i, sf.Kind, sf.Proc)
 			}
@@ -257,6 +279,9 @@ func (f *Faults) Describe(delta int64) string {
 	if f.SpikeEvery > 0 {
 		parts = append(parts, fmt.Sprintf("spike every %s (for %s, x%d-%d)", d(f.SpikeEvery), d(f.SpikeFor), f.SpikeMin, f.SpikeMax))
 	}
+	if f.HandOverEvery > 0 {
+		parts = append(parts, "hand-over every "+d(f.HandOverEvery))
+	}
 	if len(f.Script) > 0 {
 		parts = append(parts, fmt.Sprintf("%d scripted", len(f.Script)))
 	}
@@ -277,6 +302,7 @@ type FaultStats struct {
 	Spikes         int
 	Permanent      int // replicas left down for good at GST
 	DiskLosses     int // crashes that wiped the store
+	HandOvers      int // leaders asked to hand over (that could: a live successor)
 }
 
 // Add accumulates o into st.
@@ -290,9 +316,10 @@ func (st *FaultStats) Add(o FaultStats) {
 	st.Spikes += o.Spikes
 	st.Permanent += o.Permanent
 	st.DiskLosses += o.DiskLosses
+	st.HandOvers += o.HandOvers
 }
 
 func (st FaultStats) String() string {
-	return fmt.Sprintf("crashes %d (torn %d, disk lost %d)  restarts %d  partitions %d (+%d one-way)  link resets %d  delay spikes %d  down for good %d",
-		st.Crashes, st.TornCrashes, st.DiskLosses, st.Restarts, st.Partitions, st.AsymPartitions, st.LinkResets, st.Spikes, st.Permanent)
+	return fmt.Sprintf("crashes %d (torn %d, disk lost %d)  restarts %d  partitions %d (+%d one-way)  link resets %d  delay spikes %d  down for good %d  hand-overs %d",
+		st.Crashes, st.TornCrashes, st.DiskLosses, st.Restarts, st.Partitions, st.AsymPartitions, st.LinkResets, st.Spikes, st.Permanent, st.HandOvers)
 }

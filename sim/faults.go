@@ -24,7 +24,8 @@ type faultState struct {
 	s      *Sim
 	cfg    *Faults
 	rng    *rand.Rand
-	n      int // processes
+	hrng   *rand.Rand // hand-overs' own stream (Faults.HandOverEvery)
+	n      int        // processes
 	stores []amcast.Store
 
 	cut    []uint16 // per link: active partitions cutting it
@@ -52,6 +53,7 @@ func newFaultState(s *Sim) *faultState {
 	f := &faultState{
 		s: s, cfg: cfg, n: n,
 		rng:       rand.New(rand.NewPCG(s.cfg.Seed^0x6a09e667f3bcc908, s.cfg.Seed+0xbb67ae8584caa73b)),
+		hrng:      rand.New(rand.NewPCG(s.cfg.Seed^0x3c6ef372fe94f82b, s.cfg.Seed+0xa54ff53a5f1d36f1)),
 		cut:       make([]uint16, n*n),
 		epoch:     make([]uint32, n*n),
 		mult:      make([]int32, n*n),
@@ -84,7 +86,7 @@ func (f *faultState) start() {
 		return
 	}
 	s.push(event{at: f.cfg.GST, kind: evGST})
-	for _, k := range []FaultKind{FaultCrash, FaultPartition, FaultReset, FaultSpike} {
+	for _, k := range []FaultKind{FaultCrash, FaultPartition, FaultReset, FaultSpike, FaultHandOver} {
 		f.scheduleNemesis(k)
 	}
 }
@@ -99,6 +101,8 @@ func (f *faultState) every(k FaultKind) int64 {
 		return f.cfg.ResetEvery
 	case FaultSpike:
 		return f.cfg.SpikeEvery
+	case FaultHandOver:
+		return f.cfg.HandOverEvery
 	}
 	return 0
 }
@@ -107,7 +111,11 @@ func (f *faultState) exp(mean int64) int64 { return 1 + int64(f.rng.ExpFloat64()
 
 func (f *faultState) scheduleNemesis(k FaultKind) {
 	if e := f.every(k); e > 0 {
-		if at := f.s.now + f.exp(e); at < f.cfg.GST {
+		wait := f.exp(e)
+		if k == FaultHandOver {
+			wait = 1 + int64(f.hrng.ExpFloat64()*float64(e))
+		}
+		if at := f.s.now + wait; at < f.cfg.GST {
 			f.s.push(event{at: at, kind: evFault, arg: int32(k)})
 		}
 	}
@@ -195,6 +203,8 @@ func (f *faultState) apply(sf *Fault) error {
 		if s.up[sf.Proc] {
 			f.wipe(sf.Proc)
 		}
+	case FaultHandOver:
+		return f.handOver(sf.Proc)
 	case FaultPartition:
 		f.partition(f.links(sf.From, sf.To, sf.OneWay), sf.For, sf.OneWay)
 	case FaultReset:
@@ -203,6 +213,36 @@ func (f *faultState) apply(sf *Fault) error {
 		f.spike(f.links(sf.From, sf.To, sf.OneWay), sf.Factor, sf.For)
 	}
 	return nil
+}
+
+// handOver asks replica p, if it is up and leads, to hand its leadership
+// over (FaultHandOver).
+func (f *faultState) handOver(p wire.ProcID) error {
+	s := f.s
+	h, ok := s.procs[p].(amcast.HandOverer)
+	if !s.up[p] || !ok {
+		return nil
+	}
+	if _, err := h.HandOver(); err != nil {
+		return nil // not the leader, or no live member to take over
+	}
+	f.stats.HandOvers++
+	return s.flush(p, false)
+}
+
+// randomHandOver asks a random current leader to hand over.
+func (f *faultState) randomHandOver() error {
+	s := f.s
+	var leaders []wire.ProcID
+	for p := range wire.ProcID(s.nrep) {
+		if s.up[p] && s.leader[p] {
+			leaders = append(leaders, p)
+		}
+	}
+	if len(leaders) == 0 {
+		return nil
+	}
+	return f.handOver(leaders[f.hrng.IntN(len(leaders))])
 }
 
 // crash discards replica p's machine.
@@ -510,6 +550,8 @@ func (f *faultState) random(k FaultKind) error {
 	switch k {
 	case FaultCrash:
 		f.randomCrash()
+	case FaultHandOver:
+		return f.randomHandOver()
 	case FaultPartition:
 		f.randomPartition()
 	case FaultReset:

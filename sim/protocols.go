@@ -34,6 +34,9 @@ type ProtocolSpec struct {
 	// rebuilt from what the live one persisted so far, on the durable state
 	// (Config.CheckRestore); nil means the protocol defines no comparison.
 	CompareRestored func(live, restored amcast.Machine) error
+	// HandsOver: the protocol's machines implement amcast.HandOverer
+	// (FaultHandOver).
+	HandsOver bool
 }
 
 // CrashTolerant reports whether replicas of the protocol can crash and
@@ -68,7 +71,8 @@ func wbcastSpec(tune func(*wbcast.Config)) *ProtocolSpec {
 		return cfg
 	}
 	return &ProtocolSpec{
-		Name: "wbcast",
+		Name:      "wbcast",
+		HandsOver: true,
 		New: func(topo *amcast.Topology, id wire.ProcID) (amcast.Machine, error) {
 			return machine(wbcast.New(config(topo, id)))
 		},

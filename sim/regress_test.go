@@ -37,13 +37,15 @@ var forgedRegressionSeeds = []uint64{300493, 303008, 303407, 300768, 301315, 303
 
 func TestSwarmRegressionSeeds(t *testing.T) {
 	for _, seed := range regressionSeeds {
-		r := RunSwarm("wbcast", seed)
-		if r.Violations() > 0 {
+		cfg := SwarmConfig("wbcast", seed)
+		cfg.Faults.HandOverEvery = 0 // the scenario as it was found
+		if r := RunSwarmConfig(cfg); r.Violations() > 0 {
 			t.Errorf("seed %d: %s", seed, r.Failure())
 		}
 	}
 	for _, seed := range forgedRegressionSeeds {
 		cfg := SwarmConfig("wbcast", seed)
+		cfg.Faults.HandOverEvery = 0
 		ForgedClients(&cfg)
 		if r := RunSwarmConfig(cfg); r.Violations() > 0 {
 			t.Errorf("seed %d (forged clients): %s", seed, r.Failure())

@@ -105,6 +105,13 @@ func SwarmConfig(protocol string, seed uint64) Config {
 	}
 	f.SpikeEvery = rate(0.7, 8)
 	f.SpikeFor = int64(5+r.IntN(56)) * delta
+	// Leadership hand-overs (planned departures, amcast/wbcast/handover.go)
+	// in one seed of three for protocols that hand over: 1..8 before GST,
+	// from the separate stream, after every earlier draw (and on their own
+	// PRNG stream in the run), so every other fault stays where it was.
+	if ps, err := LookupProtocol(protocol); err == nil && ps.HandsOver && rs.IntN(3) == 0 {
+		f.HandOverEvery = gst / int64(1+rs.IntN(8))
+	}
 	cfg.Faults = f
 	cfg.Faults.Conv = DefaultConv(&cfg)
 	cfg.MaxMessages = SwarmBudget(&cfg)
@@ -360,6 +367,9 @@ func (s *SweepSummary) CoverageGaps() []string {
 		if s.Coverage.Rejoins == 0 {
 			gaps = append(gaps, "no rejoin after a disk loss")
 		}
+	}
+	if ps, err := LookupProtocol(s.Protocol); err == nil && ps.HandsOver && s.Coverage.HandOvers == 0 {
+		gaps = append(gaps, "no leadership hand-over")
 	}
 	return gaps
 }

@@ -159,12 +159,13 @@ func TestSweepSkeen(t *testing.T) {
 	// Skeen has no leaders to change nor recoveries: its sweep only needs
 	// multicasts to 2+ groups. A crash-tolerant protocol's needs a leader
 	// change and a recovery while ACCEPTED, and WbCast's (the one with a
-	// disk-loss path) a state transfer and a rejoin too.
+	// disk-loss path and hand-overs) a state transfer, a rejoin and a
+	// hand-over too.
 	if gaps := agg.CoverageGaps(); len(gaps) != 0 {
 		t.Fatalf("coverage gaps %v", gaps)
 	}
 	agg.Protocol = "wbcast"
-	if gaps := agg.CoverageGaps(); len(gaps) != 4 {
+	if gaps := agg.CoverageGaps(); len(gaps) != 5 {
 		t.Fatalf("coverage gaps %v", gaps)
 	}
 	if _, err := Sweep("paxos", 1, 1, nil); err == nil {

@@ -75,6 +75,7 @@ func samples() []struct {
 		{&Snapshot{B: Ballot{2, 4}, Image: RecSnapshot{Clock: 9, MaxDelivered: Timestamp{8, 1}, Msgs: []MsgState{sampleState(1, PhaseCommitted)}, Delivered: []bool{true},
 			Done: []ClientDone{{Client: 7, Session: 1, Collected: []SeqDigest{{Seq: 1}}}}}, Paged: Paged{Page: 1}},
 			`SNAPSHOT b=2.p4 point=8.g1 clock=9 msgs=1 sessions=1 page=1`},
+		{&HandOver{B: Ballot{4, 2}}, "HANDOVER b=4.p2"},
 		{&Rejoin{Floor: Ballot{3, 5}},
 			`REJOIN floor=3.p5`},
 		{&AppSnapRequest{Point: Timestamp{8, 1}, Offset: 1 << 20},
@@ -413,6 +414,8 @@ func randMessage(r *rand.Rand, k Kind) Message {
 		return &Snapshot{B: randBallot(r), Image: *randMessage(r, KindRecSnapshot).(*RecSnapshot), Paged: randPaged(r)}
 	case KindRejoin:
 		return &Rejoin{Floor: randBallot(r)}
+	case KindHandOver:
+		return &HandOver{B: randBallot(r)}
 	case KindAppSnapRequest:
 		return &AppSnapRequest{Point: randTS(r), Snap: randTS(r), Offset: randNum(r, 40)}
 	case KindAppSnapChunk:
@@ -580,7 +583,7 @@ func TestDecodeErrors(t *testing.T) {
 		{"version 2 (before content digests)", v2, ErrVersion, "version byte 2"},
 		{"version 0", zeroVersion, ErrVersion, "version byte 0"},
 		{"kind 0", raw(Version, KindInvalid), ErrUnknownKind, "kind byte 0"},
-		{"kind end of messages", raw(Version, kindEndMessages), ErrUnknownKind, "kind byte 28"},
+		{"kind end of messages", raw(Version, kindEndMessages), ErrUnknownKind, "kind byte 29"},
 		{"kind 99", raw(Version, 99), ErrUnknownKind, "kind byte 99"},
 		{"kind end of records", raw(Version, kindEndRecords), ErrUnknownKind, "kind byte 110"},
 		{"kind 255", raw(Version, 255), ErrUnknownKind, "kind byte 255"},

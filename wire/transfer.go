@@ -48,6 +48,14 @@ type RecInstall struct {
 	Paged
 }
 
+// HandOver (HANDOVER) is a leader's request to a member of its group to
+// take over its leadership at once (a planned departure, issue #13; see
+// amcast/wbcast/handover.go): B is the ballot the sender leads. The member
+// starts a ballot above B without waiting for its failure detector.
+type HandOver struct {
+	B Ballot
+}
+
 // AppSnapRequest (APP_SNAPSHOT_REQUEST) is a node's request, after its
 // core installed a SNAPSHOT at Point, for the application state of a member
 // of its group (package rsm's streamed snapshot) taken at Point or later:
@@ -82,6 +90,7 @@ func (*AppSnapChunk) Kind() Kind   { return KindAppSnapChunk }
 // Kind implements Message.
 func (*Snapshot) Kind() Kind   { return KindSnapshot }
 func (*Rejoin) Kind() Kind     { return KindRejoin }
+func (*HandOver) Kind() Kind   { return KindHandOver }
 func (*RecInstall) Kind() Kind { return KindRecInstall }
 
 // minImageSize is the smallest encoded snapshot image (version, kind and
@@ -129,6 +138,8 @@ func appendTransfer(buf []byte, m Message) ([]byte, bool) {
 		buf = appendPaged(buf, m.Paged)
 	case *Rejoin:
 		buf = appendBallot(buf, m.Floor)
+	case *HandOver:
+		buf = appendBallot(buf, m.B)
 	case *AppSnapRequest:
 		buf = appendTS(buf, m.Point)
 		buf = appendTS(buf, m.Snap)
@@ -161,6 +172,11 @@ func sizeTransfer(m Message) (n int, ok bool) {
 			nilPtr()
 		}
 		return sizeBallot(m.Floor), true
+	case *HandOver:
+		if m == nil {
+			nilPtr()
+		}
+		return sizeBallot(m.B), true
 	case *AppSnapRequest:
 		if m == nil {
 			nilPtr()
@@ -190,6 +206,8 @@ func (d *decoder) decodeTransfer() (m Message, ok bool) {
 		return x, true
 	case KindRejoin:
 		return &Rejoin{Floor: d.ballot("floor")}, true
+	case KindHandOver:
+		return &HandOver{B: d.ballot("b")}, true
 	case KindAppSnapRequest:
 		x := new(AppSnapRequest)
 		x.Point = d.ts("point")
@@ -235,6 +253,8 @@ func describeTransfer(sb *strings.Builder, m Message) bool {
 		descPaged(sb, m.Paged)
 	case *Rejoin:
 		descBallot(sb, "floor", m.Floor)
+	case *HandOver:
+		descBallot(sb, "b", m.B)
 	case *AppSnapRequest:
 		descTS(sb, "point", m.Point)
 		descTS(sb, "snap", m.Snap)
@@ -263,6 +283,8 @@ func isNilTransfer(m Message) bool {
 	case *Snapshot:
 		return m == nil
 	case *Rejoin:
+		return m == nil
+	case *HandOver:
 		return m == nil
 	case *AppSnapRequest:
 		return m == nil

@@ -300,6 +300,7 @@ const (
 	KindRejoin
 	KindAppSnapRequest
 	KindAppSnapChunk
+	KindHandOver
 	kindEndMessages
 )
 
@@ -354,6 +355,7 @@ var kindNames = map[Kind]string{
 	KindRecExpired:      "REC_EXPIRED",
 	KindSnapshot:        "SNAPSHOT",
 	KindRejoin:          "REJOIN",
+	KindHandOver:        "HANDOVER",
 	KindAppSnapRequest:  "APP_SNAPSHOT_REQUEST",
 	KindAppSnapChunk:    "APP_SNAPSHOT_CHUNK",
 	KindRecInstall:      "REC_INSTALL",

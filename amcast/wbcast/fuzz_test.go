@@ -103,6 +103,12 @@ func fuzzCorpus() map[string]struct {
 			fm{Sender: 1, Msg: &wire.NewState{B: nb, Clock: 3, Paged: wire.Paged{Page: 1}}})},
 		"replica_catchup": {94, in(fm{Sender: 0, Msg: &wire.Deliver{ID: id, B: b0, LTS: ts(1, 0), GTS: ts(50, 1), M: &m}},
 			fm{Sender: 3, Msg: &wire.Deliver{ID: id, B: b1, LTS: ts(1, 1), GTS: ts(2, 1), Prev: ts(1, 0)}})},
+		// Hand-overs: from the leader of the first ballot, from a member
+		// that leads no ballot, from a stranger, and a stale one.
+		"replica_handover": {151, in(fm{Sender: 0, Msg: &wire.HandOver{B: b0}},
+			fm{Sender: 1, Msg: &wire.HandOver{B: nb}},
+			fm{Sender: stranger, Msg: &wire.HandOver{B: wire.Ballot{N: 3, P: 8}}},
+			fm{Sender: 3, Msg: &wire.HandOver{B: b1}})},
 		// Another content under m's id (bad digest), then the same sequence
 		// number sealed with other content: a second message.
 		"client_reuses_ids": {125, in(fm{Sender: client, Msg: &wire.Multicast{M: m}},

@@ -56,9 +56,30 @@ func TestInteraction(t *testing.T) {
 			env.DefaultProtocol = "wbcast"
 			env.Durability = durability
 			env.Commands["rejected"] = cmdRejected
+			env.Commands["handover"] = cmdHandOver
 			datadriven.RunTest(t, filepath.Join("testdata", f.Name()), env.Handle)
 		})
 	}
+}
+
+// cmdHandOver asks replica p (handover p=N) to hand its leadership over
+// (amcast.HandOverer) and prints the member asked, or the error, and what
+// the replica sends.
+func cmdHandOver(t *testing.T, env *amcasttest.Env, d *datadriven.TestData) string {
+	var p int
+	d.ScanArgs(t, "p", &p)
+	h, ok := env.Machine(wire.ProcID(p)).(amcast.HandOverer)
+	if !ok {
+		d.Fatalf(t, "p%d does not hand over", p)
+	}
+	var sb strings.Builder
+	if to, err := h.HandOver(); err != nil {
+		fmt.Fprintf(&sb, "p%d: %v\n", p, err)
+	} else {
+		fmt.Fprintf(&sb, "p%d hands over to p%d\n", p, to)
+	}
+	env.Drain(t, wire.ProcID(p), &sb, "  ")
+	return sb.String()
 }
 
 // cmdRejected prints, per replica that refused anything, its reject

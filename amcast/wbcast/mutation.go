@@ -94,6 +94,12 @@ const (
 	// delivery leads anyway, though the members left out of their states
 	// what they delivered and collected below that floor.
 	MutLeadBehind
+	// MutHandOverNoRecovery breaks H6-H10 for hand-overs (handover.go): the
+	// member a leader hands over to takes the word of the HANDOVER for the
+	// group's state and leads a ballot above it at once, on its own state,
+	// without a quorum's NEW_LEADER_ACKs (what the old leader, or any other
+	// member, accepted and it did not is lost).
+	MutHandOverNoRecovery
 
 	mutEnd // one past the last knob
 )
@@ -122,6 +128,7 @@ var mutationNames = map[Mutation]string{
 	MutSkipDeliverChain:    "skip-deliver-chain",
 	MutSeqOnlyDedup:        "seq-only-dedup",
 	MutLeadBehind:          "lead-behind",
+	MutHandOverNoRecovery:  "handover-no-recovery",
 }
 
 // String names the knobs set in m, joined by "+" ("none" for 0).

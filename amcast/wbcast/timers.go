@@ -21,6 +21,7 @@ func (p *Process) Tick() {
 		p.heartbeat()
 	}
 	p.checkLeadership()
+	p.tickHandOver()
 	if p.ticks%uint64(max(p.cfg.RetryTicks/2, 1)) == 0 {
 		p.remulticast()
 	}

@@ -246,6 +246,7 @@ type Process struct {
 	lastStart uint64        // tick when this process last started a ballot
 	started   bool
 	deferred  []wire.Envelope
+	ho        *handover // a leadership hand-over under way or done (handover.go)
 	cov       amcast.Coverage
 
 	local []wire.Envelope // messages to self, handled before Step returns
@@ -256,6 +257,7 @@ var (
 	_ amcast.Machine       = (*Process)(nil)
 	_ amcast.Observable    = (*Process)(nil)
 	_ amcast.RejectCounter = (*Process)(nil)
+	_ amcast.HandOverer    = (*Process)(nil)
 )
 
 // New returns a process in its initial state: every group's first member is
@@ -385,6 +387,8 @@ func (p *Process) step(env wire.Envelope) error {
 		return p.onSnapshot(env.From, m)
 	case *wire.Rejoin:
 		return p.onRejoin(env.From, m)
+	case *wire.HandOver:
+		return p.onHandOver(env.From, m)
 	default:
 		return fmt.Errorf("%w: wbcast does not handle %s", amcast.ErrBadMessage, env.Msg.Kind())
 	}
@@ -450,15 +454,20 @@ func (p *Process) onMulticast(env wire.Envelope, mc *wire.Multicast) error {
 	}
 	switch p.status {
 	case Recovering:
-		if p.cand != nil {
-			p.deferMsg(env)
+		if p.cand != nil || p.ho != nil {
+			p.deferMsg(env) // a former leader forwards it once it follows (handover.go)
 		}
 		return nil
 	case Follower:
-		return nil // the client retries to every member; the leader acts
+		p.forward(mc) // a former leader's clients (handover.go); else the client retries to every member
+		return nil
 	}
 	if p.collected(mc.M.ID) {
 		p.reply(&mc.M, wire.Timestamp{}) // delivered everywhere and collected (P15)
+		return nil
+	}
+	if r := p.recs[mc.M.ID]; p.holding() && (r == nil || r.phase == wire.PhaseStart) {
+		p.deferMsg(env) // handing over: propose nothing new (handover.go)
 		return nil
 	}
 	p.sess.touch(&mc.M, p.ticks)

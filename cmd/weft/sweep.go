@@ -181,6 +181,8 @@ func printSweep(w io.Writer, agg *sim.SweepSummary, start uint64, wall time.Dura
 		agg.LeaderChanges, cv.RecoveriesWithAccepted, agg.MultiGroup)
 	fmt.Fprintf(w, "state transfer     snapshots sent %d, installed %d; rejoins after a disk loss %d; candidates behind the floor that gave up %d\n",
 		cv.Snapshots, cv.Installs, cv.Rejoins, cv.BallotsAbandoned)
+	fmt.Fprintf(w, "hand-overs         %d leaders asked to hand over (planned departures), %d ballots started on request\n",
+		agg.Faults.HandOvers, cv.HandOvers)
 	if gaps := agg.CoverageGaps(); len(gaps) > 0 {
 		fmt.Fprintf(w, "sweep INVALID: %s\n", strings.Join(gaps, ", "))
 	} else if agg.Seeds < sim.MinCoverageSeeds {
