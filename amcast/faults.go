@@ -58,6 +58,9 @@ type HandOverer interface {
 	// HandedOver reports whether the hand-over is done: this process
 	// follows a ballot another member established after it.
 	HandedOver() bool
+	// Retire marks the process as departing for good: it never leads
+	// again (it starts no ballot and takes no hand-over).
+	Retire()
 }
 
 // Observable is implemented by fault-tolerant machines so drivers can

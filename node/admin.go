@@ -54,7 +54,7 @@ const maxAdminBody = 4 << 10
 //	GET  /readyz                  Readiness as JSON: 200 if ready, else 503 (no token needed)
 //	GET  /debug/pprof/...         net/http/pprof: always needs the token
 //	GET  /dashboard/              the live dashboard (dashboard.go): page without a token, data by the read rules
-//	POST /leave        {}         announce this node's departure (Leave)
+//	POST /leave        {}         depart: LEAVING, hand leadership over if leading, LEFT (Leave); answers with the hand-over
 //	POST /assassinate  {"id":N}   remove member N from gossip (Assassinate);
 //	POST /assassinate  {"addr":A} the same, naming the member by its address
 //
@@ -136,11 +136,14 @@ func newAdminHandler(n *Node, opt AdminOptions) *adminHandler {
 			h.refuse(w, "bad_body", http.StatusBadRequest, "/leave takes an empty JSON object ({}): %v", err)
 			return
 		}
-		if err := n.Leave(); err != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), n.handOverTimeout()+5*time.Second)
+		defer cancel()
+		d, err := n.Leave(ctx)
+		if err != nil {
 			http.Error(w, err.Error(), http.StatusConflict)
 			return
 		}
-		fmt.Fprintln(w, "leaving: departure announced in gossip")
+		fmt.Fprintf(w, "leaving: %s; LEFT announced in gossip\n", d)
 	}))
 	h.mux.HandleFunc("/assassinate", h.mutate(func(w http.ResponseWriter, body []byte) {
 		var req AssassinateRequest

@@ -134,6 +134,7 @@ type gossiper struct {
 	genPath string
 	ticker  *time.Ticker
 	left    bool // Leave completed: gossip stopped
+	leaving bool // LEAVING published (leave.go)
 	// What this node last published.
 	role   string
 	ballot wire.Ballot
@@ -500,27 +501,6 @@ func (n *Node) Members() []Member {
 
 // errNoGossip is returned by Leave and Assassinate without Config.Gossip.
 var errNoGossip = errors.New("node: gossip is not enabled")
-
-// Leave announces this node's departure in gossip (STATUS=LEFT): peers
-// mark it down (a leader's group elects another) and evict it after the
-// profile's LeftExpiry. Gossip stops after LeaveAnnounce, and then
-// Config.OnLeft is called. The protocol keeps running until the node is
-// closed. Group composition does not change: a replica that left counts
-// as a failed one until it is restarted (with a new gossip generation).
-func (n *Node) Leave() error {
-	return n.control(func() error {
-		if n.gossip == nil {
-			return errNoGossip
-		}
-		if err := n.gossip.g.Leave(n.gossip.now().UnixNano()); err != nil {
-			return err
-		}
-		if n.det != nil {
-			n.det.leaving = true
-		}
-		return n.gossip.flush()
-	})
-}
 
 // Assassinate removes member target from gossip for good (the operator's
 // last resort for a member that is gone and will not leave): after

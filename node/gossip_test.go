@@ -168,8 +168,12 @@ func TestGossipLeaderLeaves(t *testing.T) {
 	cl := c.client()
 	multicast(t, cl, 10, 2, func(int) []wire.GroupID { return []wire.GroupID{0} })
 	old := c.nodes[0].Status().Ballot
-	if err := c.nodes[0].Leave(); err != nil {
+	d, err := c.nodes[0].Leave(context.Background())
+	if err != nil {
 		t.Fatal(err)
+	}
+	if !d.Led || !d.HandedOver || d.Leader != 1 {
+		t.Fatalf("departure %+v: want p0 to hand over to p1", d)
 	}
 	waitUntil(t, 10*time.Second, "a new leader above "+old.String(), func() bool {
 		p, ok := c.leader(0)
@@ -179,7 +183,7 @@ func TestGossipLeaderLeaves(t *testing.T) {
 	// election the departure triggered.
 	waitUntil(t, 5*time.Second, "p1 to see p0 LEFT", func() bool { return memberStatus(c.nodes[1], 0).Status == MemberLeft })
 	multicast(t, cl, 10, 2, func(int) []wire.GroupID { return []wire.GroupID{0} })
-	if err := c.nodes[0].Leave(); err == nil {
+	if _, err := c.nodes[0].Leave(context.Background()); err == nil {
 		t.Fatal("a second Leave succeeded")
 	}
 }

@@ -395,6 +395,7 @@ type Node struct {
 	gossip *gossiper       // nil without Config.Gossip
 	det    *gossipDetector // gossip's detector, if it is the core's
 	ctl    chan func()     // operator requests run on the loop
+	dep    *departure      // a planned departure or hand-over (leave.go)
 
 	shares                                                        shares // client inbox messages by client (inbox.go)
 	sideDrops, viewDrops, clientShed, clientShedShare, inboxWaits atomic.Uint64
@@ -775,6 +776,10 @@ func (n *Node) run() {
 			}
 		}
 		n.out.Flush() // what the pass sent outside the Ready (replies to clients)
+		if err = n.checkDeparture(); err != nil {
+			n.log.Error("stopping: storing the gossip generation failed", "err", err)
+			return
+		}
 		if tick || n.changed() {
 			n.publish()
 		}

@@ -41,9 +41,9 @@ import (
 //     proposing what it held (the caller sees HandedOver stay false).
 //
 // A process that handed over keeps forwarding clients' MULTICASTs to the
-// leader of its ballot for the rest of its life (it is about to leave;
-// the driver also stops it from leading again: its detector suspects
-// nobody, node/gossip.go).
+// leader of its ballot for the rest of its life. A departing one is also
+// retired (Retire): it never starts a ballot again and ignores HANDOVERs,
+// so two members leaving at once do not hand the group to each other.
 
 // ErrNotLeader is returned by HandOver at a process that does not lead its
 // group (or is still establishing its ballot).
@@ -86,6 +86,10 @@ func (p *Process) HandOver() (wire.ProcID, error) {
 func (p *Process) HandedOver() bool {
 	return p.ho != nil && p.status == Follower && p.cballot == p.ballot && p.ballot.Leader() != p.id && p.ho.b.Less(p.ballot)
 }
+
+// Retire implements amcast.HandOverer: this process is departing and
+// never leads again.
+func (p *Process) Retire() { p.retiring = true }
 
 // successor is the first member after after, in group order, that this
 // process does not suspect and that could lead (not behind the group's
@@ -150,11 +154,12 @@ func (p *Process) onHandOver(from wire.ProcID, h *wire.HandOver) error {
 	if g, ok := p.topo.GroupOf(from); !ok || g != p.g || h.B.Leader() != from || from == p.id {
 		return p.rejects.Reject("wrong_sender", "HANDOVER %s from p%d", h.B, from)
 	}
-	if h.B != p.ballot || h.B != p.cballot || p.status != Follower || p.behind() {
+	if h.B != p.ballot || h.B != p.cballot || p.status != Follower || p.behind() || p.retiring {
 		// Not the ballot this member follows (a stale request, or it has
 		// not adopted that ballot's state yet), or it is behind the
-		// group's floor and cannot lead (transfer.go): ignore it, and the
-		// leader asks the next member after ElectionTicks.
+		// group's floor and cannot lead (transfer.go), or it is departing
+		// too: ignore it, and the leader asks the next member after
+		// ElectionTicks.
 		return nil
 	}
 	p.cov.HandOvers++

@@ -178,6 +178,9 @@ func (p *Process) checkLeadership() {
 	}
 	quorum := heard >= p.topo.Quorum(p.g)
 	et := uint64(p.cfg.ElectionTicks)
+	if p.retiring && p.status != Leader {
+		return // departing: it never starts a ballot (handover.go)
+	}
 	switch {
 	case p.status == Leader:
 		if !quorum {

@@ -247,6 +247,7 @@ type Process struct {
 	started   bool
 	deferred  []wire.Envelope
 	ho        *handover // a leadership hand-over under way or done (handover.go)
+	retiring  bool      // departing: never leads again (handover.go)
 	cov       amcast.Coverage
 
 	local []wire.Envelope // messages to self, handled before Step returns

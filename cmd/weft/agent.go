@@ -3,9 +3,12 @@ package main
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/signal"
+	"sync"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -25,7 +28,11 @@ func agentCmd() *cobra.Command {
 or the FT-Skeen, FastCast or Skeen baselines) as configured in a TOML file;
 see config/sample.toml for every key and its default. The node recovers from
 its write-ahead log in data_dir if there is one. It stops cleanly on SIGINT
-or SIGTERM, and exits non-zero if its storage fails.
+or SIGTERM, and exits non-zero if its storage fails. A leader that gets the
+signal first hands its leadership to the next live member of its group (no
+election timeout, no failed multicast; a second signal stops at once);
+weft leave also announces the departure in gossip (docs/operations.md,
+"Leaving").
 
 data_dir is locked (data_dir/LOCK) while the agent runs, and records the
 cluster, the member id and an incarnation (data_dir/IDENTITY): the agent
@@ -33,9 +40,9 @@ refuses a data_dir another agent holds, or that belongs to another cluster
 or member, and refuses to start an existing member on an empty data_dir (a
 lost disk, or a wrong path; see initial_state and bootstrap_probe in
 config/sample.toml). --rejoin starts a member whose data_dir was lost:
-WbCast brings it back inert, a non-voting amnesiac that never acks, leads or
-delivers, until state transfer exists (docs/disk-loss.md); the other
-protocols refuse it.
+WbCast brings it back as a non-voting amnesiac that never acks, leads or
+delivers until it has rejoined its group and installed a snapshot of the
+group's state (docs/disk-loss.md); the other protocols refuse it.
 
 Logs go to stderr as text (key=value) lines, or with --log-format json (or
 log_format = "json") as one JSON object a line. The admin endpoint (admin)
@@ -90,6 +97,8 @@ func runAgent(ctx context.Context, path string, rejoin bool, logFormat string) e
 	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	left := make(chan struct{}) // closed by OnLeft (weft leave)
+	var leftOnce sync.Once
 	n, err := node.New(node.Config{
 		StateMachine:   sm,
 		Cluster:        cfg.Cluster,
@@ -116,7 +125,7 @@ func runAgent(ctx context.Context, path string, rejoin bool, logFormat string) e
 		ClientAddr:     cfg.ClientAddr,
 		OnLeft: func() {
 			logger.Info("left the cluster: stopping")
-			stop()
+			leftOnce.Do(func() { close(left) })
 		},
 
 		// The deliveries log: off unless delivery_log is set.
@@ -172,7 +181,11 @@ func runAgent(ctx context.Context, path string, rejoin bool, logFormat string) e
 	}
 	select {
 	case <-ctx.Done():
+		// The default action again: a second signal stops at once.
+		stop()
 		logger.Info("stopping")
+		handOverOnStop(n, logger)
+	case <-left:
 	case <-n.Done():
 	}
 	// The API first: its requests end while the node can still answer.
@@ -185,4 +198,23 @@ func runAgent(ctx context.Context, path string, rejoin bool, logFormat string) e
 		return fmt.Errorf("node %d: %w", cfg.ID, err)
 	}
 	return nil
+}
+
+// handOverOnStop hands a leader's leadership over before the agent stops
+// (node.HandOver): its group elects without waiting for the failure
+// detector, and the multicasts in flight go on at the new leader. Bounded
+// by the node's hand-over timeout; a node that does not lead returns at
+// once.
+func handOverOnStop(n *node.Node, logger *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	d, err := n.HandOver(ctx)
+	switch {
+	case err != nil:
+		logger.Warn("hand-over on stop", "err", err)
+	case d.HandedOver:
+		logger.Info("handed leadership over", "to", uint32(d.Leader), "took", d.Took)
+	case d.Led:
+		logger.Warn("stopping without handing leadership over", "reason", d.Err)
+	}
 }

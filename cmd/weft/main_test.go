@@ -208,7 +208,7 @@ func TestSweepVerdict(t *testing.T) {
 	for seed := uint64(1); seed <= 25; seed++ {
 		r := &sim.SweepResult{Seed: seed, Config: sim.Config{Protocol: "wbcast", Delta: 1000}}
 		r.Stats.MultiGroup, r.LeaderChanges, r.Coverage.RecoveriesWithAccepted = 1, 1, 1
-		r.Coverage.Installs, r.Coverage.Rejoins = 1, 1
+		r.Coverage.Installs, r.Coverage.Rejoins, r.Coverage.HandOvers = 1, 1, 1
 		if seed == 4 || seed == 17 {
 			r.Err = fmt.Errorf("sim: seed %d: panic: boom", seed)
 		}
@@ -235,5 +235,9 @@ func TestSweepVerdict(t *testing.T) {
 	agg.LeaderChanges, agg.Coverage.Installs = 1, 0
 	if err := sweepVerdict(&agg); err == nil || !strings.Contains(err.Error(), "no state transfer") {
 		t.Fatalf("coverage verdict without a state transfer: %v", err)
+	}
+	agg.Coverage.Installs, agg.Coverage.HandOvers = 1, 0
+	if err := sweepVerdict(&agg); err == nil || !strings.Contains(err.Error(), "no leadership hand-over") {
+		t.Fatalf("coverage verdict without a hand-over: %v", err)
 	}
 }

@@ -128,10 +128,14 @@ func leaveCmd() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "leave (--admin ADDR | --config FILE)",
 		Short: "Make a node leave the cluster gracefully",
-		Long: `Ask a node to leave: it announces STATUS=LEFT in gossip for the profile's
-announce time, then its agent stops. Its peers mark it down at once (if it
-led its group, the next member takes over without waiting for the failure
-detector), and evict its record after the profile's LEFT expiry.
+		Long: `Ask a node to leave, in three steps: it announces STATUS=LEAVING in gossip;
+if it leads its group, it hands its leadership to the next live member (a
+leadership-transfer step: no failure detector, no election timeout, and the
+multicasts that reach it meanwhile are forwarded to the new leader, so none
+fails) and waits until the group has a new leader; then it announces
+STATUS=LEFT for the profile's announce time and its agent stops. Its peers
+mark it departed at once and evict its record after the profile's LEFT
+expiry. The command prints the hand-over's outcome and how long it took.
 
 Group composition does not change: the node still counts as a replica of
 its group, now a failed one. Restart its agent to bring it back.
