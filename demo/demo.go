@@ -11,8 +11,11 @@
 //     progress line every second;
 //  2. at 30% of Duration, SIGKILLs the leader of group KillGroup (found
 //     through the agents' status endpoints) and reports the failover: when
-//     a new leader was elected and when the group delivered a message
-//     submitted after the kill;
+//     a new leader was elected, when the group delivered a message
+//     submitted after the kill, and the longest a write to the group
+//     waited from the kill on (the write unavailability). With Stop
+//     "term" it sends SIGTERM instead: a planned stop, in which the agent
+//     hands its leadership to the next member before it exits;
 //  3. at 60% of Duration, restarts the killed process, which recovers
 //     from its WAL and rejoins its group;
 //  4. at Duration, stops submitting, waits for the messages in flight,
@@ -40,6 +43,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/weft-dev/weft/amcast"
@@ -72,6 +76,10 @@ type Options struct {
 	// KillGroup is the group whose leader is killed (default 0); negative
 	// kills nobody.
 	KillGroup int
+	// Stop is how that leader is stopped: "kill" (SIGKILL, the default: a
+	// crash, detected by gossip) or "term" (SIGTERM: a planned stop, with
+	// a leadership hand-over; docs/operations.md, "Leaving").
+	Stop string
 	// Tick and ElectionTicks tune the agents (default 10ms and 60: a
 	// member silent on the direct link for 600ms is suspected, the
 	// backstop behind gossip's verdict).
@@ -109,6 +117,12 @@ type Options struct {
 	Hold bool
 }
 
+// How Options.Stop stops a leader.
+const (
+	StopKill = "kill" // SIGKILL: a crash
+	StopTerm = "term" // SIGTERM: a planned stop with a hand-over
+)
+
 // ErrCheckFailed is returned by Run when the recorded history fails a
 // check.
 var ErrCheckFailed = errors.New("demo: check failed")
@@ -123,15 +137,21 @@ type Summary struct {
 	KilledGroup           int // -1 if nobody was killed
 	KilledAt              time.Duration
 	NewLeader             wire.ProcID
+	Stop                  string        // Options.Stop
 	ElectedAfter          time.Duration // 0 if not observed
 	DeliveringAfter       time.Duration // 0 if not observed
-	RestartedAt           time.Duration
-	RejoinedAfter         time.Duration // 0 if not observed
-	RestoredRecords       int
-	RestoredSnapshot      int // bytes
-	Report                *check.Report
-	ReplyMismatches       int
-	Deliveries            int
+	// LongestWait is the longest a write to the stopped leader's group
+	// waited from the stop on (from the stop for a write in flight then,
+	// from its submission for a later one; writes submitted within 2s of
+	// the stop): the write unavailability the stop caused.
+	LongestWait      time.Duration
+	RestartedAt      time.Duration
+	RejoinedAfter    time.Duration // 0 if not observed
+	RestoredRecords  int
+	RestoredSnapshot int // bytes
+	Report           *check.Report
+	ReplyMismatches  int
+	Deliveries       int
 }
 
 func (o *Options) defaults() error {
@@ -175,6 +195,9 @@ func (o *Options) defaults() error {
 	if o.Out == nil {
 		o.Out = os.Stdout
 	}
+	if o.Stop == "" {
+		o.Stop = StopKill
+	}
 	switch {
 	case o.GossipInterval < config.MinGossipInterval:
 		return fmt.Errorf("demo: gossip interval %v is below %v", o.GossipInterval, config.MinGossipInterval)
@@ -184,6 +207,8 @@ func (o *Options) defaults() error {
 		return fmt.Errorf("demo: %d groups x %d replicas: want at least 1 x 1 and at most 64 processes", o.Groups, o.Replicas)
 	case o.Clients < 1 || o.Payload < 0:
 		return fmt.Errorf("demo: --clients must be positive")
+	case o.Stop != StopKill && o.Stop != StopTerm:
+		return fmt.Errorf("demo: --stop %q: want %s or %s", o.Stop, StopKill, StopTerm)
 	case o.KillGroup >= o.Groups:
 		return fmt.Errorf("demo: --kill-group %d: there are %d groups", o.KillGroup, o.Groups)
 	case o.DestGroups < 0 || o.DestGroups > o.Groups:
@@ -218,6 +243,7 @@ type run struct {
 	killTime  time.Time
 	killGroup int
 	firstBack time.Time // first completion to killGroup of a message submitted after the kill
+	longest   time.Duration
 }
 
 // Run runs the demo; see the package documentation. It returns the summary
@@ -420,16 +446,23 @@ loop:
 			}
 			killed = r.agents[st.ID]
 			oldBallot = st.Ballot
-			killed.cmd.Process.Kill()
+			sig, signal := os.Signal(os.Kill), "SIGKILL"
+			if opt.Stop == StopTerm {
+				sig, signal = syscall.SIGTERM, "SIGTERM"
+			}
+			stopAt := time.Now()
+			r.mu.Lock()
+			r.killTime, r.killGroup = stopAt, opt.KillGroup
+			r.mu.Unlock()
+			killed.cmd.Process.Signal(sig)
 			<-killed.exited
 			now := time.Now()
 			r.mu.Lock()
 			r.events = append(r.events, check.Event{Ev: check.EvCrash, Proc: int(killed.id), T: now.UnixMicro()})
-			r.killTime, r.killGroup = now, opt.KillGroup
 			r.mu.Unlock()
-			sum.Killed, sum.KilledGroup, sum.KilledAt = killed.id, opt.KillGroup, now.Sub(t0)
-			r.printf("killed p%d (leader of g%d, ballot %s, pid %d) with SIGKILL at %.1fs", killed.id, opt.KillGroup, oldBallot, st.Pid, now.Sub(t0).Seconds())
-			watchers.Go(func() { r.watchFailover(ctx, sum, opt.KillGroup, killed.id, oldBallot, now) })
+			sum.Killed, sum.KilledGroup, sum.KilledAt, sum.Stop = killed.id, opt.KillGroup, stopAt.Sub(t0), opt.Stop
+			r.printf("stopped p%d (leader of g%d, ballot %s, pid %d) with %s at %.1fs; it exited %v later", killed.id, opt.KillGroup, oldBallot, st.Pid, signal, stopAt.Sub(t0).Seconds(), fmtDur(now.Sub(stopAt)))
+			watchers.Go(func() { r.watchFailover(ctx, sum, opt.KillGroup, killed.id, oldBallot, stopAt) })
 		case <-restart.C:
 			if killed == nil {
 				continue
@@ -503,6 +536,7 @@ loop:
 	r.mu.Lock()
 	all := slices.Clone(r.lat)
 	sum.Completed = r.completed
+	sum.LongestWait = r.longest
 	failures := r.failures
 	r.mu.Unlock()
 	slices.Sort(all)
@@ -607,9 +641,21 @@ func (r *run) worker(ctx context.Context, cl *client.Client, stop *atomic.Bool, 
 		r.lat = append(r.lat, res.Latency)
 		r.window = append(r.window, res.Latency)
 		r.replies[res.ID.Full()] = res.GTS
-		if r.killGroup >= 0 && r.firstBack.IsZero() && submitted.After(r.killTime) && slices.Contains(dest, wire.GroupID(r.killGroup)) {
-			r.firstBack = done
+		if r.killGroup >= 0 && slices.Contains(dest, wire.GroupID(r.killGroup)) {
+			if r.firstBack.IsZero() && submitted.After(r.killTime) {
+				r.firstBack = done
+			}
+			if done.After(r.killTime) && submitted.Before(r.killTime.Add(2*time.Second)) {
+				r.longest = max(r.longest, done.Sub(later(submitted, r.killTime)))
+			}
 		}
 		r.mu.Unlock()
 	}
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }

@@ -5,6 +5,7 @@ package demo
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"time"
 
@@ -28,7 +29,7 @@ func (r *run) watchFailover(ctx context.Context, sum *Summary, g int, killed wir
 		if since := elected.LeaderSince.Sub(at); since > 0 && since < sum.ElectedAfter {
 			sum.ElectedAfter = since // when it took over, not when the poll saw it
 		}
-		r.printf("failover: p%d leads g%d (ballot %s) %v after the kill", elected.ID, g, elected.Ballot, fmtDur(sum.ElectedAfter))
+		r.printf("failover: p%d leads g%d (ballot %s) %v after the %s", elected.ID, g, elected.Ballot, fmtDur(sum.ElectedAfter), r.stopWord())
 		r.gossipLine(ctx, elected.ID, killed)
 	} else {
 		r.printf("failover: no new leader of g%d within 10s", g)
@@ -40,12 +41,30 @@ func (r *run) watchFailover(ctx context.Context, sum *Summary, g int, killed wir
 		r.mu.Unlock()
 		if !back.IsZero() {
 			sum.DeliveringAfter = back.Sub(at)
-			r.printf("failover: g%d delivering again %v after the kill", g, fmtDur(sum.DeliveringAfter))
+			r.printf("failover: g%d delivering again %v after the %s", g, fmtDur(sum.DeliveringAfter), r.stopWord())
 			return
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	r.printf("failover: g%d did not deliver a new message within 10s of the kill", g)
+	r.printf("failover: g%d did not deliver a new message within 10s of the %s", g, r.stopWord())
+}
+
+// stopWord names the leader's stop in the failover lines.
+func (r *run) stopWord() string {
+	if r.opt.Stop == StopTerm {
+		return "SIGTERM"
+	}
+	return "kill"
+}
+
+// detection says what moved the leadership: gossip's failure detector
+// (the profile and round the demo's agents use) after a kill, the
+// leader's hand-over after a SIGTERM.
+func (r *run) detection() string {
+	if r.opt.Stop == StopTerm {
+		return "leadership handed over, no failure detection"
+	}
+	return fmt.Sprintf("detected by gossip, profile local, %v rounds", r.opt.GossipInterval)
 }
 
 // printMembers prints the cluster as the first live agent's gossip sees

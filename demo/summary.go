@@ -103,7 +103,12 @@ func (r *run) printSummary(s *Summary) {
 		if s.DeliveringAfter > 0 {
 			back = "delivering again after " + fmtDur(s.DeliveringAfter)
 		}
-		fmt.Fprintf(out, "failover    leader p%d of g%d killed at %.1fs: %s, %s\n", s.Killed, s.KilledGroup, s.KilledAt.Seconds(), elected, back)
+		how := "killed (SIGKILL)"
+		if s.Stop == StopTerm {
+			how = "stopped (SIGTERM: hand-over)"
+		}
+		fmt.Fprintf(out, "failover    leader p%d of g%d %s at %.1fs: %s, %s; longest write wait %s (%s)\n",
+			s.Killed, s.KilledGroup, how, s.KilledAt.Seconds(), elected, back, fmtDur(s.LongestWait), r.detection())
 		rejoin := "did not rejoin"
 		if s.RejoinedAfter > 0 {
 			rejoin = fmt.Sprintf("replayed %s, rejoined after %s", replayed(s), fmtDur(s.RejoinedAfter))

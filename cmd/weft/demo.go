@@ -55,6 +55,7 @@ this binary, re-executed as 'weft agent'.`,
 	f.IntVar(&opt.Clients, "clients", 16, "concurrent closed-loop clients")
 	f.IntVar(&opt.Payload, "payload", 64, "message size in bytes")
 	f.IntVar(&opt.KillGroup, "kill-group", 0, "group whose leader is killed and restarted (-1: none)")
+	f.StringVar(&opt.Stop, "stop", demo.StopKill, "how that leader is stopped: kill (SIGKILL: a crash, detected by gossip) or term (SIGTERM: a planned stop, the leader hands over first)")
 	f.StringVar(&opt.Dir, "dir", "", "working directory (default: a temporary directory, removed at the end)")
 	f.BoolVar(&opt.Keep, "keep", false, "keep the working directory")
 	f.StringVar(&opt.HistoryFile, "history", "", "also write the checked history to this file (JSON lines)")
