@@ -276,6 +276,7 @@ var (
 	descRemc     = desc("weft_remulticasts_total", "Liveness re-multicasts of stuck messages (H12).")
 	descCatchUp  = desc("weft_catchups_total", "DELIVER batches re-sent to lagging followers.")
 	descColl     = desc("weft_collected_total", "Messages garbage-collected.")
+	descHandOver = desc("weft_handovers_total", "Ballots this node started because its group's leader handed its leadership over (a planned departure).")
 	descRetries  = desc("weft_client_retries_total", "Client MULTICASTs for a message this node already had from a client and had not delivered yet.")
 	descRecv     = desc("weft_multicasts_received_total", "Client MULTICASTs the node stepped.")
 	descShed     = desc("weft_client_shed_total", "Client MULTICASTs shed unread and answered OVERLOADED, by reason.", "reason")
@@ -317,7 +318,7 @@ var (
 )
 
 var allDescs = []*prometheus.Desc{descInfo, descLeader, descBallot, descBallotCh, descRecStart, descRecDone, descRetried, descRemc,
-	descCatchUp, descColl, descRetries, descRecv, descShed, descDeliv, descUntrack, descRetained, descSyncs, descRecords, descCompact,
+	descCatchUp, descColl, descHandOver, descRetries, descRecv, descShed, descDeliv, descUntrack, descRetained, descSyncs, descRecords, descCompact,
 	descInboxN, descInboxB, descInboxPk, descSideDrop, descViewDrop, descInboxW, descStepErr, descRejected, descPeerQN, descPeerQB, descPeerUp, descCliQB,
 	descClients, descConns, descBytes, descDrops, descHsRej, descDialF, descConnE, descPhi, descMemUp, descFlaps, descConv,
 	descReviv, descRounds, descLive, descGossRej, descReady, descLag}
@@ -352,6 +353,7 @@ func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(descRemc, float64(cov.Remulticasts))
 	counter(descCatchUp, float64(cov.CatchUps))
 	counter(descColl, float64(cov.Collected))
+	counter(descHandOver, float64(cov.HandOvers))
 	counter(descRecv, float64(s.ClientSteps))
 	counter(descShed, float64(s.ClientShed), "inbox_full")
 	counter(descShed, float64(s.ClientShedShare), "client_share")
