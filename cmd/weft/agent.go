@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"sync"
 	"syscall"
 	"time"
@@ -20,7 +21,7 @@ import (
 func agentCmd() *cobra.Command {
 	var path string
 	var rejoin bool
-	var logFormat string
+	var logFormat, cpuProfile string
 	c := &cobra.Command{
 		Use:   "agent --config FILE [--rejoin] [--log-format text|json]",
 		Short: "Run one weft node until SIGINT or SIGTERM",
@@ -56,14 +57,35 @@ serves /metrics (Prometheus), /healthz, /readyz and, with the admin token,
 					return fmt.Errorf("--log-format: %w", err)
 				}
 			}
+			if cpuProfile != "" {
+				stop, err := startCPUProfile(cpuProfile)
+				if err != nil {
+					return err
+				}
+				defer stop()
+			}
 			return runAgent(cmd.Context(), path, rejoin, logFormat)
 		},
 	}
 	c.Flags().StringVar(&path, "config", "", "agent configuration file (TOML)")
 	c.Flags().BoolVar(&rejoin, "rejoin", false, "this member lost its data_dir: start it inert (wbcast only; docs/disk-loss.md)")
 	c.Flags().StringVar(&logFormat, "log-format", "", "log format: text|json (default: the configuration's log_format, text)")
+	c.Flags().StringVar(&cpuProfile, "cpu-profile", "", "write a CPU profile of the whole run to this file (go tool pprof; weft bench --cpu-profile)")
 	c.MarkFlagRequired("config")
 	return c
+}
+
+// startCPUProfile profiles the process until the returned function runs.
+func startCPUProfile(path string) (func(), error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("--cpu-profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("--cpu-profile: %w", err)
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
 
 func runAgent(ctx context.Context, path string, rejoin bool, logFormat string) error {

@@ -66,6 +66,7 @@ type benchRow struct {
 // benchOptions are weft bench's flags.
 type benchOptions struct {
 	format, plot, dest, dir string
+	cpuProfile              string
 	warmup, window          time.Duration
 	clients, perMsg         []int
 	clientProcs, payload    int
@@ -115,6 +116,7 @@ configuration. Progress goes to stderr.`,
 	f.StringSliceVar(&o.protocols, "protocols", slices.Clone(config.Protocols), "protocols to run")
 	f.StringVar(&o.plot, "plot", "", "write the throughput-latency curves to this SVG file")
 	f.StringVar(&o.dir, "dir", "", "working directory of the clusters (default: a temporary one, removed at the end)")
+	f.StringVar(&o.cpuProfile, "cpu-profile", "", "write each agent's CPU profile (the whole run of its cluster) to this directory: PROTOCOL-MODE-nodeN.pprof")
 	f.Uint64Var(&o.seed, "seed", 0, "seed of the destinations drawn (default: from the clock)")
 	return c
 }
@@ -177,6 +179,11 @@ func runBench(cmd *cobra.Command, o benchOptions) error {
 		}
 		defer os.RemoveAll(root)
 	}
+	if o.cpuProfile != "" {
+		if err := os.MkdirAll(o.cpuProfile, 0o755); err != nil {
+			return fmt.Errorf("--cpu-profile: %w", err)
+		}
+	}
 	var rows []benchRow
 	for _, p := range o.protocols {
 		replicas, modes := o.replicas, o.durability
@@ -189,7 +196,11 @@ func runBench(cmd *cobra.Command, o benchOptions) error {
 				return err
 			}
 			fmt.Fprintf(os.Stderr, "== bench: %s, 3 groups x %d replicas, durability %s: starting the agents in %s\n", p, replicas, mode, dir)
-			cl, err := startBenchCluster(ctx, exe, dir, p, 3, replicas, mode == "nofsync")
+			profile := ""
+			if o.cpuProfile != "" {
+				profile = filepath.Join(o.cpuProfile, p+"-"+mode)
+			}
+			cl, err := startBenchCluster(ctx, exe, dir, p, 3, replicas, mode == "nofsync", profile)
 			if err != nil {
 				return err
 			}

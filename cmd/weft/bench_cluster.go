@@ -35,7 +35,8 @@ type benchCluster struct {
 
 // startBenchCluster writes the configurations and starts groups x
 // replicas agents of exe in dir.
-func startBenchCluster(ctx context.Context, exe, dir, protocol string, groups, replicas int, noFsync bool) (*benchCluster, error) {
+// With profile set, agent N writes its CPU profile to profile-nodeN.pprof.
+func startBenchCluster(ctx context.Context, exe, dir, protocol string, groups, replicas int, noFsync bool, profile string) (*benchCluster, error) {
 	topo, err := amcast.NewTopology(groups, replicas)
 	if err != nil {
 		return nil, err
@@ -83,7 +84,11 @@ func startBenchCluster(ctx context.Context, exe, dir, protocol string, groups, r
 		if err != nil {
 			return nil, err
 		}
-		cmd := exec.Command(exe, "agent", "--config", path)
+		args := []string{"agent", "--config", path}
+		if profile != "" {
+			args = append(args, "--cpu-profile", fmt.Sprintf("%s-node%d.pprof", profile, p))
+		}
+		cmd := exec.Command(exe, args...)
 		cmd.Stdout, cmd.Stderr = logf, logf
 		if err := cmd.Start(); err != nil {
 			logf.Close()
