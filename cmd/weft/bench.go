@@ -61,18 +61,20 @@ type benchRow struct {
 	ClientRWSyscalls  float64 `json:"client_rw_syscalls_per_msg"`
 	ServerCtxSwitches float64 `json:"server_ctx_switches_per_msg"`
 	ClientCtxSwitches float64 `json:"client_ctx_switches_per_msg"`
+	// Timeline is the window in --interval slices (bench_timeline.go).
+	Timeline []benchInterval `json:"timeline,omitempty"`
 }
 
 // benchOptions are weft bench's flags.
 type benchOptions struct {
-	format, plot, dest, dir string
-	cpuProfile              string
-	warmup, window          time.Duration
-	clients, perMsg         []int
-	clientProcs, payload    int
-	replicas                int
-	protocols, durability   []string
-	seed                    uint64
+	format, plot, dest, dir  string
+	cpuProfile               string
+	warmup, window, interval time.Duration
+	clients, perMsg          []int
+	clientProcs, payload     int
+	replicas                 int
+	protocols, durability    []string
+	seed                     uint64
 }
 
 func benchCmd() *cobra.Command {
@@ -107,6 +109,7 @@ configuration. Progress goes to stderr.`,
 	f.IntSliceVar(&o.clients, "clients", []int{1, 32, 90, 180}, "the client ladder: closed-loop clients of each row")
 	f.DurationVar(&o.warmup, "warmup", 3*time.Second, "warm-up before each measurement window")
 	f.DurationVar(&o.window, "window", 15*time.Second, "measurement window of each row")
+	f.DurationVar(&o.interval, "interval", 0, "also report each row's window in slices of this length (throughput, latency, agents' memory; e.g. --window 10m --interval 1m)")
 	f.IntVar(&o.clientProcs, "client-procs", 2, "client processes the workers are spread over (at most one per worker)")
 	f.StringVar(&o.dest, "dest", "uniform", "destinations: uniform (groups drawn at random) or home (the worker's home group plus a rotating neighbour)")
 	f.IntSliceVar(&o.perMsg, "groups-per-msg", []int{1, 2}, "destination groups per message (one set of rows each)")
@@ -149,6 +152,8 @@ func (o *benchOptions) validate() error {
 		return fmt.Errorf("--dest %q: want uniform or home", o.dest)
 	case o.window < 100*time.Millisecond || o.warmup < 0:
 		return fmt.Errorf("--window %v / --warmup %v: want a window of at least 100ms and a warm-up of at least 0", o.window, o.warmup)
+	case o.interval < 0 || (o.interval > 0 && (o.interval < 100*time.Millisecond || o.window%o.interval != 0 || o.window/o.interval > 1000)):
+		return fmt.Errorf("--interval %v: want at least 100ms, dividing --window %v into at most 1000 slices", o.interval, o.window)
 	case o.clientProcs < 1:
 		return fmt.Errorf("--client-procs %d: want at least 1", o.clientProcs)
 	case o.replicas < 1 || o.replicas > 7:
@@ -226,6 +231,7 @@ func runBench(cmd *cobra.Command, o benchOptions) error {
 		fmt.Fprintln(cmd.OutOrStdout(), string(b))
 	} else {
 		writeBenchTable(cmd.OutOrStdout(), rows, o)
+		writeTimeline(cmd.OutOrStdout(), rows)
 	}
 	if o.plot != "" {
 		if err := os.WriteFile(o.plot, benchSVG(rows), 0o644); err != nil {
@@ -262,7 +268,7 @@ func runBenchRow(ctx context.Context, exe string, cl *benchCluster, row *benchRo
 		}
 		spec := benchClientSpec{Cluster: "weft-bench", KeyFile: cl.keyFile, Groups: cl.topo.Groups, Nodes: cl.nodes,
 			Workers: workers, FirstWorker: first, Dest: o.dest, PerMsg: row.GroupsPerMsg, Payload: o.payload,
-			Warmup: o.warmup, Window: o.window, Seed: o.seed}
+			Warmup: o.warmup, Window: o.window, Interval: o.interval, Seed: o.seed}
 		first += workers
 		p := &benchProc{cmd: exec.Command(exe, "bench-client")}
 		p.cmd.Stderr = &p.stderr
@@ -303,11 +309,20 @@ func runBenchRow(ctx context.Context, exe string, cl *benchCluster, row *benchRo
 		return err
 	}
 	s0, c0, at0 := sampleProcs(cl.pids()), sampleProcs(clientPids), time.Now()
+	var rss [][2]float64 // the agents' memory at the end of each interval
+	for end := wstart.Add(o.interval); o.interval > 0 && !end.After(wend); end = end.Add(o.interval) {
+		if err := sleepUntil(ctx, end); err != nil {
+			return err
+		}
+		m, s := agentsRSS(cl.pids())
+		rss = append(rss, [2]float64{m, s})
+	}
 	if err := sleepUntil(ctx, wend); err != nil {
 		return err
 	}
 	s1, c1, at1 := sampleProcs(cl.pids()), sampleProcs(clientPids), time.Now()
 	var lat []int64
+	var hists []latHist
 	for _, p := range procs {
 		if !p.lines.Scan() {
 			return fmt.Errorf("a client process ended without a result: %s", p.stderr.String())
@@ -321,8 +336,17 @@ func runBenchRow(ctx context.Context, exe string, cl *benchCluster, row *benchRo
 		}
 		lat = append(lat, res.LatNs...)
 		row.Errors += res.Errors
+		for i, h := range res.Intervals {
+			if i == len(hists) {
+				hists = append(hists, newLatHist())
+			}
+			hists[i].merge(h)
+		}
 	}
 	slices.Sort(lat)
+	if o.interval > 0 {
+		row.Timeline = timeline(hists, o.interval, rss)
+	}
 	row.Completed = len(lat)
 	row.Throughput = float64(len(lat)) / o.window.Seconds()
 	pct := func(q float64) float64 {

@@ -39,6 +39,7 @@ type benchClientSpec struct {
 	Payload     int           `json:"payload"`
 	Warmup      time.Duration `json:"warmup"`
 	Window      time.Duration `json:"window"`
+	Interval    time.Duration `json:"interval"` // 0: no timeline
 	Seed        uint64        `json:"seed"`
 }
 
@@ -46,9 +47,12 @@ type benchClientSpec struct {
 // stdout): the latencies of the messages sent and answered inside the
 // window, in nanoseconds, and the failures.
 type benchClientResult struct {
-	LatNs  []int64 `json:"lat_ns"`
-	Errors int     `json:"errors"`
-	Error  string  `json:"error,omitempty"`
+	LatNs []int64 `json:"lat_ns"`
+	// Intervals holds, with an interval, the latencies of each slice of
+	// the window (by completion time) as histograms (bench_timeline.go).
+	Intervals []latHist `json:"intervals,omitempty"`
+	Errors    int       `json:"errors"`
+	Error     string    `json:"error,omitempty"`
 }
 
 // benchClientCmd is the hidden subcommand `weft bench` re-executes for
@@ -134,10 +138,16 @@ func runBenchClient(ctx context.Context, in io.Reader, out io.Writer) benchClien
 	for i, cl := range clients {
 		w := spec.FirstWorker + i
 		wg.Go(func() {
-			lat, errs := benchWorker(ctx, cl, topo.NumGroups(), spec, w, wstart, wend)
+			lat, hists, errs := benchWorker(ctx, cl, topo.NumGroups(), spec, w, wstart, wend)
 			mu.Lock()
 			res.LatNs = append(res.LatNs, lat...)
 			res.Errors += errs
+			for i, h := range hists {
+				if i == len(res.Intervals) {
+					res.Intervals = append(res.Intervals, newLatHist())
+				}
+				res.Intervals[i].merge(h)
+			}
 			mu.Unlock()
 		})
 	}
@@ -147,8 +157,9 @@ func runBenchClient(ctx context.Context, in io.Reader, out io.Writer) benchClien
 
 // benchWorker multicasts closed-loop until wend and returns the latencies
 // (call to return of Multicast) of the messages sent at or after wstart
-// and answered by wend, and the number of failed multicasts.
-func benchWorker(ctx context.Context, cl *client.Client, groups int, spec benchClientSpec, w int, wstart, wend time.Time) ([]int64, int) {
+// and answered by wend, with spec.Interval the same as one histogram per
+// interval (by completion time), and the number of failed multicasts.
+func benchWorker(ctx context.Context, cl *client.Client, groups int, spec benchClientSpec, w int, wstart, wend time.Time) ([]int64, []latHist, int) {
 	rng := rand.New(rand.NewPCG(spec.Seed, uint64(w)))
 	payload := make([]byte, spec.Payload)
 	for i := range payload {
@@ -159,12 +170,19 @@ func benchWorker(ctx context.Context, cl *client.Client, groups int, spec benchC
 	ctx, cancel := context.WithDeadline(ctx, wend.Add(2*time.Second))
 	defer cancel()
 	var lat []int64
+	var hists []latHist
+	if spec.Interval > 0 {
+		hists = make([]latHist, int(spec.Window/spec.Interval))
+		for i := range hists {
+			hists[i] = newLatHist()
+		}
+	}
 	errs := 0
 	home := w % groups
 	for n := 0; ; n++ {
 		start := time.Now()
 		if !start.Before(wend) {
-			return lat, errs
+			return lat, hists, errs
 		}
 		dest := benchDest(spec.Dest, spec.PerMsg, groups, home, n, rng)
 		if len(payload) > 0 {
@@ -174,12 +192,15 @@ func benchWorker(ctx context.Context, cl *client.Client, groups int, spec benchC
 		done := time.Now()
 		switch {
 		case err != nil && ctx.Err() != nil:
-			return lat, errs
+			return lat, hists, errs
 		case err != nil:
 			errs++
 			time.Sleep(10 * time.Millisecond) // overloaded: back off
 		case !start.Before(wstart) && !done.After(wend):
 			lat = append(lat, int64(done.Sub(start)))
+			if len(hists) > 0 {
+				hists[min(int(done.Sub(wstart)/spec.Interval), len(hists)-1)].add(int64(done.Sub(start)))
+			}
 		}
 	}
 }

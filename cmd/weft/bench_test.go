@@ -26,7 +26,7 @@ func TestBenchLadder(t *testing.T) {
 	exe := buildWeft(t)
 	plot := filepath.Join(t.TempDir(), "curve.svg")
 	cmd := exec.Command(exe, "bench", "--protocols", "wbcast", "--replicas", "1", "--groups-per-msg", "2", "--dest", "home",
-		"--clients", "1,4", "--client-procs", "2", "--warmup", "200ms", "--window", "1s", "--format", "json", "--plot", plot)
+		"--clients", "1,4", "--client-procs", "2", "--warmup", "200ms", "--window", "1s", "--interval", "500ms", "--format", "json", "--plot", plot)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -65,6 +65,26 @@ func TestBenchLadder(t *testing.T) {
 		}
 		if cpu, _ := r["server_cpu_us_per_msg"].(float64); cpu <= 0 {
 			t.Errorf("row %d: the agents used no CPU: %v", i, r)
+		}
+		// The timeline: two slices of 500ms whose completions add up to
+		// the window's (the histograms and the latency list count the
+		// same messages), each with the agents' memory.
+		tl, _ := r["timeline"].([]any)
+		if len(tl) != 2 {
+			t.Errorf("row %d: timeline %v, want 2 intervals", i, r["timeline"])
+			continue
+		}
+		sum := 0.0
+		for k, iv := range tl {
+			m := iv.(map[string]any)
+			sum += m["completed"].(float64)
+			if m["start_s"] != []float64{0, 0.5}[k] || m["throughput_per_s"] != m["completed"].(float64)/0.5 || m["agent_rss_max_mib"].(float64) <= 0 ||
+				m["agent_rss_sum_mib"].(float64) < m["agent_rss_max_mib"].(float64) {
+				t.Errorf("row %d interval %d: %v", i, k, m)
+			}
+		}
+		if sum != n {
+			t.Errorf("row %d: the intervals count %v multicasts, the window %v", i, sum, n)
 		}
 	}
 	// The plot: XML, with a p50 and a p99 curve of the configuration,
@@ -140,6 +160,8 @@ func TestBenchBadFlags(t *testing.T) {
 		{[]string{"--clients", "1,2001"}, "--clients"},
 		{[]string{"--payload", "1048577"}, "--payload"},
 		{[]string{"--replicas", "8"}, "--replicas"},
+		{[]string{"--window", "1s", "--interval", "300ms"}, "--interval"},
+		{[]string{"--interval", "10ms"}, "--interval"},
 	} {
 		_, err := execCmd(benchCmd, tc.args...)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -1,0 +1,161 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"math/bits"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// The timeline of a long `weft bench` row (--interval; issue #14 item 5:
+// throughput must stay flat over a long run, and memory too): each
+// interval of the window gets its own throughput, latency percentiles and
+// the agents' resident memory at its end.
+
+// latBuckets is the size of a latHist: 16 sub-buckets per power of two
+// of microseconds, up to 2^40 µs.
+const latBuckets = 41 * 16
+
+// latHist is a log-linear latency histogram (about 6% resolution): small
+// and mergeable, so a client process can report a ten-minute timeline
+// without every latency of it.
+type latHist []uint32
+
+func newLatHist() latHist { return make(latHist, latBuckets) }
+
+// latBucket is the bucket of a latency in nanoseconds.
+func latBucket(ns int64) int {
+	us := uint64(max(ns/1000, 1))
+	e := bits.Len64(us) - 1 // us in [2^e, 2^(e+1))
+	var sub uint64
+	if e >= 4 {
+		sub = (us >> (e - 4)) & 15
+	} else {
+		sub = (us << (4 - e)) & 15
+	}
+	return min(e*16+int(sub), latBuckets-1)
+}
+
+// latLow is the lowest latency of bucket i, in nanoseconds.
+func latLow(i int) int64 {
+	e, sub := i/16, uint64(i%16)
+	var us uint64
+	if e >= 4 {
+		us = uint64(1)<<e | sub<<(e-4)
+	} else {
+		us = uint64(1)<<e | sub>>(4-e) // the inverse of latBucket's shift
+	}
+	return int64(us) * 1000
+}
+
+func (h latHist) add(ns int64) { h[latBucket(ns)]++ }
+
+func (h latHist) merge(o latHist) {
+	for i := range min(len(h), len(o)) {
+		h[i] += o[i]
+	}
+}
+
+func (h latHist) count() (n uint64) {
+	for _, c := range h {
+		n += uint64(c)
+	}
+	return n
+}
+
+// quantile is the lower bound of the bucket holding quantile q.
+func (h latHist) quantile(q float64) time.Duration {
+	n := h.count()
+	if n == 0 {
+		return 0
+	}
+	rank := uint64(q * float64(n-1))
+	var seen uint64
+	for i, c := range h {
+		seen += uint64(c)
+		if seen > rank {
+			return time.Duration(latLow(i))
+		}
+	}
+	return time.Duration(latLow(len(h) - 1))
+}
+
+// benchInterval is one interval of a row's timeline.
+type benchInterval struct {
+	StartS     float64 `json:"start_s"` // from the start of the window
+	Completed  uint64  `json:"completed"`
+	Throughput float64 `json:"throughput_per_s"`
+	P50ms      float64 `json:"p50_ms"`
+	P99ms      float64 `json:"p99_ms"`
+	// The agents' resident memory at the end of the interval: the largest
+	// one's, and all of them together.
+	AgentRSSMaxMiB float64 `json:"agent_rss_max_mib"`
+	AgentRSSSumMiB float64 `json:"agent_rss_sum_mib"`
+}
+
+// rssKiB is a process's resident set size (/proc/<pid>/status VmRSS), 0 if
+// unknown.
+func rssKiB(pid int) uint64 {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			n, _ := strconv.ParseUint(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			return n
+		}
+	}
+	return 0
+}
+
+// agentsRSS returns the largest and the total resident memory of pids, in
+// MiB.
+func agentsRSS(pids []int) (maxMiB, sumMiB float64) {
+	for _, p := range pids {
+		m := float64(rssKiB(p)) / 1024
+		maxMiB = max(maxMiB, m)
+		sumMiB += m
+	}
+	return maxMiB, sumMiB
+}
+
+// timeline builds a row's intervals from the client processes' merged
+// histograms (one per interval) and the memory samples.
+func timeline(hists []latHist, interval time.Duration, rss [][2]float64) []benchInterval {
+	out := make([]benchInterval, len(hists))
+	for i, h := range hists {
+		n := h.count()
+		out[i] = benchInterval{StartS: (time.Duration(i) * interval).Seconds(), Completed: n,
+			Throughput: float64(n) / interval.Seconds(),
+			P50ms:      float64(h.quantile(0.5)) / 1e6, P99ms: float64(h.quantile(0.99)) / 1e6}
+		if i < len(rss) {
+			out[i].AgentRSSMaxMiB, out[i].AgentRSSSumMiB = rss[i][0], rss[i][1]
+		}
+	}
+	return out
+}
+
+// writeTimeline prints each row's timeline and the change from its first
+// interval to its last.
+func writeTimeline(w io.Writer, rows []benchRow) {
+	for _, r := range rows {
+		if len(r.Timeline) == 0 {
+			continue
+		}
+		fmt.Fprintf(w, "\ntimeline: %s %s, %d group(s)/msg, %d clients\n", r.Protocol, r.Durability, r.GroupsPerMsg, r.Clients)
+		fmt.Fprintf(w, "%9s %12s %9s %9s %14s %14s\n", "from", "multicasts/s", "p50", "p99", "agent rss max", "agents rss")
+		for _, iv := range r.Timeline {
+			fmt.Fprintf(w, "%8.0fs %12.0f %7.2fms %7.2fms %10.1f MiB %10.1f MiB\n",
+				iv.StartS, iv.Throughput, iv.P50ms, iv.P99ms, iv.AgentRSSMaxMiB, iv.AgentRSSSumMiB)
+		}
+		first, last := r.Timeline[0], r.Timeline[len(r.Timeline)-1]
+		if first.Throughput > 0 && first.AgentRSSSumMiB > 0 {
+			fmt.Fprintf(w, "last interval vs first: throughput %+.1f%%, agents' memory %+.1f%%\n",
+				100*(last.Throughput/first.Throughput-1), 100*(last.AgentRSSSumMiB/first.AgentRSSSumMiB-1))
+		}
+	}
+}
