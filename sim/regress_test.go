@@ -1,6 +1,10 @@
 package sim
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/weft-dev/weft/amcast/wbcast"
+)
 
 // regressionSeeds are swarm seeds that once exposed a WbCast bug; each
 // stays in the suite for good (the TigerBeetle/etcd habit):
@@ -35,6 +39,15 @@ var regressionSeeds = []uint64{6, 44, 116, 189, 14089, 28437}
 //     acks and does not restart it, so the next successor takes over.
 var forgedRegressionSeeds = []uint64{300493, 303008, 303407, 300768, 301315, 303260, 304004, 304771, 304973}
 
+// quorumGCRegressionSeeds are such seeds of sweeps with ForgedClients and
+// collection by a quorum (wbcast.Config.CollectAfterQuorum):
+//   - 302706 (with hand-overs): a candidate behind its group's floor gave
+//     its ballot up while alive; the leader of the ballot below waited for
+//     it to be suspected before re-establishing, the third member waited
+//     for that leader as the next successor: the group stalled. A leader
+//     now also passes a ballot its own leader gave up (gaveUp).
+var quorumGCRegressionSeeds = []uint64{302706}
+
 func TestSwarmRegressionSeeds(t *testing.T) {
 	for _, seed := range regressionSeeds {
 		cfg := SwarmConfig("wbcast", seed)
@@ -49,6 +62,14 @@ func TestSwarmRegressionSeeds(t *testing.T) {
 		ForgedClients(&cfg)
 		if r := RunSwarmConfig(cfg); r.Violations() > 0 {
 			t.Errorf("seed %d (forged clients): %s", seed, r.Failure())
+		}
+	}
+	for _, seed := range quorumGCRegressionSeeds {
+		cfg := SwarmConfig("wbcast", seed)
+		ForgedClients(&cfg)
+		cfg.Spec = WbCastSpec(func(c *wbcast.Config) { c.CollectAfterQuorum = true })
+		if r := RunSwarmConfig(cfg); r.Violations() > 0 || r.Faults.HandOvers == 0 {
+			t.Errorf("seed %d (forged clients, collection by a quorum): %d hand-overs, %s", seed, r.Faults.HandOvers, r.Failure())
 		}
 	}
 }

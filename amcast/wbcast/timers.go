@@ -187,16 +187,22 @@ func (p *Process) checkLeadership() {
 			p.stepDown()
 			return
 		}
-		// A member that joined a higher ballot whose candidate then died
-		// can accept neither that ballot's state nor this leader's (its
-		// promise is higher). Re-establish leadership above that ballot so
-		// it rejoins.
+		// A member that joined a higher ballot whose candidate then died,
+		// or gave the ballot up (a candidate behind its group's floor,
+		// transfer.go), can accept neither that ballot's state nor this
+		// leader's (its promise is higher). Re-establish leadership above
+		// that ballot so it rejoins. (Swarm seed 302706 with collection by
+		// a quorum and hand-overs: a candidate alive but behind gave its
+		// ballot up; the leader below it waited for it to be suspected,
+		// the other member for the leader as the next successor: the
+		// group stalled.)
 		if p.started && p.ticks < p.lastStart+et {
 			return
 		}
 		for i := range p.peers {
 			pr := &p.peers[i]
-			if i != p.gi && pr.heardHB && p.ballot.Less(pr.ballot) && pr.ballot.Leader() != p.id && det.Suspected(pr.ballot.Leader(), p.ticks) {
+			if i != p.gi && pr.heardHB && p.ballot.Less(pr.ballot) && pr.ballot.Leader() != p.id &&
+				(det.Suspected(pr.ballot.Leader(), p.ticks) || p.gaveUp(pr.ballot)) {
 				p.startBallotAbove(pr.ballot)
 				return
 			}
@@ -234,7 +240,7 @@ func (p *Process) checkLeadership() {
 	}
 	li := p.topo.MemberIndex(L)
 	dead := det.Suspected(L, p.ticks) || p.peers[li].rejoining ||
-		(p.peers[li].heardHB && p.peers[li].ballot == cur && !p.peers[li].claimsLead) ||
+		p.gaveUp(cur) ||
 		(p.status == Recovering && p.ticks >= p.joinedAt+3*et)
 	if !dead {
 		return
@@ -252,6 +258,17 @@ func (p *Process) checkLeadership() {
 			return
 		}
 	}
+}
+
+// gaveUp reports whether ballot b's own leader, by its last heartbeat,
+// is in b but neither leads nor establishes it: b will never be
+// established (checkLeadership).
+func (p *Process) gaveUp(b wire.Ballot) bool {
+	if b.Leader() == p.id {
+		return false
+	}
+	lp := &p.peers[p.topo.MemberIndex(b.Leader())]
+	return lp.heardHB && lp.ballot == b && !lp.claimsLead
 }
 
 // someoneLeadsHigher reports whether a live member claims to lead a ballot
