@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/weft-dev/weft/amcast"
+	"github.com/weft-dev/weft/amcast/wbcast"
 	"github.com/weft-dev/weft/sim"
 )
 
@@ -20,7 +21,7 @@ func simSweepCmd() *cobra.Command {
 		protocol, format string
 		seeds, jobs      int
 		start            uint64
-		forged           bool
+		forged, quorumGC bool
 	)
 	c := &cobra.Command{
 		Use:   "sweep",
@@ -51,7 +52,10 @@ disk loss (the sweep is then INVALID: its faults tested nothing).`,
 			}
 			began := time.Now()
 			pr := newProgress(cmd.ErrOrStderr(), seeds, began)
-			agg := runSweep(protocol, seeds, start, jobs, forged, pr.update)
+			if quorumGC && protocol != "wbcast" {
+				return fmt.Errorf("--quorum-gc: only wbcast collects by a quorum")
+			}
+			agg := runSweep(protocol, seeds, start, jobs, sweepTweaks{forged: forged, quorumGC: quorumGC}, pr.update)
 			pr.done(agg)
 			wall := time.Since(began)
 			out := cmd.OutOrStdout()
@@ -72,20 +76,29 @@ disk loss (the sweep is then INVALID: its faults tested nothing).`,
 	addOutput(c, &format, "format")
 	f.IntVar(&jobs, "jobs", 0, "seeds run in parallel (default GOMAXPROCS)")
 	f.BoolVar(&forged, "forged-clients", false, "an adversary forges the genuine clients' ids to every replica during the fault phase")
+	f.BoolVar(&quorumGC, "quorum-gc", false, "wbcast collects what a quorum of each group delivered (Config.CollectAfterQuorum, experimental), not every member")
 	return c
+}
+
+// sweepTweaks change every seed's configuration.
+type sweepTweaks struct {
+	forged, quorumGC bool
 }
 
 // runSweep runs the seeds on jobs workers and aggregates the results (the
 // aggregate does not depend on the order they finish in).
-func runSweep(protocol string, seeds int, start uint64, jobs int, forged bool, progress func(int, *sim.SweepSummary)) *sim.SweepSummary {
+func runSweep(protocol string, seeds int, start uint64, jobs int, tw sweepTweaks, progress func(int, *sim.SweepSummary)) *sim.SweepSummary {
 	next := make(chan uint64)
 	results := make(chan *sim.SweepResult)
 	for range min(jobs, seeds) {
 		go func() {
 			for seed := range next {
 				cfg := sim.SwarmConfig(protocol, seed)
-				if forged {
+				if tw.forged {
 					sim.ForgedClients(&cfg)
+				}
+				if tw.quorumGC {
+					cfg.Spec = sim.WbCastSpec(func(c *wbcast.Config) { c.CollectAfterQuorum = true })
 				}
 				results <- sim.RunSwarmConfig(cfg)
 			}
