@@ -191,6 +191,18 @@ func durableDeliveries(recs []wire.Message) []*wire.RecDelivered {
 	return out
 }
 
+// durableInstalls returns the points of the state transfers recs make
+// durable (each RecInstall's last page), in log order.
+func durableInstalls(recs []wire.Message) []wire.Timestamp {
+	var out []wire.Timestamp
+	for _, r := range recs {
+		if in, ok := r.(*wire.RecInstall); ok && !in.More {
+			out = append(out, in.Image.MaxDelivered)
+		}
+	}
+	return out
+}
+
 // WbCast.
 
 type wbcastCore struct {

@@ -295,6 +295,33 @@ func (l *deliveryLog) install(gts wire.Timestamp, now time.Time) {
 	l.w.Write(check.Event{Ev: check.EvInstall, Proc: l.cfg.proc, Group: l.cfg.group, GTS: check.GTS{T: gts.T, G: int(gts.G)}, T: l.pos.T})
 }
 
+// handOver buffers the deliveries (sorted by gts) and state transfers
+// (installs: their points) durable in the WAL that the log lacks (a crash
+// between the sync and the write), in gts order (the order they happened
+// in: a delivery below an install's point came before it), calls each for
+// every delivery it buffers, and returns how many. Nothing at or below the
+// log's last line is written again.
+func (l *deliveryLog) handOver(durable []*wire.RecDelivered, installs []wire.Timestamp, now time.Time, each func(*wire.RecDelivered)) uint64 {
+	installs = slices.SortedFunc(slices.Values(installs), wire.Timestamp.Compare)
+	var n uint64
+	for _, d := range durable {
+		for len(installs) > 0 && !d.GTS.Less(installs[0]) {
+			l.install(installs[0], now)
+			installs = installs[1:]
+		}
+		if !l.last.Less(d.GTS) {
+			continue
+		}
+		l.add(&d.M, d.GTS, now)
+		n++
+		each(d)
+	}
+	for _, p := range installs {
+		l.install(p, now)
+	}
+	return n
+}
+
 // flush writes the buffered deliveries with one write, rotating first if
 // the file would outgrow maxBytes, then moves the cursor past them.
 func (l *deliveryLog) flush() error {
@@ -612,7 +639,7 @@ const cursorFile = "deliveries.cursor"
 // (and OnDeliver) the deliveries durable in the WAL that it lacks. Without
 // a log, a cursor left by an earlier run is removed: it would make a log
 // enabled later hand over deliveries made while it was off.
-func (n *Node) openDeliveryLog(durable []*wire.RecDelivered) error {
+func (n *Node) openDeliveryLog(durable []*wire.RecDelivered, installs []wire.Timestamp) error {
 	cfg := &n.cfg
 	fsys := cfg.FS
 	cursorPath := filepath.Join(cfg.DataDir, cursorFile)
@@ -626,6 +653,9 @@ func (n *Node) openDeliveryLog(durable []*wire.RecDelivered) error {
 	if len(durable) > 0 {
 		walLast = durable[len(durable)-1].GTS
 	}
+	for _, p := range installs {
+		walLast = wire.MaxTS(walLast, p)
+	}
 	var err error
 	n.dlog, err = openDeliveryLog(deliveryLogConfig{
 		fs: fsys, path: cfg.DeliveryLog, cursorPath: cursorPath, maxBytes: cfg.DeliveryLogMaxBytes, files: cfg.DeliveryLogFiles,
@@ -635,19 +665,11 @@ func (n *Node) openDeliveryLog(durable []*wire.RecDelivered) error {
 	if err != nil {
 		return err
 	}
-	// Deliveries durable in the WAL but missing from the log (a crash
-	// between the sync and the write): hand them over now.
-	now := time.Now()
-	for _, d := range durable {
-		if !n.dlog.last.Less(d.GTS) {
-			continue
-		}
-		n.dlog.add(&d.M, d.GTS, now)
-		n.stats.Recovered++
+	n.stats.Recovered += n.dlog.handOver(durable, installs, time.Now(), func(d *wire.RecDelivered) {
 		if cfg.OnDeliver != nil {
 			cfg.OnDeliver(Delivery{M: d.M, GTS: d.GTS, Recovered: true})
 		}
-	}
+	})
 	if n.stats.Recovered > 0 || n.dlog.opened != "cursor" {
 		n.log.Info("deliveries log opened", "path", cfg.DeliveryLog, "found", n.dlog.opened,
 			"last_gts", n.dlog.last, "handed_over", n.stats.Recovered)

@@ -656,7 +656,7 @@ func (n *Node) open() error {
 			"wal_first", n.w.FirstIndex(), "wal_last", n.w.LastIndex(), "messages", n.m.store().messages(),
 			"ballot", b, "cballot", cb, "max_delivered", n.m.maxDelivered())
 	}
-	return n.openDeliveryLog(durable)
+	return n.openDeliveryLog(durable, durableInstalls(recs))
 }
 
 func (n *Node) closeStorage() {
