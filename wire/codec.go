@@ -205,7 +205,9 @@ func Append(buf []byte, m Message) []byte {
 		var ok bool
 		if buf, ok = appendPaxos(buf, m); !ok {
 			if buf, ok = appendNodeMsg(buf, m); !ok {
-				buf, _ = appendTransfer(buf, m)
+				if buf, ok = appendTransfer(buf, m); !ok {
+					buf, _ = appendRead(buf, m)
+				}
 			}
 		}
 	}
@@ -481,6 +483,9 @@ func Decode(b []byte) (Message, error) {
 		}
 		if !ok {
 			x, ok = d.decodeTransfer()
+		}
+		if !ok {
+			x, ok = d.decodeRead()
 		}
 		if !ok {
 			return nil, fmt.Errorf("%w: kind byte %d", ErrUnknownKind, b[1])

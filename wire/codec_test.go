@@ -147,6 +147,14 @@ func samples() []struct {
 			{ID: 4, Group: 1, Ballot: Ballot{1, 3}}}},
 			`VIEW p0:g0:2.p0:leader@127.0.0.1:7100 p4:g1:1.p3:down`},
 		{&Overloaded{ID: MsgID{Client: 7, Seq: 3}}, `OVERLOADED 7.3`},
+		{&ReadIndex{B: Ballot{2, 1}, Seq: 9}, `READ_INDEX b=2.p1 seq=9`},
+		{&ReadIndexAck{B: Ballot{3, 2}, Seq: 9}, `READ_INDEX_ACK b=3.p2 seq=9`},
+		{&Read{ID: MsgID{Client: 7, Seq: 4}, G: 1, Mode: ReadLinearizable, Query: []byte("k")}, `READ 7.4 g=1 mode=linearizable query=1B`},
+		{&Read{ID: MsgID{Client: 7, Seq: 5}, Mode: ReadLocal}, `READ 7.5 g=0 mode=local query=0B`},
+		{&ReadReply{ID: MsgID{Client: 7, Seq: 4}, G: 1, Index: Timestamp{5, 1}, Leader: 3, Result: []byte("v")},
+			`READ_REPLY 7.4 g=1 OK index=5.g1 leader=p3 result=1B`},
+		{&ReadReply{ID: MsgID{Client: 7, Seq: 4}, G: 1, Status: ReadNotLeader, Leader: 4, Err: "deposed"},
+			`READ_REPLY 7.4 g=1 NOT_LEADER leader=p4 err="deposed"`},
 	}
 }
 
@@ -516,6 +524,15 @@ func randMessage(r *rand.Rand, k Kind) Message {
 		return &View{Entries: es}
 	case KindOverloaded:
 		return &Overloaded{ID: randID(r)}
+	case KindReadIndex:
+		return &ReadIndex{B: randBallot(r), Seq: randNum(r, 64)}
+	case KindReadIndexAck:
+		return &ReadIndexAck{B: randBallot(r), Seq: randNum(r, 64)}
+	case KindRead:
+		return &Read{ID: randID(r), G: GroupID(randNum(r, 32)), Mode: ReadMode(1 + r.IntN(int(readModeEnd-1))), Query: randBytes(r)}
+	case KindReadReply:
+		return &ReadReply{ID: randID(r), G: GroupID(randNum(r, 32)), Status: ReadStatus(r.IntN(int(readStatusEnd))), Index: randTS(r),
+			Leader: ProcID(randNum(r, 32)), Result: randBytes(r), Err: string(randBytes(r))}
 	}
 	panic("randMessage: kind " + k.String())
 }
@@ -583,7 +600,7 @@ func TestDecodeErrors(t *testing.T) {
 		{"version 2 (before content digests)", v2, ErrVersion, "version byte 2"},
 		{"version 0", zeroVersion, ErrVersion, "version byte 0"},
 		{"kind 0", raw(Version, KindInvalid), ErrUnknownKind, "kind byte 0"},
-		{"kind end of messages", raw(Version, kindEndMessages), ErrUnknownKind, "kind byte 29"},
+		{"kind end of messages", raw(Version, kindEndMessages), ErrUnknownKind, "kind byte 33"},
 		{"kind 99", raw(Version, 99), ErrUnknownKind, "kind byte 99"},
 		{"kind end of records", raw(Version, kindEndRecords), ErrUnknownKind, "kind byte 110"},
 		{"kind 255", raw(Version, 255), ErrUnknownKind, "kind byte 255"},

@@ -301,6 +301,10 @@ const (
 	KindAppSnapRequest
 	KindAppSnapChunk
 	KindHandOver
+	KindReadIndex
+	KindReadIndexAck
+	KindRead
+	KindReadReply
 	kindEndMessages
 )
 
@@ -359,6 +363,10 @@ var kindNames = map[Kind]string{
 	KindAppSnapRequest:  "APP_SNAPSHOT_REQUEST",
 	KindAppSnapChunk:    "APP_SNAPSHOT_CHUNK",
 	KindRecInstall:      "REC_INSTALL",
+	KindReadIndex:       "READ_INDEX",
+	KindReadIndexAck:    "READ_INDEX_ACK",
+	KindRead:            "READ",
+	KindReadReply:       "READ_REPLY",
 }
 
 func (k Kind) String() string {
