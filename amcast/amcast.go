@@ -86,12 +86,42 @@ type Ready struct {
 	Messages []wire.Envelope
 	// Deliveries lists application deliveries, in delivery order.
 	Deliveries []Delivery
+	// Reads lists the read-index requests (ReadIndexer) decided since the
+	// last Advance: released with their index, or failed. A driver serves
+	// a released read once its application applied the deliveries up to
+	// the index (those of this Ready included).
+	Reads []ReadState
 }
 
 // Empty reports whether rd carries nothing.
 func (rd *Ready) Empty() bool {
-	return len(rd.Persist) == 0 && len(rd.Messages) == 0 && len(rd.Deliveries) == 0
+	return len(rd.Persist) == 0 && len(rd.Messages) == 0 && len(rd.Deliveries) == 0 && len(rd.Reads) == 0
 }
+
+// ReadIndexer is a Machine that serves linearizable reads of its group's
+// state without a multicast (wbcast, readindex.go): ReadIndex asks for a
+// read index under a caller-chosen ctx, and a later Ready carries the
+// outcome in Reads. Reads carry no durable state: a crash forgets them,
+// and their clients retry.
+type ReadIndexer interface {
+	ReadIndex(ctx uint64)
+}
+
+// ReadState is the outcome of one ReadIndex request: Err nil and Index,
+// the group's delivered position a query must see (every delivery at or
+// below it applied), or Err, wrapping ErrNotLeader (retry at the group's
+// leader) or ErrReadOverloaded (back off).
+type ReadState struct {
+	Ctx   uint64
+	Index wire.Timestamp
+	Err   error
+}
+
+// Errors of ReadState.Err.
+var (
+	ErrNotLeader      = errors.New("amcast: not the group's leader")
+	ErrReadOverloaded = errors.New("amcast: too many reads pending")
+)
 
 // Machine is one process of an atomic multicast protocol. It is a
 // deterministic state machine: the same inputs in the same order give the
@@ -153,6 +183,9 @@ func (o *Outbox) Install(gts wire.Timestamp) {
 	o.rd.Deliveries = append(o.rd.Deliveries, Delivery{GTS: gts, Rec: len(o.rd.Persist) - 1, Install: true})
 }
 
+// Read queues the outcome of a read-index request.
+func (o *Outbox) Read(rs ReadState) { o.rd.Reads = append(o.rd.Reads, rs) }
+
 // HasReady implements Machine.
 func (o *Outbox) HasReady() bool { return !o.rd.Empty() }
 
@@ -164,10 +197,12 @@ func (o *Outbox) Advance() {
 	clear(o.rd.Persist)
 	clear(o.rd.Messages)
 	clear(o.rd.Deliveries)
+	clear(o.rd.Reads)
 	o.rd = Ready{
 		Persist:    o.rd.Persist[:0],
 		Messages:   o.rd.Messages[:0],
 		Deliveries: o.rd.Deliveries[:0],
+		Reads:      o.rd.Reads[:0],
 	}
 }
 

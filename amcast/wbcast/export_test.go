@@ -38,3 +38,7 @@ func Fingerprint(p *Process) string {
 	}
 	return b.String()
 }
+
+// ReadWithoutQuorum breaks the read index on purpose (test only): p
+// releases reads at once, without confirming its leadership.
+func ReadWithoutQuorum(p *Process) { p.ri.noQuorum = true }

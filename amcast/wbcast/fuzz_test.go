@@ -109,6 +109,16 @@ func fuzzCorpus() map[string]struct {
 			fm{Sender: 1, Msg: &wire.HandOver{B: nb}},
 			fm{Sender: stranger, Msg: &wire.HandOver{B: wire.Ballot{N: 3, P: 8}}},
 			fm{Sender: 3, Msg: &wire.HandOver{B: b1}})},
+		// Read index (readindex.go): rounds from a leader and a non-leader,
+		// acks under a lower, the same and a higher ballot, an ack for a
+		// round never sent, and both from a stranger.
+		"read_index": {140, in(fm{Sender: 0, Msg: &wire.ReadIndex{B: b0, Seq: 1}},
+			fm{Sender: 1, Msg: &wire.ReadIndex{B: b0, Seq: 2}},
+			fm{Sender: 1, Msg: &wire.ReadIndexAck{B: b0, Seq: 1 << 40}},
+			fm{Sender: 2, Msg: &wire.ReadIndexAck{B: nb, Seq: 1}},
+			fm{Sender: 4, Msg: &wire.ReadIndexAck{B: b1, Seq: 1}},
+			fm{Sender: stranger, Msg: &wire.ReadIndex{B: b0, Seq: 1}},
+			fm{Sender: stranger, Msg: &wire.ReadIndexAck{B: b0, Seq: 1}})},
 		// Another content under m's id (bad digest), then the same sequence
 		// number sealed with other content: a second message.
 		"client_reuses_ids": {125, in(fm{Sender: client, Msg: &wire.Multicast{M: m}},

@@ -32,6 +32,7 @@ func (p *Process) Tick() {
 		p.forget()
 	}
 	p.drainLocal()
+	p.checkReads()
 }
 
 // claimsLead reports whether this process leads or is establishing its

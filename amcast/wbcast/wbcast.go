@@ -111,6 +111,10 @@ type Config struct {
 	// docs/sessions.md); until that is fixed, collection waits for every
 	// member, as before.
 	CollectAfterQuorum bool
+	// MaxPendingReads bounds the read-index requests held at a leader
+	// (readindex.go; default 4096): past it a read fails with
+	// amcast.ErrReadOverloaded.
+	MaxPendingReads int
 	// Detector judges the liveness of group members. Default: a timeout
 	// detector with ElectionTicks. Real nodes plug in phi-accrual.
 	Detector Detector
@@ -128,7 +132,8 @@ func (c *Config) withDefaults() error {
 		amcast.IntDefault{V: &c.MaxDeferred, Default: 4096, Name: "MaxDeferred"},
 		amcast.IntDefault{V: &c.MaxMsgBytes, Default: DefaultMaxMsgBytes, Name: "MaxMsgBytes"},
 		amcast.IntDefault{V: &c.MaxStatePages, Default: 256, Name: "MaxStatePages"},
-		amcast.IntDefault{V: &c.SessionTicks, Default: 1000, Name: "SessionTicks"}); err != nil {
+		amcast.IntDefault{V: &c.SessionTicks, Default: 1000, Name: "SessionTicks"},
+		amcast.IntDefault{V: &c.MaxPendingReads, Default: 4096, Name: "MaxPendingReads"}); err != nil {
 		return err
 	}
 	if c.MaxMsgBytes < MinMaxMsgBytes || c.MaxMsgBytes > wire.DefaultMaxFrame/2 {
@@ -249,6 +254,7 @@ type Process struct {
 	ho        *handover // a leadership hand-over under way or done (handover.go)
 	retiring  bool      // departing: never leads again (handover.go)
 	cov       amcast.Coverage
+	ri        readIndex // read-index rounds (readindex.go)
 
 	local []wire.Envelope // messages to self, handled before Step returns
 	held  []wire.Message  // records held back by MutSendBeforePersist (tests only)
@@ -259,6 +265,7 @@ var (
 	_ amcast.Observable    = (*Process)(nil)
 	_ amcast.RejectCounter = (*Process)(nil)
 	_ amcast.HandOverer    = (*Process)(nil)
+	_ amcast.ReadIndexer   = (*Process)(nil)
 )
 
 // New returns a process in its initial state: every group's first member is
@@ -292,9 +299,6 @@ func (p *Process) ID() wire.ProcID { return p.id }
 
 // HasReady implements amcast.Machine.
 func (p *Process) HasReady() bool { return p.out.HasReady() }
-
-// Ready implements amcast.Machine.
-func (p *Process) Ready() amcast.Ready { return p.out.Ready() }
 
 // Advance implements amcast.Machine.
 func (p *Process) Advance() { p.out.Advance() }
@@ -348,6 +352,7 @@ func (p *Process) Step(env wire.Envelope) error {
 		p.cfg.Detector.Heard(env.From, p.ticks)
 	}
 	p.drainLocal()
+	p.checkReads()
 	return nil
 }
 
@@ -390,6 +395,10 @@ func (p *Process) step(env wire.Envelope) error {
 		return p.onRejoin(env.From, m)
 	case *wire.HandOver:
 		return p.onHandOver(env.From, m)
+	case *wire.ReadIndex:
+		return p.onReadIndex(env.From, m)
+	case *wire.ReadIndexAck:
+		return p.onReadIndexAck(env.From, m)
 	default:
 		return fmt.Errorf("%w: wbcast does not handle %s", amcast.ErrBadMessage, env.Msg.Kind())
 	}
