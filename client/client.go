@@ -26,6 +26,10 @@
 // message was sent to does so, Multicast returns ErrOverloaded at once and
 // the message is no longer retried: back off before sending more.
 //
+// Reads (reads.go, Read): a query of one group's state without a
+// multicast, linearizable through the leader's read index or local (any
+// member's state, possibly stale), retried on a leader change.
+//
 // Message ids are (client id, session, sequence number), sequences counting
 // from 1 (wire.MsgID). Every Client draws a fresh random 64-bit session
 // from crypto/rand when it is created, so a process restarted with a fixed
@@ -194,17 +198,19 @@ type reply struct {
 	d    *wire.Delivered
 	v    *wire.View
 	o    *wire.Overloaded
+	rr   *wire.ReadReply
 }
 
 // Client multicasts messages to a cluster. It is safe for concurrent use.
 type Client struct {
-	cfg  Config
-	tr   *transport.Transport
-	reqs chan *request
-	in   chan reply
-	stop chan struct{}
-	done chan struct{}
-	once sync.Once
+	cfg      Config
+	tr       *transport.Transport
+	reqs     chan *request
+	readReqs chan *readReq // reads.go
+	in       chan reply
+	stop     chan struct{}
+	done     chan struct{}
+	once     sync.Once
 
 	// Owned by the loop.
 	m       *amcast.Client
@@ -212,15 +218,18 @@ type Client struct {
 	waiting map[wire.MsgID]*request
 	nodes   []wire.ProcID // every node, in the order views are asked
 	ticks   int
-	nextAsk int // next view request at this tick
-	asked   int // views requested
-	seenRe  int // retries when the last view was asked
+	nextAsk int                 // next view request at this tick
+	asked   int                 // views requested
+	seenRe  int                 // retries when the last view was asked
+	reads   map[uint64]*readReq // reads in flight, by sequence (reads.go)
+	rseq    uint64
 
-	mu         sync.Mutex
-	leaders    []wire.ProcID
-	retries    int
-	views      int // views applied
-	overloaded int // messages shed by a node (ErrOverloaded)
+	mu          sync.Mutex
+	leaders     []wire.ProcID
+	retries     int
+	views       int // views applied
+	overloaded  int // messages shed by a node (ErrOverloaded)
+	readRetries int
 }
 
 // New starts a client. It dials every node in the background; messages
@@ -275,13 +284,15 @@ func New(cfg Config) (*Client, error) {
 		m.ExpireTicks = max(1, int(cfg.SessionLease/cfg.Tick))
 	}
 	c := &Client{
-		cfg:     cfg,
-		reqs:    make(chan *request),
-		in:      make(chan reply, 1024),
-		stop:    make(chan struct{}),
-		done:    make(chan struct{}),
-		m:       m,
-		waiting: map[wire.MsgID]*request{},
+		cfg:      cfg,
+		reqs:     make(chan *request),
+		readReqs: make(chan *readReq),
+		reads:    map[uint64]*readReq{},
+		in:       make(chan reply, 1024),
+		stop:     make(chan struct{}),
+		done:     make(chan struct{}),
+		m:        m,
+		waiting:  map[wire.MsgID]*request{},
 	}
 	for g := range cfg.Topology.Groups {
 		c.leaders = append(c.leaders, cfg.Topology.InitialLeader(wire.GroupID(g)))
@@ -363,6 +374,8 @@ func (c *Client) handle(from wire.ProcID, m wire.Message) {
 		rp = reply{from: from, v: m}
 	case *wire.Overloaded:
 		rp = reply{from: from, o: m}
+	case *wire.ReadReply:
+		rp = reply{from: from, rr: m}
 	default:
 		return
 	}
@@ -424,12 +437,15 @@ func (c *Client) run() {
 			return
 		case r := <-c.reqs:
 			c.submit(r)
+		case r := <-c.readReqs:
+			c.submitRead(r)
 		case rp := <-c.in:
 			c.reply(rp)
 		case <-ticker.C:
 			c.m.Tick()
 			c.ticks++
 			c.askView()
+			c.tickReads()
 		}
 		if c.m.HasReady() {
 			c.ready()
@@ -501,6 +517,10 @@ func (c *Client) reply(rp reply) {
 	}
 	if rp.o != nil {
 		c.shed(rp.from, rp.o.ID)
+		return
+	}
+	if rp.rr != nil {
+		c.readReply(rp.from, rp.rr)
 		return
 	}
 	d := rp.d

@@ -24,11 +24,11 @@ import (
 //     through TCP into the sending peer's send queue, which then drops
 //     (queue_full, queue_bytes): a loss the protocols tolerate, since they
 //     retransmit and catch up.
-//   - the client inbox: clients' MULTICASTs (Config.ClientInboxSize,
+//   - the client inbox: clients' MULTICASTs and READs (Config.ClientInboxSize,
 //     Config.ClientInboxBytes), of which one client may hold at most
 //     Config.ClientShare messages. A message that does not fit is shed
 //     unread: counted (Stats.ClientShed, Stats.ClientShedShare) and
-//     answered with OVERLOADED, on which the client returns
+//     answered with OVERLOADED (a READ with READ_REPLY OVERLOADED), on which the client returns
 //     client.ErrOverloaded. A reader never waits for a client's sake, so
 //     a client flood cannot hold up anything but its own connection, and
 //     the share keeps a few greedy clients from taking all the room: a
@@ -220,15 +220,19 @@ func (n *Node) handle(from wire.ProcID, m wire.Message) {
 	case *wire.Multicast:
 		if !n.cfg.Topology.IsReplica(from) {
 			in.at = time.Now().UnixNano()
-			n.admit(in, m.M.ID)
+			n.admit(in, &wire.Overloaded{ID: m.M.ID})
 			return
 		}
+	case *wire.Read: // reads.go
+		n.admit(in, &wire.ReadReply{ID: m.ID, G: m.G, Status: wire.ReadOverloaded, Err: "the node's client inbox is full"})
+		return
 	}
 	n.inbox.put(in, n.stop, &n.inboxWaits)
 }
 
-// admit queues a client's MULTICAST in the client inbox, or sheds it.
-func (n *Node) admit(in input, id wire.MsgID) {
+// admit queues a client's MULTICAST or READ in the client inbox, or sheds
+// it and answers shed.
+func (n *Node) admit(in input, shed wire.Message) {
 	switch {
 	case !n.shares.take(in.env.From):
 		n.clientShedShare.Add(1)
@@ -240,7 +244,7 @@ func (n *Node) admit(in input, id wire.MsgID) {
 	}
 	// Best effort: if the client's reply queue is full this is dropped,
 	// and the client retries after its timeout instead.
-	n.tr.Send(in.env.From, &wire.Overloaded{ID: id})
+	n.tr.Send(in.env.From, shed)
 }
 
 // take steps one input from q.

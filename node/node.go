@@ -179,6 +179,8 @@ type Config struct {
 	// ClientShare is the most messages one client may hold in the client
 	// inbox (default DefaultClientShare); more are shed (OVERLOADED).
 	ClientShare int
+	// Reads bounds the clients' reads held (reads.go).
+	Reads ReadLimits
 	// Connection limits, passed to the transport (0: its defaults; see
 	// transport.Config): PeerQueueBytes bounds each peer's send queue
 	// (QueueBytes), ClientQueueBytes each client's reply queue;
@@ -298,6 +300,9 @@ func (c *Config) validate() error {
 	if c.MaxBatch == 0 {
 		c.MaxBatch = DefaultMaxBatch
 	}
+	if err := c.Reads.withDefaults(c.ElectionTicks); err != nil {
+		return err
+	}
 	if c.InboxSize == 0 {
 		c.InboxSize = DefaultInboxSize
 	}
@@ -366,6 +371,7 @@ type Node struct {
 	out   *transport.Batch // the loop's sends (ready, replies), flushed once a pass
 	dlog  *deliveryLog
 	svc   *service // the replicated service (service.go); nil without Config.StateMachine
+	reads readQueue // clients' linearizable reads pending (reads.go)
 	// The inboxes (inbox.go): protocol messages from nodes, clients'
 	// MULTICASTs, the side queue, which carries gossip past the protocol's
 	// backlog (a deep inbox must not delay heartbeat arrivals into phi
@@ -455,6 +461,8 @@ type Stats struct {
 	ClientQueued, MaxClientBatchSeen         int
 	ClientInboxBytes, ClientInboxPeakBytes   int64
 	ClientSteps, ClientShed, ClientShedShare uint64
+	// Reads counts clients' reads by outcome (reads.go).
+	Reads ReadStats
 }
 
 // Status is a snapshot of the node's state, as served by the agent's
@@ -762,6 +770,7 @@ func (n *Node) run() {
 			n.m.Tick()
 			n.stats.Ticks++
 			n.tickTransfer()
+			n.expireReads()
 			n.drain(0, 0)
 			tick = true
 		}
@@ -804,6 +813,9 @@ func (n *Node) step(env wire.Envelope) {
 		return
 	case *wire.AppSnapRequest, *wire.AppSnapChunk:
 		n.stepTransfer(env) // transfer.go
+		return
+	case *wire.Read:
+		n.stepRead(env, m) // reads.go
 		return
 	}
 	n.stats.Steps++
@@ -884,6 +896,7 @@ func (n *Node) ready() error {
 			return err
 		}
 	}
+	n.serveReads(rd.Reads) // after the deliveries: a read waits for its index
 	n.m.Advance()
 	return n.maybeCompact()
 }
