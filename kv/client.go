@@ -33,36 +33,49 @@ func (k *Client) Shards() int { return k.shards }
 // Do sends one command to its key's shard and returns the shard's result.
 // A refusal (StatusError) is returned as an error wrapping its class
 // (ErrWrongShard, ErrBadCommand, ...).
+//
+// Do multicasts every command, gets included (an Ordered get); DoWith
+// serves a get at another consistency level.
 func (k *Client) Do(ctx context.Context, cmd Command) (Result, error) {
+	r, _, err := k.do(ctx, cmd)
+	return r, err
+}
+
+// do multicasts cmd and returns its result with its gts.
+func (k *Client) do(ctx context.Context, cmd Command) (Result, wire.Timestamp, error) {
 	if err := cmd.Check(); err != nil {
-		return Result{}, err
+		return Result{}, wire.Timestamp{}, err
 	}
 	g := Shard(cmd.Key, k.shards)
 	res, err := k.c.Multicast(ctx, []wire.GroupID{g}, cmd.Encode(nil))
 	if err != nil {
-		return Result{}, err
+		return Result{}, wire.Timestamp{}, err
 	}
 	raw, ok := res.Of(g)
 	if !ok {
-		return Result{}, fmt.Errorf("%w (%s %.40q on shard %d, message %s)", ErrResultLost, cmd.Op, cmd.Key, g, res.ID)
+		return Result{}, wire.Timestamp{}, fmt.Errorf("%w (%s %.40q on shard %d, message %s)", ErrResultLost, cmd.Op, cmd.Key, g, res.ID)
 	}
-	r, err := DecodeResult(raw)
-	if err != nil {
-		return Result{}, err
-	}
-	if r.Status == StatusError {
-		return r, errorOf(&r)
-	}
-	return r, nil
+	r, err := decodeAnswer(raw)
+	return r, res.GTS, err
 }
 
-// Get returns key's value and whether it exists.
-func (k *Client) Get(ctx context.Context, key string) ([]byte, bool, error) {
-	r, err := k.Do(ctx, Command{Op: OpGet, Key: key})
+// Get returns key's value and whether it exists, read at consistency
+// level c (at most one; default Linearizable, through the shard leader's
+// read index; see Consistency and docs/reads.md).
+func (k *Client) Get(ctx context.Context, key string, c ...Consistency) ([]byte, bool, error) {
+	level := Linearizable
+	switch len(c) {
+	case 0:
+	case 1:
+		level = c[0]
+	default:
+		return nil, false, errorf(ErrBadCommand, "Get takes at most one consistency level, got %d", len(c))
+	}
+	r, err := k.ReadAt(ctx, key, level)
 	if err != nil {
 		return nil, false, err
 	}
-	return r.Value, r.Status == StatusOK, nil
+	return r.Value, r.Present, nil
 }
 
 // Put sets key to value.

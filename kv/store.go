@@ -96,23 +96,16 @@ func (s *Store) Apply(batch []rsm.Entry) ([][]byte, error) {
 }
 
 func (s *Store) apply(payload []byte) Result {
-	c, err := DecodeCommand(payload)
-	if err != nil {
+	c, refused, ok := s.decode(payload)
+	if !ok {
 		s.stats.Refused++
-		return refusal(err)
-	}
-	if g := Shard(c.Key, s.shards); g != s.shard {
-		s.stats.Refused++
-		return refusal(errorf(ErrWrongShard, "key %.40q is on shard %d of %d, this is shard %d", c.Key, g, s.shards, s.shard))
+		return refused
 	}
 	cur, present := s.data[c.Key]
 	switch c.Op {
 	case OpGet:
 		s.stats.Gets++
-		if !present {
-			return Result{Status: StatusNotFound}
-		}
-		return Result{Status: StatusOK, Present: true, Value: cur}
+		return s.get(c.Key)
 	case OpPut:
 		s.stats.Puts++
 		s.set(c.Key, c.Value)

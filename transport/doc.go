@@ -78,8 +78,8 @@
 // came on, never the transport: the connection is dropped, the reason is
 // counted (Stats.Rejected for handshakes, Stats.ConnErrors afterwards) and
 // logged at most once per peer (or remote host) and reason per
-// Config.LogEvery. A node accepts from clients only MULTICAST and VIEW_REQUEST messages, and
-// from nobody durable records.
+// Config.LogEvery. A node accepts from clients only MULTICAST, VIEW_REQUEST
+// and READ messages, and from nobody durable records.
 //
 // # Security
 //

@@ -203,8 +203,8 @@ func (t *Transport) readLoop(conn net.Conn, fr *FrameReader, from wire.ProcID, m
 			if k >= wire.KindRecBallot {
 				return ReasonBadMessage, fmt.Errorf("durable record %s sent as a message", k)
 			}
-			if mode == modeFromClient && k != wire.KindMulticast && k != wire.KindViewRequest {
-				return ReasonForbiddenKind, fmt.Errorf("clients may send only %s and %s, got %s", wire.KindMulticast, wire.KindViewRequest, k)
+			if mode == modeFromClient && k != wire.KindMulticast && k != wire.KindViewRequest && k != wire.KindRead {
+				return ReasonForbiddenKind, fmt.Errorf("clients may send only %s, %s and %s, got %s", wire.KindMulticast, wire.KindViewRequest, wire.KindRead, k)
 			}
 			t.cfg.Handler(from, m)
 		case FrameClose:
