@@ -34,7 +34,7 @@ func (k *Client) Shards() int { return k.shards }
 // A refusal (StatusError) is returned as an error wrapping its class
 // (ErrWrongShard, ErrBadCommand, ...).
 //
-// Do multicasts every command, gets included (an Ordered get); DoWith
+// Do multicasts every command, gets included (an Ordered get); DoAt
 // serves a get at another consistency level.
 func (k *Client) Do(ctx context.Context, cmd Command) (Result, error) {
 	r, _, err := k.do(ctx, cmd)

@@ -117,11 +117,11 @@ func (k *Client) ReadAt(ctx context.Context, key string, c Consistency) (Read, e
 	return Read{Value: r.Value, Present: r.Status == StatusOK, Index: idx}, nil
 }
 
-// DoWith is Do with the consistency c for a get (other commands are
-// always ordered: c is ignored).
-func (k *Client) DoWith(ctx context.Context, cmd Command, c Consistency) (Result, error) {
-	r, _, err := k.get(ctx, cmd, c)
-	return r, err
+// DoAt is Do with the consistency level c for a get (other commands are
+// always ordered: c is ignored), and returns the position too: for a
+// get, of the state it read (Read.Index); for another command, its gts.
+func (k *Client) DoAt(ctx context.Context, cmd Command, c Consistency) (Result, wire.Timestamp, error) {
+	return k.get(ctx, cmd, c)
 }
 
 func (k *Client) get(ctx context.Context, cmd Command, c Consistency) (Result, wire.Timestamp, error) {

@@ -25,6 +25,7 @@ import (
 	"github.com/weft-dev/weft/client"
 	"github.com/weft-dev/weft/internal/httpauth"
 	"github.com/weft-dev/weft/kv"
+	"github.com/weft-dev/weft/wire"
 )
 
 // HTTP API defaults and bounds (Options).
@@ -72,6 +73,11 @@ type Response struct {
 	OK          bool    `json:"ok,omitempty"`
 	Value       *string `json:"value,omitempty"`
 	ValueBase64 *string `json:"value_base64,omitempty"`
+	// Consistency and Index: a GET's consistency level and the position
+	// of the state it read (the gts of its last delivery, "12.g0"; for an
+	// ordered GET, the GET's own gts).
+	Consistency string `json:"consistency,omitempty"`
+	Index       string `json:"index,omitempty"`
 	// Error and Class describe a failure; Class is one word a program
 	// can switch on (docs/kv-http.md lists them).
 	Error string `json:"error,omitempty"`
@@ -91,8 +97,9 @@ type CASRequest struct {
 
 // Handler serves weft-kv over HTTP/JSON for clients in any language:
 //
-//	GET    /v1/kv/{key}      200 {"key","found":true,"value","value_base64"}; 404 if absent
+//	GET    /v1/kv/{key}      200 {"key","found":true,"value","value_base64","consistency","index"}; 404 if absent
 //	                         (Accept: application/octet-stream: the raw value)
+//	                         ?consistency=linearizable (default) | ordered | local
 //	PUT    /v1/kv/{key}      body = the value (raw bytes); 200 {"key","ok":true}
 //	DELETE /v1/kv/{key}      200 {"key","ok":true}; 404 if absent
 //	POST   /v1/kv/{key}/cas  body = CASRequest (application/json); 200 if set,
@@ -108,10 +115,11 @@ type CASRequest struct {
 // cluster's layout disagrees.
 //
 // It sends each request through a kv.Client, like any other client:
-// every operation is ordered, so every operation, reads included, is
-// linearizable.
+// writes are ordered (multicast); a GET is linearizable (a read index at
+// the shard's leader), ordered (multicast like a write) or local (any
+// replica's state, possibly stale), as ?consistency= asks (docs/reads.md).
 type Handler struct {
-	do      func(context.Context, kv.Command) (kv.Result, error)
+	do      func(context.Context, kv.Command, kv.Consistency) (kv.Result, wire.Timestamp, error)
 	timeout time.Duration
 	sem     chan struct{}
 	token   httpauth.Token
@@ -123,10 +131,10 @@ type Handler struct {
 
 // NewHandler returns the HTTP/JSON API over c.
 func NewHandler(c *kv.Client, opt Options) *Handler {
-	return newHandler(c.Do, opt)
+	return newHandler(c.DoAt, opt)
 }
 
-func newHandler(do func(context.Context, kv.Command) (kv.Result, error), opt Options) *Handler {
+func newHandler(do func(context.Context, kv.Command, kv.Consistency) (kv.Result, wire.Timestamp, error), opt Options) *Handler {
 	h := &Handler{do: do, timeout: opt.Timeout, log: opt.Logger, counts: map[string]uint64{}}
 	if h.timeout <= 0 {
 		h.timeout = DefaultTimeout
@@ -196,6 +204,16 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) *httpError {
 		w.Header().Set("Allow", "GET, PUT, DELETE, POST")
 		return httpRefusal(http.StatusMethodNotAllowed, "wrong_method", "%s: use GET, PUT or DELETE %s{key}, or POST %s{key}/cas", r.Method, Prefix, Prefix)
 	}
+	level := kv.Linearizable
+	if q := r.URL.Query(); q.Has("consistency") {
+		var err error
+		if level, err = kv.ParseConsistency(q.Get("consistency")); err != nil {
+			return httpRefusal(http.StatusBadRequest, "bad_consistency", "%v", err)
+		}
+		if op != kv.OpGet {
+			return httpRefusal(http.StatusBadRequest, "bad_consistency", "?consistency= applies to GET only: %s is always ordered", r.Method)
+		}
+	}
 	// The key's limits before the body is read (the command carries no
 	// value yet).
 	if err := (&kv.Command{Op: op, Key: key}).Check(); err != nil {
@@ -228,19 +246,22 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) *httpError {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), h.timeout)
 	defer cancel()
-	res, err := h.do(ctx, cmd)
+	res, at, err := h.do(ctx, cmd, level)
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) && r.Context().Err() == nil {
 			return httpRefusal(http.StatusGatewayTimeout, "timeout", "no answer from the cluster within %v (a put, delete or compare-and-set may still take effect)", h.timeout)
 		}
 		return errorReply(err)
 	}
-	return h.answer(w, r, key, op, res)
+	return h.answer(w, r, key, op, res, level, at)
 }
 
 // answer writes a command's result.
-func (h *Handler) answer(w http.ResponseWriter, r *http.Request, key string, op kv.Op, res kv.Result) *httpError {
+func (h *Handler) answer(w http.ResponseWriter, r *http.Request, key string, op kv.Op, res kv.Result, level kv.Consistency, at wire.Timestamp) *httpError {
 	out := Response{Key: key}
+	if op == kv.OpGet {
+		out.Consistency, out.Index = level.String(), at.String()
+	}
 	switch {
 	case res.Status == kv.StatusNotFound:
 		h.fail(w, httpRefusal(http.StatusNotFound, "not_found", "%s: no such key", op), key)
@@ -259,6 +280,7 @@ func (h *Handler) answer(w http.ResponseWriter, r *http.Request, key string, op 
 	case op == kv.OpGet:
 		if r.Header.Get("Accept") == "application/octet-stream" {
 			w.Header().Set("Content-Type", "application/octet-stream")
+			w.Header().Set("Weft-Index", at.String())
 			w.Write(res.Value)
 			return nil
 		}
@@ -418,6 +440,7 @@ func errorReply(err error) *httpError {
 		{kv.ErrKeyTooLarge, http.StatusBadRequest, "key_too_large"},
 		{kv.ErrValueTooLarge, http.StatusBadRequest, "value_too_large"},
 		{client.ErrOverloaded, http.StatusServiceUnavailable, "overloaded"},
+		{client.ErrReadFailed, http.StatusBadGateway, "read_failed"},
 		{client.ErrSessionExpired, http.StatusGone, "session_expired"},
 		{kv.ErrResultLost, http.StatusServiceUnavailable, "result_lost"},
 		{client.ErrClosed, http.StatusServiceUnavailable, "unavailable"},

@@ -19,32 +19,42 @@ import (
 	"github.com/weft-dev/weft/wire"
 )
 
-// storeDo is a kv.Client's Do answered by one in-memory shard: the
-// handler's own logic, without a cluster.
-func storeDo(t *testing.T) func(context.Context, kv.Command) (kv.Result, error) {
+type doFunc = func(context.Context, kv.Command, kv.Consistency) (kv.Result, wire.Timestamp, error)
+
+// storeDo is a kv.Client's DoAt answered by one in-memory shard: the
+// handler's own logic, without a cluster. A get that is not Ordered is a
+// query (kv.Store.Query) at the applied position; everything else is
+// applied at the next position.
+func storeDo(t *testing.T) doFunc {
 	s, err := kv.NewStore(0, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var mu sync.Mutex
 	var seq uint64
-	return func(_ context.Context, c kv.Command) (kv.Result, error) {
+	return func(_ context.Context, c kv.Command, level kv.Consistency) (kv.Result, wire.Timestamp, error) {
 		if err := c.Check(); err != nil {
-			return kv.Result{}, err
+			return kv.Result{}, wire.Timestamp{}, err
 		}
 		mu.Lock()
 		defer mu.Unlock()
-		seq++
-		raw, err := s.Apply([]rsm.Entry{{ID: wire.MsgID{Client: 100, Seq: seq}, Dest: []wire.GroupID{0},
-			Payload: c.Encode(nil), GTS: wire.Timestamp{T: seq}}})
-		if err != nil {
-			return kv.Result{}, err
+		var raw []byte
+		if c.Op == kv.OpGet && level != kv.Ordered {
+			raw, _ = s.Query(c.Encode(nil))
+		} else {
+			seq++
+			res, err := s.Apply([]rsm.Entry{{ID: wire.MsgID{Client: 100, Seq: seq}, Dest: []wire.GroupID{0},
+				Payload: c.Encode(nil), GTS: wire.Timestamp{T: seq}}})
+			if err != nil {
+				return kv.Result{}, wire.Timestamp{}, err
+			}
+			raw = res[0]
 		}
-		r, err := kv.DecodeResult(raw[0])
+		r, err := kv.DecodeResult(raw)
 		if err == nil && r.Status == kv.StatusError { // one shard: every checked command is its own
 			err = fmt.Errorf("the shard refused %s %q: %s", c.Op, c.Key, r.Value)
 		}
-		return r, err
+		return r, wire.Timestamp{T: seq}, err
 	}
 }
 
@@ -108,6 +118,31 @@ func checkCalls(t *testing.T, url string, calls []httpCall) {
 }
 
 func jsonHeader() map[string]string { return map[string]string{"Content-Type": "application/json"} }
+
+// TestHTTPConsistency: ?consistency= picks a GET's level (linearizable by
+// default), which the answer names with the position it read; a level that
+// does not exist, or one on a write, is refused (400 bad_consistency).
+func TestHTTPConsistency(t *testing.T) {
+	srv := httptest.NewServer(newHandler(storeDo(t), Options{}))
+	defer srv.Close()
+	checkCalls(t, srv.URL, []httpCall{
+		{method: "PUT", path: "/v1/kv/a", body: "1", status: 200},
+		{method: "PUT", path: "/v1/kv/a?consistency=local", body: "1", status: 400, class: "bad_consistency"},
+		{method: "GET", path: "/v1/kv/a?consistency=eventual", status: 400, class: "bad_consistency"},
+		{method: "GET", path: "/v1/kv/b?consistency=local", status: 404, class: "not_found"},
+	})
+	for _, c := range []struct{ query, level, index string }{
+		{"", "linearizable", "1.g0"},
+		{"?consistency=linearizable", "linearizable", "1.g0"},
+		{"?consistency=local", "local", "1.g0"},
+		{"?consistency=ordered", "ordered", "2.g0"}, // a multicast: the next position
+	} {
+		resp, out, raw := doHTTP(t, srv.URL, httpCall{method: "GET", path: "/v1/kv/a" + c.query})
+		if resp.StatusCode != 200 || out.Value == nil || *out.Value != "1" || out.Consistency != c.level || out.Index != c.index {
+			t.Errorf("GET %q: %d %s, want value 1 read %s at %s", c.query, resp.StatusCode, raw, c.level, c.index)
+		}
+	}
+}
 
 // TestHTTPAPI: every call and refusal of the API over one in-memory
 // shard: status codes, error classes, value encodings, keys with '/' and
@@ -221,6 +256,7 @@ func TestHTTPClientErrors(t *testing.T) {
 		class  string
 	}{
 		{fmt.Errorf("wrapped: %w", client.ErrOverloaded), 503, "overloaded"},
+		{fmt.Errorf("wrapped: %w", client.ErrReadFailed), 502, "read_failed"},
 		{client.ErrSessionExpired, 410, "session_expired"},
 		{client.ErrClosed, 503, "unavailable"},
 		{fmt.Errorf("%w: x", kv.ErrResultLost), 503, "result_lost"},
@@ -229,12 +265,12 @@ func TestHTTPClientErrors(t *testing.T) {
 		{errors.New("something else"), 500, "internal"},
 		{nil, 504, "timeout"}, // nil: wait for the deadline
 	} {
-		do := func(ctx context.Context, _ kv.Command) (kv.Result, error) {
+		do := func(ctx context.Context, _ kv.Command, _ kv.Consistency) (kv.Result, wire.Timestamp, error) {
 			if tc.err == nil {
 				<-ctx.Done()
-				return kv.Result{}, ctx.Err()
+				return kv.Result{}, wire.Timestamp{}, ctx.Err()
 			}
-			return kv.Result{}, tc.err
+			return kv.Result{}, wire.Timestamp{}, tc.err
 		}
 		srv := httptest.NewServer(newHandler(do, Options{Timeout: 1}))
 		resp, out, raw := doHTTP(t, srv.URL, httpCall{method: "GET", path: "/v1/kv/k"})
@@ -256,12 +292,12 @@ func TestHTTPMaxRequests(t *testing.T) {
 	const max = 3
 	entered, release := make(chan struct{}), make(chan struct{})
 	inner := storeDo(t)
-	do := func(ctx context.Context, c kv.Command) (kv.Result, error) {
+	do := func(ctx context.Context, c kv.Command, level kv.Consistency) (kv.Result, wire.Timestamp, error) {
 		if c.Key == "slow" && c.Op == kv.OpPut {
 			entered <- struct{}{}
 			<-release
 		}
-		return inner(ctx, c)
+		return inner(ctx, c, level)
 	}
 	h := newHandler(do, Options{MaxRequests: max})
 	srv := httptest.NewServer(h)
