@@ -198,9 +198,12 @@ func TestLinearizable(t *testing.T) {
 
 // kvCluster is weft-kv on in-process nodes (real TCP on loopback).
 type kvCluster struct {
-	topo  *amcast.Topology
-	peers map[wire.ProcID]string
-	nodes map[wire.ProcID]*node.Node
+	t      *testing.T
+	topo   *amcast.Topology
+	shards int
+	dir    string
+	peers  map[wire.ProcID]string
+	nodes  map[wire.ProcID]*node.Node
 }
 
 func startKV(t *testing.T, shards, replicas int) *kvCluster {
@@ -209,8 +212,7 @@ func startKV(t *testing.T, shards, replicas int) *kvCluster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
-	c := &kvCluster{topo: topo, peers: map[wire.ProcID]string{}, nodes: map[wire.ProcID]*node.Node{}}
+	c := &kvCluster{t: t, topo: topo, shards: shards, dir: t.TempDir(), peers: map[wire.ProcID]string{}, nodes: map[wire.ProcID]*node.Node{}}
 	lns := map[wire.ProcID]net.Listener{}
 	for p := range wire.ProcID(topo.NumReplicas()) {
 		if lns[p], err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
@@ -219,20 +221,37 @@ func startKV(t *testing.T, shards, replicas int) *kvCluster {
 		c.peers[p] = lns[p].Addr().String()
 	}
 	for p := range wire.ProcID(topo.NumReplicas()) {
-		g, _ := topo.GroupOf(p)
-		st, err := kv.NewStore(g, shards)
-		if err != nil {
-			t.Fatal(err)
-		}
-		n, err := node.New(node.Config{Cluster: "kv", ID: p, Topology: topo, Peers: c.peers, Listener: lns[p],
-			DataDir: filepath.Join(dir, fmt.Sprint("n", p)), StateMachine: st, CompactBytes: 16 << 10})
-		if err != nil {
-			t.Fatal(err)
-		}
-		c.nodes[p] = n
-		t.Cleanup(func() { n.Close() })
+		c.start(p, lns[p])
 	}
 	return c
+}
+
+// start starts node p on ln, or (ln nil) on its address again, from its
+// data directory.
+func (c *kvCluster) start(p wire.ProcID, ln net.Listener) {
+	t := c.t
+	t.Helper()
+	var err error
+	for i := 0; ln == nil; i++ { // the port may linger for a moment after Close
+		if ln, err = net.Listen("tcp", c.peers[p]); err != nil && i == 50 {
+			t.Fatal(err)
+		}
+		if ln == nil {
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	g, _ := c.topo.GroupOf(p)
+	st, err := kv.NewStore(g, c.shards)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := node.New(node.Config{Cluster: "kv", ID: p, Topology: c.topo, Peers: c.peers, Listener: ln,
+		DataDir: filepath.Join(c.dir, fmt.Sprint("n", p)), StateMachine: st, CompactBytes: 16 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.nodes[p] = n
+	t.Cleanup(func() { n.Close() })
 }
 
 // client returns a kv client that believes the cluster has shards shards.

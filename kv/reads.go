@@ -69,6 +69,9 @@ type Read struct {
 	// Index is the position of the state the get read: the gts of its
 	// last delivery (Linearizable, Local), or the get's own gts (Ordered).
 	Index wire.Timestamp
+	// Node is the replica that answered (Linearizable, Local; zero for
+	// Ordered: the shard's leader).
+	Node wire.ProcID
 }
 
 // Query implements rsm.Querier: q is an encoded get Command, answered from
@@ -110,29 +113,31 @@ func (s *Store) get(key string) Result {
 
 // ReadAt gets key with consistency c and returns its position too.
 func (k *Client) ReadAt(ctx context.Context, key string, c Consistency) (Read, error) {
-	r, idx, err := k.get(ctx, Command{Op: OpGet, Key: key}, c)
+	r, idx, node, err := k.get(ctx, Command{Op: OpGet, Key: key}, c)
 	if err != nil {
 		return Read{}, err
 	}
-	return Read{Value: r.Value, Present: r.Status == StatusOK, Index: idx}, nil
+	return Read{Value: r.Value, Present: r.Status == StatusOK, Index: idx, Node: node}, nil
 }
 
 // DoAt is Do with the consistency level c for a get (other commands are
 // always ordered: c is ignored), and returns the position too: for a
 // get, of the state it read (Read.Index); for another command, its gts.
 func (k *Client) DoAt(ctx context.Context, cmd Command, c Consistency) (Result, wire.Timestamp, error) {
-	return k.get(ctx, cmd, c)
+	r, at, _, err := k.get(ctx, cmd, c)
+	return r, at, err
 }
 
-func (k *Client) get(ctx context.Context, cmd Command, c Consistency) (Result, wire.Timestamp, error) {
+func (k *Client) get(ctx context.Context, cmd Command, c Consistency) (Result, wire.Timestamp, wire.ProcID, error) {
 	if c >= consistencyEnd {
-		return Result{}, wire.Timestamp{}, errorf(ErrBadCommand, "consistency %d", c)
+		return Result{}, wire.Timestamp{}, 0, errorf(ErrBadCommand, "consistency %d", c)
 	}
 	if cmd.Op != OpGet || c == Ordered {
-		return k.do(ctx, cmd)
+		r, at, err := k.do(ctx, cmd)
+		return r, at, 0, err
 	}
 	if err := cmd.Check(); err != nil {
-		return Result{}, wire.Timestamp{}, err
+		return Result{}, wire.Timestamp{}, 0, err
 	}
 	mode := wire.ReadLinearizable
 	if c == Local {
@@ -141,10 +146,10 @@ func (k *Client) get(ctx context.Context, cmd Command, c Consistency) (Result, w
 	g := Shard(cmd.Key, k.shards)
 	res, err := k.c.Read(ctx, g, cmd.Encode(nil), mode)
 	if err != nil {
-		return Result{}, wire.Timestamp{}, err
+		return Result{}, wire.Timestamp{}, 0, err
 	}
 	r, err := decodeAnswer(res.Result)
-	return r, res.Index, err
+	return r, res.Index, res.Node, err
 }
 
 // decodeAnswer decodes a shard's result; a refusal (StatusError) is
