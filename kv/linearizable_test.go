@@ -198,7 +198,7 @@ func TestLinearizable(t *testing.T) {
 
 // kvCluster is weft-kv on in-process nodes (real TCP on loopback).
 type kvCluster struct {
-	t      *testing.T
+	t      testing.TB
 	topo   *amcast.Topology
 	shards int
 	dir    string
@@ -206,7 +206,7 @@ type kvCluster struct {
 	nodes  map[wire.ProcID]*node.Node
 }
 
-func startKV(t *testing.T, shards, replicas int) *kvCluster {
+func startKV(t testing.TB, shards, replicas int) *kvCluster {
 	t.Helper()
 	topo, err := amcast.NewTopology(shards, replicas)
 	if err != nil {
@@ -255,7 +255,7 @@ func (c *kvCluster) start(p wire.ProcID, ln net.Listener) {
 }
 
 // client returns a kv client that believes the cluster has shards shards.
-func (c *kvCluster) client(t *testing.T, shards int) *kv.Client {
+func (c *kvCluster) client(t testing.TB, shards int) *kv.Client {
 	t.Helper()
 	cl, err := client.New(client.Config{Cluster: "kv", Topology: c.topo, Nodes: c.peers, AllGroups: true, RetryTicks: 10})
 	if err != nil {
