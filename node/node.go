@@ -370,7 +370,7 @@ type Node struct {
 	tr    *transport.Transport
 	out   *transport.Batch // the loop's sends (ready, replies), flushed once a pass
 	dlog  *deliveryLog
-	svc   *service // the replicated service (service.go); nil without Config.StateMachine
+	svc   *service  // the replicated service (service.go); nil without Config.StateMachine
 	reads readQueue // clients' linearizable reads pending (reads.go)
 	// The inboxes (inbox.go): protocol messages from nodes, clients'
 	// MULTICASTs, the side queue, which carries gossip past the protocol's
