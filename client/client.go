@@ -403,20 +403,31 @@ func (c *Client) Multicast(ctx context.Context, dest []wire.GroupID, payload []b
 		return Result{}, errors.New("client: no destination group")
 	}
 	r := &request{dest: d, payload: payload, reply: make(chan answer, 1)}
+	a, err := roundTrip(ctx, c, c.reqs, r, r.reply)
+	if err != nil {
+		return Result{}, err
+	}
+	return a.res, a.err
+}
+
+// roundTrip hands q to the loop through ch and waits for its answer on
+// reply, or for ctx or Close (the loop then drops q, or answers nobody).
+func roundTrip[Q, A any](ctx context.Context, c *Client, ch chan<- Q, q Q, reply <-chan A) (A, error) {
+	var zero A
 	select {
-	case c.reqs <- r:
+	case ch <- q:
 	case <-c.stop:
-		return Result{}, ErrClosed
+		return zero, ErrClosed
 	case <-ctx.Done():
-		return Result{}, ctx.Err()
+		return zero, ctx.Err()
 	}
 	select {
-	case a := <-r.reply:
-		return a.res, a.err
+	case a := <-reply:
+		return a, nil
 	case <-c.stop:
-		return Result{}, ErrClosed
+		return zero, ErrClosed
 	case <-ctx.Done():
-		return Result{}, ctx.Err()
+		return zero, ctx.Err()
 	}
 }
 

@@ -76,21 +76,11 @@ func (c *Client) Read(ctx context.Context, g wire.GroupID, query []byte, mode wi
 		return ReadResult{}, fmt.Errorf("client: query of %d bytes, over the limit of %d", len(query), wire.MaxPayload)
 	}
 	r := &readReq{g: g, mode: mode, query: query, ctx: ctx, reply: make(chan readAnswer, 1)}
-	select {
-	case c.readReqs <- r:
-	case <-c.stop:
-		return ReadResult{}, ErrClosed
-	case <-ctx.Done():
-		return ReadResult{}, ctx.Err()
+	a, err := roundTrip(ctx, c, c.readReqs, r, r.reply) // on ctx's end the loop drops r at its next tick
+	if err != nil {
+		return ReadResult{}, err
 	}
-	select {
-	case a := <-r.reply:
-		return a.res, a.err
-	case <-c.stop:
-		return ReadResult{}, ErrClosed
-	case <-ctx.Done():
-		return ReadResult{}, ctx.Err() // the loop drops it at its next tick
-	}
+	return a.res, a.err
 }
 
 // submitRead sends a new read (on the loop).

@@ -116,9 +116,8 @@ func TestLinearizable(t *testing.T) {
 	kc := startKV(t, shards, replicas)
 	topo, nodes := kc.topo, kc.nodes
 	keys := []string{"a", "b", "c", "d"}
-	var mu sync.Mutex
-	var history []porcupine.Operation
-	start := time.Now()
+	h := &kvHistory{start: time.Now()}
+	start := h.start
 	var wg sync.WaitGroup
 	half := make(chan struct{})
 	var halfOnce sync.Once
@@ -134,7 +133,7 @@ func TestLinearizable(t *testing.T) {
 				}
 				in := kvInput{key: keys[r.IntN(len(keys))], value: fmt.Sprintf("%d.%d", c, i)}
 				var out kvOutput
-				call := time.Since(start).Nanoseconds()
+				call := h.now()
 				var err error
 				switch r.IntN(4) {
 				case 0:
@@ -160,14 +159,9 @@ func TestLinearizable(t *testing.T) {
 					out.ok, cur, out.present, err = k.CompareAndSet(ctx, in.key, expect, []byte(in.value))
 					out.value = string(cur)
 				}
-				ret := time.Since(start).Nanoseconds()
-				if err != nil {
-					t.Errorf("client %d op %d %s: %v", c, i, in.op, err)
+				if !h.add(t, c, i, in, out, call, err) {
 					return
 				}
-				mu.Lock()
-				history = append(history, porcupine.Operation{ClientId: c, Input: in, Call: call, Output: out, Return: ret})
-				mu.Unlock()
 			}
 		})
 	}
@@ -183,8 +177,8 @@ func TestLinearizable(t *testing.T) {
 	if t.Failed() {
 		return
 	}
-	res, info := porcupine.CheckOperationsVerbose(kvModel, history, 10*time.Second)
-	t.Logf("%d operations by %d clients in %v: %v", len(history), clients, time.Since(start).Round(time.Millisecond), res)
+	res, info := porcupine.CheckOperationsVerbose(kvModel, h.ops, 10*time.Second)
+	t.Logf("%d operations by %d clients in %v: %v", len(h.ops), clients, time.Since(start).Round(time.Millisecond), res)
 	if res != porcupine.Ok {
 		path := filepath.Join(os.TempDir(), "weft-kv-linearizability.html")
 		if f, err := os.Create(path); err == nil {
@@ -194,6 +188,31 @@ func TestLinearizable(t *testing.T) {
 		}
 		t.Fatalf("history is not linearizable (%v)", res)
 	}
+}
+
+// kvHistory collects the operations of concurrent clients for porcupine,
+// timed from start.
+type kvHistory struct {
+	mu    sync.Mutex
+	start time.Time
+	ops   []porcupine.Operation
+}
+
+func (h *kvHistory) now() int64 { return time.Since(h.start).Nanoseconds() }
+
+// add records client c's operation i, called at call and returning now;
+// an operation that failed (err) is a test error instead, and add reports
+// false.
+func (h *kvHistory) add(t *testing.T, c, i int, in kvInput, out kvOutput, call int64, err error) bool {
+	ret := h.now()
+	if err != nil {
+		t.Errorf("client %d op %d %s: %v", c, i, in.op, err)
+		return false
+	}
+	h.mu.Lock()
+	h.ops = append(h.ops, porcupine.Operation{ClientId: c, Input: in, Call: call, Output: out, Return: ret})
+	h.mu.Unlock()
+	return true
 }
 
 // kvCluster is weft-kv on in-process nodes (real TCP on loopback).

@@ -28,10 +28,10 @@ func TestReadIndexLinearizable(t *testing.T) {
 	const clients, opsPer = 6, 90
 	kc := startKV(t, 1, 3)
 	keys := []string{"x", "y"}
+	h := &kvHistory{start: time.Now()}
+	start := h.start
 	var mu sync.Mutex
-	var history []porcupine.Operation
 	var readErrs, localReads int
-	start := time.Now()
 	var wg sync.WaitGroup
 	third, twoThirds := make(chan struct{}), make(chan struct{})
 	for c := range clients {
@@ -50,7 +50,7 @@ func TestReadIndexLinearizable(t *testing.T) {
 				}
 				in := kvInput{key: keys[r.IntN(len(keys))], value: fmt.Sprintf("%d.%d", c, i)}
 				var out kvOutput
-				call := time.Since(start).Nanoseconds()
+				call := h.now()
 				var err error
 				switch n := r.IntN(10); {
 				case n < 4:
@@ -88,14 +88,9 @@ func TestReadIndexLinearizable(t *testing.T) {
 						continue
 					}
 				}
-				ret := time.Since(start).Nanoseconds()
-				if err != nil {
-					t.Errorf("client %d op %d %s: %v", c, i, in.op, err)
+				if !h.add(t, c, i, in, out, call, err) {
 					return
 				}
-				mu.Lock()
-				history = append(history, porcupine.Operation{ClientId: c, Input: in, Call: call, Output: out, Return: ret})
-				mu.Unlock()
 			}
 		})
 	}
@@ -133,9 +128,9 @@ func TestReadIndexLinearizable(t *testing.T) {
 	if served == 0 {
 		t.Fatal("no get was served through a read index")
 	}
-	res, _ := porcupine.CheckOperationsVerbose(kvModel, history, 20*time.Second)
+	res, _ := porcupine.CheckOperationsVerbose(kvModel, h.ops, 20*time.Second)
 	t.Logf("%d operations (%d reads served through read indexes by the nodes still counted, %d local reads, %d failed reads retried by nobody) in %v: %v",
-		len(history), served, localReads, readErrs, time.Since(start).Round(time.Millisecond), res)
+		len(h.ops), served, localReads, readErrs, time.Since(start).Round(time.Millisecond), res)
 	if res != porcupine.Ok {
 		t.Fatalf("history is not linearizable (%v)", res)
 	}

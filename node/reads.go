@@ -57,17 +57,20 @@ type ReadLimits struct {
 }
 
 func (l *ReadLimits) withDefaults(electionTicks int) error {
-	if l.MaxPending == 0 {
-		l.MaxPending = DefaultMaxPendingReads
-	}
-	if l.MaxPerClient == 0 {
-		l.MaxPerClient = DefaultMaxClientReads
+	for _, d := range []struct {
+		v   *int
+		def int
+	}{
+		{&l.MaxPending, DefaultMaxPendingReads},
+		{&l.MaxPerClient, DefaultMaxClientReads},
+		{&l.TimeoutTicks, DefaultReadTimeoutFactor * electionTicks},
+	} {
+		if *d.v == 0 {
+			*d.v = d.def
+		}
 	}
 	if l.MaxBytes == 0 {
 		l.MaxBytes = DefaultMaxReadBytes
-	}
-	if l.TimeoutTicks == 0 {
-		l.TimeoutTicks = DefaultReadTimeoutFactor * electionTicks
 	}
 	if l.MaxPending < 1 || l.MaxPerClient < 1 || l.MaxBytes < 1 || l.TimeoutTicks < 1 {
 		return errors.New("node: Config.Reads limits must be positive")

@@ -46,14 +46,16 @@ const (
 	readModeEnd
 )
 
-func (m ReadMode) String() string {
-	switch m {
-	case ReadLinearizable:
-		return "linearizable"
-	case ReadLocal:
-		return "local"
+var readModeNames = [readModeEnd]string{ReadLinearizable: "linearizable", ReadLocal: "local"}
+
+func (m ReadMode) String() string { return enumName(readModeNames[:], m, "ReadMode") }
+
+// enumName is names[v], or "typ(v)" for a value without a name.
+func enumName[T ~uint8](names []string, v T, typ string) string {
+	if int(v) < len(names) && names[v] != "" {
+		return names[v]
 	}
-	return fmt.Sprintf("ReadMode(%d)", uint8(m))
+	return fmt.Sprintf("%s(%d)", typ, uint8(v))
 }
 
 // Read (READ) is a client's read-only query of group G's replicated state
@@ -89,19 +91,9 @@ const (
 	readStatusEnd
 )
 
-func (s ReadStatus) String() string {
-	switch s {
-	case ReadOK:
-		return "OK"
-	case ReadNotLeader:
-		return "NOT_LEADER"
-	case ReadOverloaded:
-		return "OVERLOADED"
-	case ReadFailed:
-		return "FAILED"
-	}
-	return fmt.Sprintf("ReadStatus(%d)", uint8(s))
-}
+var readStatusNames = [readStatusEnd]string{ReadOK: "OK", ReadNotLeader: "NOT_LEADER", ReadOverloaded: "OVERLOADED", ReadFailed: "FAILED"}
+
+func (s ReadStatus) String() string { return enumName(readStatusNames[:], s, "ReadStatus") }
 
 // ReadReply (READ_REPLY) answers a READ: the node's group G, the outcome,
 // the applied position the query ran at (Index: the gts of the last
