@@ -69,11 +69,16 @@ compare-and-set fails (the current value is printed), or on an error.`,
 	}
 	out := func(cmd *cobra.Command, format string, args ...any) { fmt.Fprintf(cmd.OutOrStdout(), format, args...) }
 
-	root.AddCommand(&cobra.Command{
+	var consistency string
+	get := &cobra.Command{
 		Use: "get KEY", Short: "Print KEY's value", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			level, err := kv.ParseConsistency(consistency)
+			if err != nil {
+				return err
+			}
 			return run(cmd, func(ctx context.Context, k *kv.Client) error {
-				v, ok, err := k.Get(ctx, args[0])
+				v, ok, err := k.Get(ctx, args[0], level)
 				if err != nil {
 					return err
 				}
@@ -84,7 +89,10 @@ compare-and-set fails (the current value is printed), or on an error.`,
 				return nil
 			})
 		},
-	}, &cobra.Command{
+	}
+	get.Flags().StringVar(&consistency, "consistency", "linearizable",
+		"linearizable (through the shard leader's read index), ordered (a multicast, like a write) or local (any replica's state, possibly stale; docs/reads.md)")
+	root.AddCommand(get, &cobra.Command{
 		Use: "put KEY VALUE", Short: "Set KEY to VALUE", Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return run(cmd, func(ctx context.Context, k *kv.Client) error {
