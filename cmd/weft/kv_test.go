@@ -94,7 +94,9 @@ func TestKVProcesses(t *testing.T) {
 	expect(kvRun(false, "put", strings.Repeat("k", kv.MaxKeyBytes+1), "v"), "key too large")
 
 	api := "http://" + ports[3] + kvhttp.Prefix
-	expect(kvHTTPCall(t, "GET", api+"color", token, ""), `200 {"key":"color","found":true,"value":"green","value_base64":"Z3JlZW4="}`)
+	expect(kvRun(true, "get", "--consistency", "ordered", "color"), "green")
+	expect(kvHTTPCall(t, "GET", api+"color", token, ""), `200 {"key":"color","found":true,"value":"green","value_base64":"Z3JlZW4=","consistency":"linearizable","index":"`)
+	expect(kvHTTPCall(t, "GET", api+"color?consistency=ordered", token, ""), `200 {"key":"color","found":true,"value":"green","value_base64":"Z3JlZW4=","consistency":"ordered","index":"`)
 	expect(kvHTTPCall(t, "GET", api+"color", "", ""), `401 {"error":"this API needs its token`)
 	expect(kvHTTPCall(t, "PUT", api+"via%20http", token, "hello"), `200 {"key":"via http","ok":true}`)
 	expect(kvRun(true, "get", "via http"), "hello")
