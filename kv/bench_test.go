@@ -31,3 +31,31 @@ func BenchmarkGet(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkGetParallel is BenchmarkGet with 16 gets in flight per CPU
+// (one client): ns/op is the inverse of throughput. Concurrent gets share
+// read-index rounds (one round covers every read that arrived before it
+// left the leader).
+//
+//	go test ./kv -run '^$' -bench BenchmarkGetParallel -benchtime 5000x
+func BenchmarkGetParallel(b *testing.B) {
+	kc := startKV(b, 1, 3)
+	k := kc.client(b, 1)
+	ctx := context.Background()
+	if err := k.Put(ctx, "k", []byte("v")); err != nil {
+		b.Fatal(err)
+	}
+	for _, level := range []kv.Consistency{kv.Linearizable, kv.Ordered, kv.Local} {
+		b.Run(level.String(), func(b *testing.B) {
+			b.SetParallelism(16)
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if v, ok, err := k.Get(ctx, "k", level); err != nil || !ok || string(v) != "v" {
+						b.Errorf("get: %q %v %v", v, ok, err)
+						return
+					}
+				}
+			})
+		})
+	}
+}
