@@ -15,12 +15,7 @@ import (
 //
 //	go test ./kv -run '^$' -bench BenchmarkGet -benchtime 2000x
 func BenchmarkGet(b *testing.B) {
-	kc := startKV(b, 1, 3)
-	k := kc.client(b, 1)
-	ctx := context.Background()
-	if err := k.Put(ctx, "k", []byte("v")); err != nil {
-		b.Fatal(err)
-	}
+	k, ctx := benchShard(b)
 	for _, level := range []kv.Consistency{kv.Linearizable, kv.Ordered, kv.Local} {
 		b.Run(level.String(), func(b *testing.B) {
 			for b.Loop() {
@@ -39,12 +34,7 @@ func BenchmarkGet(b *testing.B) {
 //
 //	go test ./kv -run '^$' -bench BenchmarkGetParallel -benchtime 5000x
 func BenchmarkGetParallel(b *testing.B) {
-	kc := startKV(b, 1, 3)
-	k := kc.client(b, 1)
-	ctx := context.Background()
-	if err := k.Put(ctx, "k", []byte("v")); err != nil {
-		b.Fatal(err)
-	}
+	k, ctx := benchShard(b)
 	for _, level := range []kv.Consistency{kv.Linearizable, kv.Ordered, kv.Local} {
 		b.Run(level.String(), func(b *testing.B) {
 			b.SetParallelism(16)
@@ -58,4 +48,16 @@ func BenchmarkGetParallel(b *testing.B) {
 			})
 		})
 	}
+}
+
+// benchShard starts one shard of 3 replicas holding k = v and returns a
+// client of it.
+func benchShard(b *testing.B) (*kv.Client, context.Context) {
+	kc := startKV(b, 1, 3)
+	k := kc.client(b, 1)
+	ctx := context.Background()
+	if err := k.Put(ctx, "k", []byte("v")); err != nil {
+		b.Fatal(err)
+	}
+	return k, ctx
 }
