@@ -21,7 +21,9 @@ func simGossipCmd() *cobra.Command {
 		maxRounds, seeds            int
 		seed                        uint64
 		gcPercent                   int
-		simulateTail                bool
+		simulateTail, leave         bool
+		loss                        float64
+		jitter                      time.Duration
 	)
 	c := &cobra.Command{
 		Use:   "gossip",
@@ -41,7 +43,10 @@ has convicted the crashed one (phi). Once every live node holds the crashed
 node's last heartbeat its windows are frozen, and each node's conviction is
 computed from its detector (the first of its ticks at which phi exceeds the
 threshold) instead of simulating the ~35 more rounds: the times are the same
-(--simulate-tail simulates them). Full mode holds N² endpoint records: about
+(--simulate-tail simulates them). --loss drops each message with that
+probability and --jitter adds a uniform 0..jitter to each message's 1-5 ms
+delay; --leave replaces the crash by a planned departure (Node.Leave) and
+reports how long until every node marked it departed. Full mode holds N² endpoint records: about
 64 bytes each with the default window (6.6 GB at 10,000 nodes).
 
 The same seed gives the same output.`,
@@ -80,9 +85,14 @@ The same seed gives the same output.`,
 				res, err = gossipsim.RunFull(gossipsim.FullConfig{
 					Nodes: nodes, Runs: runs, Seed: seed, Profile: &p, Seeds: seeds,
 					Warmup: warmup, MaxRounds: maxRounds, SimulateTail: simulateTail,
+					Loss: loss, Jitter: jitter, Leave: leave,
 					Progress: func(r int, fr *gossipsim.FullRun) {
-						fmt.Fprintf(stderr, "run %d/%d: converged in %d rounds, all convicted the crash after %.1fs, %.0f B/node/round (%.1fs)\n",
-							r+1, runs, fr.ConvergeRounds, fr.DetectAllSeconds, fr.BytesPerNodeRound, time.Since(start).Seconds())
+						what := fmt.Sprintf("all convicted the crash after %.2fs (p50 %.2fs), %d false convictions", fr.DetectAllSeconds, fr.DetectP50Seconds, fr.FalseConvictions)
+						if leave {
+							what = fmt.Sprintf("all saw the departure after %.2fs (p50 %.2fs)", fr.LeftAllSeconds, fr.LeftP50Seconds)
+						}
+						fmt.Fprintf(stderr, "run %d/%d: converged in %d rounds, %s, %.0f B/node/round (%.1fs)\n",
+							r+1, runs, fr.ConvergeRounds, what, fr.BytesPerNodeRound, time.Since(start).Seconds())
 					},
 				})
 				if err != nil {
@@ -111,6 +121,9 @@ The same seed gives the same output.`,
 	f.IntVar(&seeds, "seeds", 3, "full mode: seed nodes")
 	f.IntVar(&maxRounds, "max-rounds", 120, "full mode: give up after this many rounds of measurement")
 	f.IntVar(&gcPercent, "gc-percent", 25, "full mode: Go GC target percentage (lower: less memory, more GC)")
+	f.Float64Var(&loss, "loss", 0, "full mode: probability that a message is lost (0 <= loss < 1)")
+	f.DurationVar(&jitter, "jitter", 0, "full mode: uniform extra delay 0..jitter per message, on top of the 1-5 ms base")
+	f.BoolVar(&leave, "leave", false, "full mode: the node leaves (Node.Leave) instead of crashing; report the time until every node saw it depart")
 	f.BoolVar(&simulateTail, "simulate-tail", false, "full mode: simulate gossip until the last conviction instead of computing it from the frozen windows")
 	return c
 }
@@ -125,8 +138,15 @@ func printGossip(w io.Writer, r *gossipsim.Result, wall time.Duration) {
 			r.Mean, fs.ConvergeSecondsMean, fs.IdealPushPullMean, fs.IdealInRoundMean)
 		fmt.Fprintf(w, "  bandwidth        %.0f B/node/round sent (%.2f messages), largest message %d B\n",
 			fs.BytesPerNodeRound, fs.MsgsPerNodeRound, fs.MaxMessageBytes)
-		fmt.Fprintf(w, "  crash detection  first %.1fs, mean %.1fs, every node %.1fs (%.1f rounds; worst run %.1fs)\n",
-			fs.DetectFirstSeconds, fs.DetectMeanSeconds, fs.DetectAllSeconds, fs.DetectAllRounds, fs.DetectAllMax)
+		fmt.Fprintf(w, "  network          loss %g, delay %g-%g ms + jitter 0-%g ms; %d messages lost\n",
+			fs.Loss, fs.MinDelayMs, fs.MaxDelayMs, fs.JitterMs, fs.LostMessages)
+		if fs.Leave {
+			fmt.Fprintf(w, "  planned leave    every node saw LEFT: p50 %.2fs, p99 %.2fs, worst run %.2fs; convictions of the leaver %d\n",
+				fs.LeftP50Seconds, fs.LeftP99Seconds, fs.LeftAllMax, fs.LeaveConvictions)
+		} else {
+			fmt.Fprintf(w, "  crash detection  first %.2fs, mean %.2fs, p50 %.2fs, p99 %.2fs, every node %.2fs (%.1f rounds; worst run %.2fs)\n",
+				fs.DetectFirstSeconds, fs.DetectMeanSeconds, fs.DetectP50Seconds, fs.DetectP99Seconds, fs.DetectAllSeconds, fs.DetectAllRounds, fs.DetectAllMax)
+		}
 		fmt.Fprintf(w, "  false convictions %d\n", fs.FalseConvictions)
 		rounds, extra := 0, 0
 		for _, fr := range fs.PerRun {

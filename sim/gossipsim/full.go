@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/weft-dev/weft/membership"
@@ -38,9 +39,23 @@ type FullConfig struct {
 	Warmup int
 	// MaxRounds bounds the measurement, in gossip intervals. Default 120.
 	MaxRounds int
-	// MinDelay and MaxDelay bound the uniform link delay. Default 1 ms
-	// and 5 ms (one data centre).
+	// MinDelay and MaxDelay bound the uniform base link delay. Default
+	// 1 ms and 5 ms (one data centre).
 	MinDelay, MaxDelay time.Duration
+	// Jitter adds a uniform 0..Jitter to each message's base delay, drawn
+	// per message, so messages overtake each other (a congested switch, a
+	// descheduled receiver). MaxDelay+Jitter must stay below half the
+	// profile's ExchangeTimeout: beyond it every exchange would time out
+	// and the run would measure the timeout, not the network.
+	Jitter time.Duration
+	// Loss is the probability that a message is lost, drawn per message
+	// independently (0 <= Loss < 1).
+	Loss float64
+	// Leave replaces the crash by a planned departure: node C calls
+	// Node.Leave at the crash instant and the run measures how long until
+	// every live node has marked it departed (EventLeft), which must not
+	// wait for the failure detector (FullRun.LeaveConvictions).
+	Leave bool
 	// SimulateTail keeps gossiping until every node has convicted the
 	// crashed node. By default the run stops simulating once every live
 	// node holds the crashed node's last heartbeat (and the new value):
@@ -77,10 +92,26 @@ type FullRun struct {
 	DetectFirstSeconds float64 `json:"detect_first_seconds"`
 	DetectMeanSeconds  float64 `json:"detect_mean_seconds"`
 	DetectAllSeconds   float64 `json:"detect_all_seconds"`
+	// DetectP50Seconds and DetectP99Seconds are percentiles over the live
+	// nodes of the time from the crash until each convicted C
+	// (DetectAllSeconds is the maximum).
+	DetectP50Seconds float64 `json:"detect_p50_seconds"`
+	DetectP99Seconds float64 `json:"detect_p99_seconds"`
 	// FalseConvictions counts convictions of live nodes, from the
 	// converged start to the end of the simulation (each conviction by
 	// each node counts).
 	FalseConvictions int `json:"false_convictions"`
+	// LostMessages is how many messages FullConfig.Loss dropped during
+	// the measurement.
+	LostMessages int64 `json:"lost_messages"`
+	// Leave scenario (FullConfig.Leave): percentiles over the live nodes
+	// and maximum of the time from Leave until each marked C departed
+	// (EventLeft), and how many convicted C before they learned it left
+	// (the departure waited for the detector there; it must be 0).
+	LeftP50Seconds   float64 `json:"left_p50_seconds,omitempty"`
+	LeftP99Seconds   float64 `json:"left_p99_seconds,omitempty"`
+	LeftAllSeconds   float64 `json:"left_all_seconds,omitempty"`
+	LeaveConvictions int     `json:"leave_convictions,omitempty"`
 	// MeasuredRounds is the length of the simulated measurement in
 	// gossip intervals; ExtrapolatedConvictions is how many convictions
 	// of the crashed node were computed from frozen windows rather than
@@ -115,7 +146,24 @@ type FullSummary struct {
 	DetectAllSeconds   float64 `json:"detect_all_seconds"`
 	DetectAllRounds    float64 `json:"detect_all_rounds"`
 	DetectAllMax       float64 `json:"detect_all_seconds_max"`
+	DetectP50Seconds   float64 `json:"detect_p50_seconds"`
+	DetectP99Seconds   float64 `json:"detect_p99_seconds"`
 	FalseConvictions   int     `json:"false_convictions"`
+	// The network: per-message loss probability and delay bounds, and
+	// the messages lost over all runs' measurements.
+	Loss         float64 `json:"loss"`
+	MinDelayMs   float64 `json:"min_delay_ms"`
+	MaxDelayMs   float64 `json:"max_delay_ms"`
+	JitterMs     float64 `json:"jitter_ms"`
+	LostMessages int64   `json:"lost_messages"`
+	// Leave scenario: means over runs of the percentiles of the time
+	// until each node marked the leaver departed, the worst run's
+	// maximum, and convictions of the leaver (must be 0).
+	Leave            bool    `json:"leave,omitempty"`
+	LeftP50Seconds   float64 `json:"left_p50_seconds,omitempty"`
+	LeftP99Seconds   float64 `json:"left_p99_seconds,omitempty"`
+	LeftAllMax       float64 `json:"left_all_seconds_max,omitempty"`
+	LeaveConvictions int     `json:"leave_convictions,omitempty"`
 
 	PerRun []FullRun `json:"per_run"`
 }
@@ -152,11 +200,18 @@ func (c *FullConfig) defaults() error {
 	if c.MinDelay == 0 && c.MaxDelay == 0 {
 		c.MinDelay, c.MaxDelay = time.Millisecond, 5*time.Millisecond
 	}
-	if c.Warmup < 1 || c.MaxRounds < 1 || c.MinDelay < 0 || c.MaxDelay < c.MinDelay {
-		return errors.New("gossipsim: bad warm-up, round limit or delays")
+	if c.Warmup < 1 || c.MaxRounds < 1 || c.MinDelay < 0 || c.MaxDelay < c.MinDelay || c.Jitter < 0 {
+		return errors.New("gossipsim: bad warm-up, round limit, delays or jitter")
 	}
-	if c.MaxDelay >= c.Profile.Interval/4 {
-		return errors.New("gossipsim: link delay must stay well below the gossip interval")
+	if !(c.Loss >= 0 && c.Loss < 1) {
+		return fmt.Errorf("gossipsim: message loss %v must be in [0, 1)", c.Loss)
+	}
+	// Delays longer than the round are fine (messages then overtake
+	// ticks and each other, as on a real network); a round trip longer
+	// than the exchange timeout is not a network the core can gossip over.
+	if worst := c.MaxDelay + c.Jitter; 2*worst >= c.Profile.ExchangeTimeout {
+		return fmt.Errorf("gossipsim: a round trip of up to 2 x %v (max delay %v + jitter %v) does not fit the profile's exchange timeout %v: every reply would be stale",
+			worst, c.MaxDelay, c.Jitter, c.Profile.ExchangeTimeout)
 	}
 	return nil
 }
@@ -171,6 +226,8 @@ func RunFull(cfg FullConfig) (*Result, error) {
 	fs := &FullSummary{
 		IntervalSeconds: cfg.Profile.Interval.Seconds(), PhiWindow: cfg.PhiWindow,
 		PhiThreshold: cfg.Profile.FD.Threshold, Seeds: cfg.Seeds, WarmupRounds: cfg.Warmup,
+		Loss: cfg.Loss, MinDelayMs: ms(cfg.MinDelay), MaxDelayMs: ms(cfg.MaxDelay), JitterMs: ms(cfg.Jitter),
+		Leave: cfg.Leave,
 	}
 	for r := 0; r < cfg.Runs; r++ {
 		fr, err := runFull(&cfg, runSeed(cfg.Seed, r))
@@ -194,7 +251,14 @@ func RunFull(cfg FullConfig) (*Result, error) {
 		fs.DetectMeanSeconds += fr.DetectMeanSeconds / k
 		fs.DetectAllSeconds += fr.DetectAllSeconds / k
 		fs.DetectAllMax = max(fs.DetectAllMax, fr.DetectAllSeconds)
+		fs.DetectP50Seconds += fr.DetectP50Seconds / k
+		fs.DetectP99Seconds += fr.DetectP99Seconds / k
 		fs.FalseConvictions += fr.FalseConvictions
+		fs.LostMessages += fr.LostMessages
+		fs.LeftP50Seconds += fr.LeftP50Seconds / k
+		fs.LeftP99Seconds += fr.LeftP99Seconds / k
+		fs.LeftAllMax = max(fs.LeftAllMax, fr.LeftAllSeconds)
+		fs.LeaveConvictions += fr.LeaveConvictions
 	}
 	fs.DetectAllRounds = fs.DetectAllSeconds / fs.IntervalSeconds
 	refRuns := max(cfg.Runs, 20)
@@ -208,6 +272,8 @@ func RunFull(cfg FullConfig) (*Result, error) {
 	res.FullSummary = fs
 	return res, nil
 }
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 // Event queue entries.
 type event struct {
@@ -235,7 +301,10 @@ type cluster struct {
 	onEvt  func(at int64, who wire.ProcID, e membership.Event)
 	bytes  int64
 	msgs   int64
+	lost   int64
 	maxMsg int
+	jitter int64 // FullConfig.Jitter+1: the span of the added delay
+	loss   float64
 }
 
 // runFull is one run:
@@ -254,12 +323,14 @@ type cluster struct {
 //     see FullConfig.SimulateTail), or MaxRounds intervals.
 func runFull(cfg *FullConfig, seed uint64) (*FullRun, error) {
 	c := &cluster{
-		cfg:   cfg,
-		rng:   rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15)),
-		now:   Epoch,
-		ivl:   int64(cfg.Profile.Interval),
-		minD:  int64(cfg.MinDelay),
-		spanD: int64(cfg.MaxDelay-cfg.MinDelay) + 1,
+		cfg:    cfg,
+		rng:    rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15)),
+		now:    Epoch,
+		ivl:    int64(cfg.Profile.Interval),
+		minD:   int64(cfg.MinDelay),
+		spanD:  int64(cfg.MaxDelay-cfg.MinDelay) + 1,
+		jitter: int64(cfg.Jitter) + 1,
+		loss:   cfg.Loss,
 	}
 	n := cfg.Nodes
 	seeds := make([]wire.ProcID, cfg.Seeds)
@@ -326,20 +397,15 @@ func runFull(cfg *FullConfig, seed uint64) (*FullRun, error) {
 		informed            = make([]bool, n)
 		nInformed           = 0
 		deadC               = make([]bool, n) // who holds C convicted
-		nConvicted          = 0
-		detectSum           int64 // ns, summed exactly in any order
+		detect              []int64           // each conviction of C, ns after the crash
+		leftC               = make([]bool, n) // who marked C departed
+		left                []int64           // each EventLeft for C, ns after Leave
 	)
-	live := n - 1           // all but C
-	var tFirst, tLast int64 // earliest and latest conviction of C
+	live := n - 1 // all but C
 	convictC := func(at int64, who wire.ProcID) {
 		deadC[who] = true
-		detectSum += at - tCrash
-		if nConvicted == 0 || at < tFirst {
-			tFirst = at
-		}
-		tLast = max(tLast, at)
-		if nConvicted++; nConvicted == live {
-			tDetect = tLast
+		if detect = append(detect, at-tCrash); len(detect) == live {
+			tDetect = at
 		}
 	}
 	c.onEvt = func(at int64, who wire.ProcID, e membership.Event) {
@@ -351,6 +417,13 @@ func runFull(cfg *FullConfig, seed uint64) (*FullRun, error) {
 					tConverged = at
 				}
 			}
+		case e.Kind == membership.EventLeft && e.Node == crash && cfg.Leave && tCrash >= 0:
+			if !leftC[who] {
+				leftC[who] = true
+				left = append(left, at-tCrash)
+			}
+		case e.Kind == membership.EventDead && e.Node == crash && cfg.Leave && tCrash >= 0:
+			fr.LeaveConvictions++
 		case e.Kind == membership.EventDead && e.Node == crash && tCrash >= 0:
 			if !deadC[who] {
 				convictC(at, who)
@@ -372,13 +445,19 @@ func runFull(cfg *FullConfig, seed uint64) (*FullRun, error) {
 	}
 
 	// Measurement: run to V's next tick and set the value just before it
-	// runs; C crashes at that instant.
-	c.bytes, c.msgs, c.maxMsg = 0, 0, 0
+	// runs; C crashes (or leaves) at that instant.
+	c.bytes, c.msgs, c.maxMsg, c.lost = 0, 0, 0, 0
 	mStart := c.now
 	limit := start + int64(cfg.MaxRounds+1)*c.ivl
 	if err := c.runUntil(limit, func(ev *event) (bool, error) {
 		if ev.tick && tSet < 0 && ev.to == v {
 			tSet, tCrash = ev.at, ev.at
+			if cfg.Leave {
+				if err := c.nodes[crash].Leave(ev.at); err != nil {
+					return false, err
+				}
+				return false, c.nodes[v].SetAppState(membership.KeyLoad, value)
+			}
 			m, _ := c.nodes[crash].Member(crash)
 			lastHB = m.Heartbeat
 			c.nodes[crash] = nil
@@ -390,7 +469,7 @@ func runFull(cfg *FullConfig, seed uint64) (*FullRun, error) {
 			}
 			return false, c.nodes[v].SetAppState(membership.KeyLoad, value)
 		}
-		if ev.tick && tSet >= 0 && !holdLast[ev.to] && c.nodes[ev.to] != nil {
+		if !cfg.Leave && ev.tick && tSet >= 0 && !holdLast[ev.to] && c.nodes[ev.to] != nil {
 			// Checked at each node's ticks: a node holding C's last
 			// heartbeat keeps it (nobody has a newer one).
 			if m, _ := c.nodes[ev.to].Member(crash); m.Heartbeat == lastHB {
@@ -401,11 +480,14 @@ func runFull(cfg *FullConfig, seed uint64) (*FullRun, error) {
 		if tConverged < 0 {
 			return false, nil
 		}
+		if cfg.Leave {
+			return len(left) == live, nil
+		}
 		return tDetect >= 0 || !cfg.SimulateTail && nHoldLast == live, nil
 	}); err != nil {
 		return nil, err
 	}
-	if tDetect < 0 && tConverged >= 0 && nHoldLast == live {
+	if !cfg.Leave && tDetect < 0 && tConverged >= 0 && nHoldLast == live {
 		// C's windows are frozen everywhere: each node convicts C at the
 		// first of its ticks at which phi exceeds the threshold.
 		for who, nd := range c.nodes {
@@ -429,18 +511,41 @@ func runFull(cfg *FullConfig, seed uint64) (*FullRun, error) {
 	fr.BytesPerNodeRound = float64(c.bytes) / span / float64(n)
 	fr.MsgsPerNodeRound = float64(c.msgs) / span / float64(n)
 	fr.MaxMessageBytes = c.maxMsg
+	fr.LostMessages = c.lost
 	if tConverged < 0 {
 		return nil, fmt.Errorf("value not everywhere after %d rounds (%d of %d nodes)", cfg.MaxRounds, nInformed+1, live)
 	}
-	if tDetect < 0 {
-		return nil, fmt.Errorf("crash not detected everywhere after %d rounds (%d of %d nodes)", cfg.MaxRounds, nConvicted, live)
-	}
 	fr.ConvergeSeconds = float64(tConverged-tSet) / 1e9
 	fr.ConvergeRounds = int(math.Ceil(float64(tConverged-tSet) / float64(c.ivl)))
-	fr.DetectFirstSeconds = float64(tFirst-tCrash) / 1e9
-	fr.DetectAllSeconds = float64(tDetect-tCrash) / 1e9
-	fr.DetectMeanSeconds = float64(detectSum) / float64(live) / 1e9
+	if cfg.Leave {
+		if len(left) < live {
+			return nil, fmt.Errorf("departure not seen everywhere after %d rounds (%d of %d nodes)", cfg.MaxRounds, len(left), live)
+		}
+		fr.LeftP50Seconds, fr.LeftP99Seconds, fr.LeftAllSeconds = quantiles(left)
+		return fr, nil
+	}
+	if tDetect < 0 {
+		return nil, fmt.Errorf("crash not detected everywhere after %d rounds (%d of %d nodes)", cfg.MaxRounds, len(detect), live)
+	}
+	var sum int64
+	for _, d := range detect {
+		sum += d
+	}
+	fr.DetectFirstSeconds = float64(slices.Min(detect)) / 1e9
+	fr.DetectMeanSeconds = float64(sum) / float64(live) / 1e9
+	fr.DetectP50Seconds, fr.DetectP99Seconds, fr.DetectAllSeconds = quantiles(detect)
 	return fr, nil
+}
+
+// quantiles returns the nearest-rank median, 99th percentile and maximum
+// of ds (nanoseconds, sorted in place) in seconds.
+func quantiles(ds []int64) (p50, p99, maxS float64) {
+	slices.Sort(ds)
+	rank := func(q float64) float64 {
+		i := int(math.Ceil(q*float64(len(ds)))) - 1
+		return float64(ds[max(i, 0)]) / 1e9
+	}
+	return rank(0.5), rank(0.99), float64(ds[len(ds)-1]) / 1e9
 }
 
 // shareLists makes equal app-state lists in a decoded snapshot one slice,
@@ -491,9 +596,9 @@ func (c *cluster) runUntil(deadline int64, step func(*event) (bool, error)) erro
 			continue
 		}
 		nd := c.nodes[ev.to]
-		if nd == nil {
+		if nd == nil || nd.Stopped() {
 			c.bufs = append(c.bufs, ev.data[:0])
-			continue // lost: the receiver crashed
+			continue // lost: the receiver crashed or left
 		}
 		m, err := c.dec.Decode(ev.data)
 		c.bufs = append(c.bufs, ev.data[:0])
@@ -527,7 +632,18 @@ func (c *cluster) flush(nd *membership.Node) {
 		c.bytes += int64(len(data))
 		c.msgs++
 		c.maxMsg = max(c.maxMsg, len(data))
-		c.push(event{at: c.now + c.minD + c.rng.Int64N(c.spanD), from: env.From, to: env.To, data: data})
+		// Without loss or jitter no draw is made, so runs without them
+		// keep the random sequence (and results) they had before both.
+		if c.loss > 0 && c.rng.Float64() < c.loss {
+			c.lost++
+			c.bufs = append(c.bufs, data[:0])
+			continue
+		}
+		at := c.now + c.minD + c.rng.Int64N(c.spanD)
+		if c.jitter > 1 {
+			at += c.rng.Int64N(c.jitter)
+		}
+		c.push(event{at: at, from: env.From, to: env.To, data: data})
 	}
 	if c.onEvt != nil {
 		for _, e := range rd.Events {
