@@ -123,9 +123,13 @@ func (c *Config) Membership() *membership.Config {
 	}
 	mc, _ := gossipProfile(g.Profile) // validated
 	if g.Interval != 0 {
+		// The detector's windows keep the profile's ratio to the round
+		// (2 rounds; 4 and a 6-round probe timeout for lan).
+		p := mc.Interval
 		mc.Interval = g.Interval
-		mc.FD.InitialInterval = 2 * g.Interval
-		mc.FD.MaxInterval = 2 * g.Interval
+		mc.FD.InitialInterval = mc.FD.InitialInterval / p * g.Interval
+		mc.FD.MaxInterval = mc.FD.MaxInterval / p * g.Interval
+		mc.ProbeTimeout = mc.ProbeTimeout / p * g.Interval
 		mc.FD.MaxLocalPause = 5 * g.Interval
 		mc.FD.BacklogWindow = 5 * g.Interval
 		mc.ExchangeTimeout = 10 * g.Interval

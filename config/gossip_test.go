@@ -22,8 +22,18 @@ func TestGossipDefaultsAndOverrides(t *testing.T) {
 		t.Errorf("sample gossip differs from the defaults: %+v vs %+v", s.Gossip, d.Gossip)
 	}
 	mc := d.Membership()
-	if mc == nil || mc.Interval != 200*time.Millisecond || mc.FD.Threshold != 8 || mc.ClockSkewThreshold != 500*time.Millisecond {
+	if mc == nil || mc.Interval != 100*time.Millisecond || mc.FD.Threshold != 8 || mc.ClockSkewThreshold != 500*time.Millisecond ||
+		mc.ProbeTimeout != 600*time.Millisecond {
 		t.Fatalf("lan profile: %+v", mc)
+	}
+	// An overridden interval keeps the lan profile's ratios: windows of 4
+	// rounds, a probe timeout of 6.
+	l, err := Parse(minimal+"[gossip]\ninterval = \"50ms\"\n", Agent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mc := l.Membership(); mc.FD.MaxInterval != 200*time.Millisecond || mc.FD.InitialInterval != 200*time.Millisecond || mc.ProbeTimeout != 300*time.Millisecond {
+		t.Fatalf("lan with a 50ms interval: %+v", mc)
 	}
 	c, err := Parse(minimal+"[gossip]\nprofile = \"local\"\ninterval = \"25ms\"\nphi_threshold = 6\nseeds = [2]\nclock_skew_threshold = \"2s\"\n", Agent)
 	if err != nil {

@@ -77,6 +77,20 @@ func (n *Node) Step(now int64, from wire.ProcID, m Message) error {
 		n.apply(now, m.States)
 		n.clockSample(now, from, at, m.Times)
 		return nil
+	case *Ping:
+		if m == nil {
+			break
+		}
+		n.lastStep = now
+		n.onPing(now, from, m)
+		return nil
+	case *Pong:
+		if m == nil {
+			break
+		}
+		n.lastStep = now
+		n.onPong(now, from, m)
+		return nil
 	}
 	return fmt.Errorf("%w: %T", ErrBadMessage, m)
 }
@@ -666,7 +680,9 @@ func (n *Node) applyKnown(now int64, i int, s *EndpointState) {
 			n.emit(Event{Kind: EventLeft, Node: e.id, Value: statusValue(n.appsOf(e))})
 		}
 	}
-	if progressed && !e.alive() && !e.departed() {
+	// Progress a published verdict covers is the target's last gossip
+	// still spreading, not a new life sign (probe.go).
+	if progressed && !e.alive() && !e.departed() && !n.condemned(e) {
 		e.flags |= fAlive
 		if e.flags&fConvicted != 0 {
 			n.stats.Revivals++

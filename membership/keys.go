@@ -45,6 +45,13 @@ const (
 	// KeySeedDigest is the digest of the node's configured seed list
 	// (SeedDigest), so nodes whose lists differ are found (seeds.go).
 	KeySeedDigest Key = 10
+	// KeyConvicted lists the probe peers this node convicted from direct
+	// probing (probe.go): "node:generation:heartbeat" entries separated by
+	// commas, each saying that node showed no sign of life here for
+	// Config.ProbeTimeout after that heartbeat. Every node applies these
+	// verdicts (see Node.condemned), so a crash is known cluster-wide at
+	// gossip speed instead of after each node's own phi silence.
+	KeyConvicted Key = 11
 
 	// KeyFirstApp is the first key free for application use; applications
 	// number their own keys from here and keep them append-only too.
@@ -64,6 +71,7 @@ var keyNames = [...]string{
 	KeyBallot:         "BALLOT",
 	KeyHostID:         "HOST_ID",
 	KeySeedDigest:     "SEED_DIGEST",
+	KeyConvicted:      "CONVICTED",
 }
 
 // RegisteredKeys returns the built-in keys in wire-id order, KeyInvalid

@@ -14,6 +14,10 @@ const (
 	KindSyn  Kind = 1
 	KindAck  Kind = 2
 	KindAck2 Kind = 3
+	// KindPing and KindPong are the direct probes between probe peers
+	// (probe.go), wire version 3.
+	KindPing Kind = 4
+	KindPong Kind = 5
 )
 
 func (k Kind) String() string {
@@ -24,11 +28,15 @@ func (k Kind) String() string {
 		return "ACK"
 	case KindAck2:
 		return "ACK2"
+	case KindPing:
+		return "PING"
+	case KindPong:
+		return "PONG"
 	}
 	return fmt.Sprintf("Kind(%d)", uint8(k))
 }
 
-// Message is one of *Syn, *Ack, *Ack2.
+// Message is one of *Syn, *Ack, *Ack2, *Ping, *Pong.
 //
 // Messages a Node puts in Ready are immutable: the Node may hand the same
 // message (and the same slices) to several recipients, and may share
@@ -132,9 +140,35 @@ func (*Ack) Kind() Kind { return KindAck }
 // Kind implements Message.
 func (*Ack2) Kind() Kind { return KindAck2 }
 
+// Ping is a direct liveness probe to a probe peer (Config.ProbePeers,
+// probe.go), sent every round. It carries the sender's wall time (echoed
+// by the Pong), generation and heartbeat, so the receiver knows how far
+// the sender's record had come when it was last heard from directly.
+type Ping struct {
+	Sent       int64
+	Generation uint64
+	Heartbeat  uint64
+}
+
+// Pong answers a Ping: Echo is the Ping's Sent, Generation and Heartbeat
+// the answering node's.
+type Pong struct {
+	Echo       int64
+	Generation uint64
+	Heartbeat  uint64
+}
+
+// Kind returns KindPing.
+func (*Ping) Kind() Kind { return KindPing }
+
+// Kind returns KindPong.
+func (*Pong) Kind() Kind { return KindPong }
+
 func (*Syn) isMessage()  {}
 func (*Ack) isMessage()  {}
 func (*Ack2) isMessage() {}
+func (*Ping) isMessage() {}
+func (*Pong) isMessage() {}
 
 // Envelope is a message with its sender and recipient.
 type Envelope struct {
@@ -151,6 +185,10 @@ func Describe(m Message) string {
 		return fmt.Sprintf("ACK%s req=%s states=%s", m.Times.describe(), describeDigests(m.Requests), describeStates(m.States))
 	case *Ack2:
 		return fmt.Sprintf("ACK2%s states=%s", m.Times.describe(), describeStates(m.States))
+	case *Ping:
+		return fmt.Sprintf("PING%s gen=%d hb=%d", describeSent(m.Sent), m.Generation, m.Heartbeat)
+	case *Pong:
+		return fmt.Sprintf("PONG%s gen=%d hb=%d", describeSent(m.Echo), m.Generation, m.Heartbeat)
 	}
 	return fmt.Sprintf("%T", m)
 }

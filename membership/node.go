@@ -156,33 +156,39 @@ func (rd *Ready) Empty() bool {
 
 // Stats are a node's counters and gauges.
 type Stats struct {
-	Rounds                      uint64
-	SynSent, AckSent, Ack2Sent  uint64
-	SynRecv, AckRecv, Ack2Recv  uint64
-	BytesSent                   uint64 // encoded size of all messages sent
-	PagedMessages               uint64 // messages cut at MaxMessageBytes
-	Convictions                 uint64 // EventDead
-	Revivals                    uint64 // convicted endpoints seen alive again (flaps)
-	SuppressedChecks            uint64 // rounds whose convictions a guard suppressed
-	ClusterMismatches           uint64 // SYNs dropped for their cluster name
-	GenerationRejected          uint64 // digests/states over the generation guard
-	QuarantineDrops             uint64 // digests/states about quarantined endpoints
-	GapDrops                    uint64 // deltas whose base the local record lacks
-	ExpiredDrops                uint64 // departed records received after their expiry
-	StaleReplies                uint64 // ACK/ACK2 without a pending exchange
-	DroppedSyns                 uint64 // SYNs dropped at MaxPendingAcks
-	RefusedEndpoints            uint64 // new endpoints refused at MaxStateBytes
-	Evictions                   uint64 // expired departed records removed
-	Restarts                    uint64 // records replaced by a newer generation
-	ClockSamples                uint64 // clock offset samples taken (clock.go)
-	ClockUnmatched              uint64 // reply stamps echoing another exchange: not used
-	ClockNegative               uint64 // reply stamps giving a negative round trip: not used
-	ClockSpikes                 uint64 // samples whose delay was too high to move the offset
-	GenerationsAhead            uint64 // EventGenerationAhead
-	ClockSkewed                 int    // gauge: peers reported beyond ClockSkewThreshold
-	Endpoints, Live, Quarantine int    // gauges: known (self included), up (self excluded), quarantined
-	StateBytes                  int    // gauge: accounted size of the local view
-	PendingAcks                 int    // gauge: ACKs awaiting ACK2
+	Rounds                       uint64
+	SynSent, AckSent, Ack2Sent   uint64
+	SynRecv, AckRecv, Ack2Recv   uint64
+	BytesSent                    uint64 // encoded size of all messages sent
+	PagedMessages                uint64 // messages cut at MaxMessageBytes
+	Convictions                  uint64 // EventDead
+	Revivals                     uint64 // convicted endpoints seen alive again (flaps)
+	SuppressedChecks             uint64 // rounds whose convictions a guard suppressed
+	ClusterMismatches            uint64 // SYNs dropped for their cluster name
+	GenerationRejected           uint64 // digests/states over the generation guard
+	QuarantineDrops              uint64 // digests/states about quarantined endpoints
+	GapDrops                     uint64 // deltas whose base the local record lacks
+	ExpiredDrops                 uint64 // departed records received after their expiry
+	StaleReplies                 uint64 // ACK/ACK2 without a pending exchange
+	DroppedSyns                  uint64 // SYNs dropped at MaxPendingAcks
+	RefusedEndpoints             uint64 // new endpoints refused at MaxStateBytes
+	Evictions                    uint64 // expired departed records removed
+	Restarts                     uint64 // records replaced by a newer generation
+	ClockSamples                 uint64 // clock offset samples taken (clock.go)
+	ClockUnmatched               uint64 // reply stamps echoing another exchange: not used
+	ClockNegative                uint64 // reply stamps giving a negative round trip: not used
+	ClockSpikes                  uint64 // samples whose delay was too high to move the offset
+	GenerationsAhead             uint64 // EventGenerationAhead
+	PingSent, PingRecv, PongRecv uint64 // direct probes (probe.go)
+	UnknownPings                 uint64 // Pings from endpoints not in the view: not answered
+	ProbeConvictions             uint64 // probe peers convicted after ProbeTimeout of silence
+	VerdictConvictions           uint64 // convictions by a published verdict before phi's
+	BadVerdicts                  uint64 // malformed or surplus KeyConvicted entries skipped
+	DroppedVerdicts              uint64 // verdicts beyond the table's bound
+	ClockSkewed                  int    // gauge: peers reported beyond ClockSkewThreshold
+	Endpoints, Live, Quarantine  int    // gauges: known (self included), up (self excluded), quarantined
+	StateBytes                   int    // gauge: accounted size of the local view
+	PendingAcks                  int    // gauge: ACKs awaiting ACK2
 }
 
 // Member is a snapshot of one endpoint in the local view.
@@ -291,6 +297,11 @@ type Node struct {
 	pendSyn   []pending    // SYNs awaiting ACK, oldest first
 	pendAck   []pending    // ACKs awaiting ACK2, oldest first
 	assassins []assassination
+	probes    []probe   // Config.ProbePeers, sorted by id (probe.go)
+	verdicts  []verdict // published verdicts, sorted by target
+	// verdictsDirty: a KeyConvicted value or the endpoint set changed
+	// since verdicts was built.
+	verdictsDirty bool
 
 	leaving, stopped bool
 	leaveAt          int64
@@ -351,6 +362,7 @@ func NewNode(cfg Config, now int64) (*Node, error) {
 			n.boot = append(n.boot, p)
 		}
 	}
+	n.initProbes(now)
 	n.eps = []endpoint{{id: cfg.ID, flags: fAlive, gen: gen, hb: 1}}
 	n.fds.Resize(1)
 	n.stateBytes = endpointCost
@@ -429,6 +441,12 @@ func (n *Node) Seeds() []wire.ProcID { return slices.Clone(n.seeds) }
 func (n *Node) SetBacklog(pending int) { n.backlog = pending }
 
 func (n *Node) emit(e Event) {
+	switch e.Kind {
+	case EventJoin, EventRestarted, EventRemoved, EventLeft:
+		n.verdictsDirty = true
+	case EventChanged:
+		n.verdictsDirty = n.verdictsDirty || e.Key == KeyConvicted
+	}
 	if !n.preload {
 		n.rd.Events = append(n.rd.Events, e)
 	}
@@ -520,6 +538,7 @@ func (n *Node) Tick(now int64) {
 	self.hb = n.ver
 	n.expirePending(now)
 	n.expireQuarantine(now)
+	n.probeRound(now, verdict == phi.Allow)
 	n.statusCheck(now, verdict == phi.Allow)
 	n.runAssassinations(now)
 	n.gossip(now)
@@ -601,7 +620,14 @@ func (n *Node) statusCheck(now int64, convict bool) {
 	if convict {
 		for i := range n.eps {
 			e := &n.eps[i]
-			if e.flags&(fAlive|fDeparted) == fAlive && e.id != n.id && n.fds.Convict(i, now) {
+			if e.flags&(fAlive|fDeparted) != fAlive || e.id == n.id {
+				continue
+			}
+			byPhi := n.fds.Convict(i, now)
+			if byPhi || n.condemned(e) {
+				if !byPhi {
+					n.stats.VerdictConvictions++
+				}
 				e.flags = e.flags&^fAlive | fConvicted
 				n.stats.Convictions++
 				n.emit(Event{Kind: EventDead, Node: e.id})

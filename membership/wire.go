@@ -25,6 +25,8 @@ import (
 //	Syn            Sent len(Cluster) Cluster len(Digests) Digest...
 //	Ack            Times len(Requests) Digest... len(States) EndpointState...
 //	Ack2           Times len(States) EndpointState...
+//	Ping           Sent Generation Heartbeat         (version 3)
+//	Pong           Echo Generation Heartbeat         (version 3)
 //	Times          Echo Recv Sent
 //	Digest         Node Generation Version
 //	EndpointState  Node Generation Base Heartbeat len(States) AppState...
@@ -39,9 +41,27 @@ import (
 // against the caps below and against the bytes left before anything is
 // allocated. Empty lists decode as nil.
 
-// WireVersion is byte 0 of every gossip message. Version 2 added the
-// wall-clock stamps (Syn.Sent, Times).
-const WireVersion = 2
+// WireVersion is the newest wire version. Version 2 added the wall-clock
+// stamps (Syn.Sent, Times); version 3 added the probe kinds (Ping, Pong).
+// Byte 0 of a message is the version that introduced its kind's current
+// form (kindVersion): SYN, ACK and ACK2 are still written as version 2,
+// byte for byte as before, so nodes of both releases gossip together
+// during a rolling upgrade, while a version-2 node refuses a Ping with
+// ErrVersion (counted, harmless: its probe peers then judge it from
+// relayed heartbeats alone).
+const WireVersion = 3
+
+// kindVersion returns the version byte of kind k's encoding (0: unknown
+// kind).
+func kindVersion(k Kind) byte {
+	switch k {
+	case KindSyn, KindAck, KindAck2:
+		return 2
+	case KindPing, KindPong:
+		return 3
+	}
+	return 0
+}
 
 // Caps enforced by Decode before allocating.
 const (
@@ -82,7 +102,7 @@ func Append(buf []byte, m Message) []byte {
 		// grows as needed, without a sizing pass over the message.
 		buf = slices.Grow(buf, Size(m))
 	}
-	buf = append(buf, WireVersion, byte(m.Kind()))
+	buf = append(buf, kindVersion(m.Kind()), byte(m.Kind()))
 	switch m := m.(type) {
 	case *Syn:
 		buf = binary.AppendUvarint(buf, uint64(m.Sent))
@@ -96,8 +116,18 @@ func Append(buf []byte, m Message) []byte {
 	case *Ack2:
 		buf = appendTimes(buf, m.Times)
 		buf = appendStates(buf, m.States)
+	case *Ping:
+		buf = appendProbe(buf, m.Sent, m.Generation, m.Heartbeat)
+	case *Pong:
+		buf = appendProbe(buf, m.Echo, m.Generation, m.Heartbeat)
 	}
 	return buf
+}
+
+func appendProbe(buf []byte, t int64, gen, hb uint64) []byte {
+	buf = binary.AppendUvarint(buf, uint64(t))
+	buf = binary.AppendUvarint(buf, gen)
+	return binary.AppendUvarint(buf, hb)
 }
 
 // appendTimes writes the stamps as uvarints: a valid stamp is never
@@ -183,6 +213,14 @@ func Size(m Message) int {
 		if m != nil {
 			return 2 + sizeTimes(m.Times) + sizeStates(m.States)
 		}
+	case *Ping:
+		if m != nil {
+			return 2 + uvarintLen(uint64(m.Sent)) + uvarintLen(m.Generation) + uvarintLen(m.Heartbeat)
+		}
+	case *Pong:
+		if m != nil {
+			return 2 + uvarintLen(uint64(m.Echo)) + uvarintLen(m.Generation) + uvarintLen(m.Heartbeat)
+		}
 	default:
 		if m == nil {
 			panic("membership: encoding a nil Message")
@@ -266,11 +304,14 @@ func decode(b []byte, dc *Decoder) (Message, error) {
 	if len(b) == 0 {
 		return nil, fmt.Errorf("%w: empty input", ErrMalformed)
 	}
-	if b[0] != WireVersion {
-		return nil, fmt.Errorf("%w: version byte %d, want %d", ErrVersion, b[0], WireVersion)
+	if b[0] < 2 || b[0] > WireVersion {
+		return nil, fmt.Errorf("%w: version byte %d, want 2..%d", ErrVersion, b[0], WireVersion)
 	}
 	if len(b) < 2 {
 		return nil, fmt.Errorf("%w: truncated input: missing kind byte", ErrMalformed)
+	}
+	if v := kindVersion(Kind(b[1])); v != 0 && v != b[0] {
+		return nil, fmt.Errorf("%w: %s is version %d, got version byte %d", ErrVersion, Kind(b[1]), v, b[0])
 	}
 	d := decoder{b: b, off: 2, kind: Kind(b[1])}
 	var m Message
@@ -324,6 +365,14 @@ func decode(b []byte, dc *Decoder) (Message, error) {
 		}
 		x.Times = d.times()
 		x.States = d.states(sbuf)
+		m = x
+	case KindPing:
+		x := new(Ping)
+		x.Sent, x.Generation, x.Heartbeat = d.time("sent"), d.uvarint("generation"), d.uvarint("heartbeat")
+		m = x
+	case KindPong:
+		x := new(Pong)
+		x.Echo, x.Generation, x.Heartbeat = d.time("echo"), d.uvarint("generation"), d.uvarint("heartbeat")
 		m = x
 	default:
 		return nil, fmt.Errorf("%w: kind byte %d", ErrUnknownKind, b[1])

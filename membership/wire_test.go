@@ -29,6 +29,10 @@ func codecSamples() []Message {
 		&Syn{Sent: 1767225600_000000000, Cluster: "weft", Digests: []Digest{{2, 1767225600, 9}}},
 		&Ack{Times: Times{Echo: 1767225600_000000000, Recv: 1767225600_250000000, Sent: 1767225600_250000001}},
 		&Ack2{Times: Times{Echo: 1, Recv: math.MaxInt64, Sent: math.MaxInt64}, States: []EndpointState{{Node: 1, Generation: 3, Heartbeat: 4}}},
+		// Probes (wire version 3).
+		&Ping{},
+		&Ping{Sent: 1767225600_000000000, Generation: 1767225600, Heartbeat: 42},
+		&Pong{Echo: math.MaxInt64, Generation: math.MaxUint64, Heartbeat: math.MaxUint64},
 	}
 }
 
@@ -44,7 +48,7 @@ func checkRoundTrip(t *testing.T, m Message) {
 	if len(b) != Size(m) {
 		t.Fatalf("%s: Size %d, encoded %d", Describe(m), Size(m), len(b))
 	}
-	if b[0] != WireVersion || Kind(b[1]) != m.Kind() {
+	if b[0] != kindVersion(m.Kind()) || Kind(b[1]) != m.Kind() {
 		t.Fatalf("header % x", b[:2])
 	}
 	got, err := Decode(b)
@@ -103,11 +107,11 @@ func TestDecodeErrors(t *testing.T) {
 	// hdr is a message's header with its stamps unset (all zero).
 	hdr := func(k Kind) []byte {
 		if k == KindSyn {
-			return []byte{WireVersion, byte(k), 0}
+			return []byte{kindVersion(k), byte(k), 0}
 		}
-		return []byte{WireVersion, byte(k), 0, 0, 0}
+		return []byte{kindVersion(k), byte(k), 0, 0, 0}
 	}
-	raw := func(k Kind) []byte { return []byte{WireVersion, byte(k)} }
+	raw := func(k Kind) []byte { return []byte{kindVersion(k), byte(k)} }
 	for _, tc := range []struct {
 		name string
 		b    []byte
@@ -117,6 +121,13 @@ func TestDecodeErrors(t *testing.T) {
 		{"bad version", []byte{1, 1}, ErrVersion},
 		{"no kind", []byte{WireVersion}, ErrMalformed},
 		{"unknown kind", []byte{WireVersion, 9}, ErrUnknownKind},
+		{"version 4", []byte{WireVersion + 1, 1}, ErrVersion},
+		{"syn as version 3", []byte{3, byte(KindSyn), 0, 0, 0}, ErrVersion},
+		{"ping as version 2", []byte{2, byte(KindPing), 0, 0, 0}, ErrVersion},
+		{"truncated ping", raw(KindPing), ErrMalformed},
+		{"ping time over int64", cat(raw(KindPing), u(1<<63, 1, 1)), ErrBadTime},
+		{"pong truncated", cat(raw(KindPong), u(1, 1)), ErrMalformed},
+		{"pong trailing bytes", cat(raw(KindPong), u(1, 1, 1, 0)), ErrMalformed},
 		{"truncated syn", hdr(KindSyn), ErrMalformed},
 		{"truncated stamp", raw(KindSyn), ErrMalformed},
 		{"syn time over int64", cat(raw(KindSyn), u(1<<63), u(1), []byte("w"), u(0)), ErrBadTime},
@@ -172,7 +183,7 @@ func fuzzSeeds() [][]byte {
 	for _, m := range codecSamples() {
 		out = append(out, Append(nil, m))
 	}
-	return append(out, nil, []byte{WireVersion}, []byte{WireVersion, 1, 0x80})
+	return append(out, nil, []byte{WireVersion}, []byte{2, 1, 0x80}, []byte{3, byte(KindPing), 0x80})
 }
 
 // FuzzDecode: Decode never panics, fails only with a sentinel, and what it
@@ -303,27 +314,34 @@ func randMessage(r *rand.Rand, k Kind) Message {
 		return &Syn{Sent: stamp(), Cluster: strings.Repeat("c", r.IntN(MaxClusterName+1)), Digests: digests()}
 	case KindAck:
 		return &Ack{Times: times(), Requests: digests(), States: states()}
+	case KindPing:
+		return &Ping{Sent: stamp(), Generation: big(), Heartbeat: big()}
+	case KindPong:
+		return &Pong{Echo: stamp(), Generation: big(), Heartbeat: big()}
 	}
 	return &Ack2{Times: times(), States: states()}
 }
 
+// numKinds is the number of message kinds, KindSyn..KindPong.
+const numKinds = int(KindPong-KindSyn) + 1
+
 // FuzzRoundTrip: every valid message the fuzzer can steer survives the
 // codec.
 func FuzzRoundTrip(f *testing.F) {
-	for k := KindSyn; k <= KindAck2; k++ {
+	for k := KindSyn; k <= KindPong; k++ {
 		f.Add(uint8(k), []byte{})
 		f.Add(uint8(k), bytes.Repeat([]byte{0xff, 0x07, 0x80, 0x01}, 64))
 	}
 	f.Fuzz(func(t *testing.T, k uint8, data []byte) {
 		r := rand.New(&byteSource{b: data, rest: *rand.NewPCG(5, 6)})
-		checkRoundTrip(t, randMessage(r, KindSyn+Kind(k%3)))
+		checkRoundTrip(t, randMessage(r, KindSyn+Kind(int(k)%numKinds)))
 	})
 }
 
 func TestRandomRoundTrips(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 8))
 	for i := 0; i < 3000; i++ {
-		checkRoundTrip(t, randMessage(r, KindSyn+Kind(i%3)))
+		checkRoundTrip(t, randMessage(r, KindSyn+Kind(i%numKinds)))
 	}
 }
 
@@ -339,7 +357,7 @@ func TestDecoderReuse(t *testing.T) {
 	}
 	var keep []kept
 	for i := 0; i < 3000; i++ {
-		b := Append(nil, randMessage(r, KindSyn+Kind(r.IntN(3))))
+		b := Append(nil, randMessage(r, KindSyn+Kind(r.IntN(numKinds))))
 		if r.IntN(10) == 0 && len(b) > 2 {
 			b = b[:2+r.IntN(len(b)-2)] // truncated
 		}

@@ -51,13 +51,19 @@ type FullConfig struct {
 	// Loss is the probability that a message is lost, drawn per message
 	// independently (0 <= Loss < 1).
 	Loss float64
+	// GroupSize is the size of the replica groups (consecutive ids, the
+	// last group taking the remainder): with a profile that probes
+	// (ProbeTimeout > 0) each node's ProbePeers are its group's other
+	// members. Default 3.
+	GroupSize int
 	// Leave replaces the crash by a planned departure: node C calls
 	// Node.Leave at the crash instant and the run measures how long until
 	// every live node has marked it departed (EventLeft), which must not
 	// wait for the failure detector (FullRun.LeaveConvictions).
 	Leave bool
 	// SimulateTail keeps gossiping until every node has convicted the
-	// crashed node. By default the run stops simulating once every live
+	// crashed node. It is forced with a probing profile: published
+	// verdicts convict earlier than the frozen windows would. By default the run stops simulating once every live
 	// node holds the crashed node's last heartbeat (and the new value):
 	// from then on no node can see progress for it, so its phi windows
 	// are frozen and each node convicts it at the first of its ticks at
@@ -186,6 +192,15 @@ func (c *FullConfig) defaults() error {
 	c.PhiWindow = c.Profile.FD.WindowSize
 	if c.Seeds == 0 {
 		c.Seeds = 3
+	}
+	if c.GroupSize == 0 {
+		c.GroupSize = 3
+	}
+	if c.GroupSize < 1 {
+		return fmt.Errorf("gossipsim: group size %d must be positive", c.GroupSize)
+	}
+	if c.Profile.ProbeTimeout > 0 {
+		c.SimulateTail = true
 	}
 	c.Seeds = min(c.Seeds, c.Nodes-2)
 	if c.Seeds < 1 {
@@ -347,6 +362,7 @@ func runFull(cfg *FullConfig, seed uint64) (*FullRun, error) {
 		nc.ClusterName = "weft-sim"
 		nc.Seeds = seeds
 		nc.Rand = rand.NewPCG(seed, uint64(i))
+		nc.ProbePeers = groupOf(i, n, cfg.GroupSize)
 		nc.Apps, nc.Pool = apps, pool
 		nd, err := membership.NewNode(nc, c.now)
 		if err != nil {
@@ -430,6 +446,7 @@ func runFull(cfg *FullConfig, seed uint64) (*FullRun, error) {
 			}
 		case e.Kind == membership.EventDead:
 			fr.FalseConvictions++
+
 			if e.Node == crash {
 				deadC[who] = true
 			}
@@ -546,6 +563,22 @@ func quantiles(ds []int64) (p50, p99, maxS float64) {
 		return float64(ds[max(i, 0)]) / 1e9
 	}
 	return rank(0.5), rank(0.99), float64(ds[len(ds)-1]) / 1e9
+}
+
+// groupOf returns the members of node i's group: groups of size ids in
+// order, the last one also taking the remainder (so nobody is alone).
+func groupOf(i, n, size int) []wire.ProcID {
+	groups := max(n/size, 1)
+	g := min(i/size, groups-1)
+	hi := (g + 1) * size
+	if g == groups-1 {
+		hi = n
+	}
+	var ids []wire.ProcID
+	for j := g * size; j < hi; j++ {
+		ids = append(ids, wire.ProcID(j))
+	}
+	return ids
 }
 
 // shareLists makes equal app-state lists in a decoded snapshot one slice,
