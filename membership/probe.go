@@ -88,25 +88,44 @@ func (n *Node) findProbe(id wire.ProcID) *probe {
 	return &n.probes[i]
 }
 
-// sign records a life sign of p at now: direct ones (a Ping or a Pong)
-// always count, relayed ones only if they are newer than any seen. It
-// reports whether a published conviction was withdrawn.
-func (p *probe) sign(now int64, gen, hb uint64, direct bool) bool {
-	newer := gen > p.gen || gen == p.gen && hb > p.hb
-	if newer {
-		p.gen, p.hb = gen, hb
-	}
-	if !newer && !direct {
+// sign records a life sign of p, received at now, and reports whether
+// the published verdicts change (a conviction withdrawn or its heartbeat
+// raised). A direct sign (a Ping or a Pong) dates from now. A relayed one
+// (gossip brought a newer heartbeat) is as old as its trip through the
+// cluster, up to a second at 1,000 nodes: counting it from now would make
+// a crash's last heartbeats, still spreading, postpone the verdict. A node
+// beats once a round, so a heartbeat d above the newest seen dates from
+// about d rounds after it (later if app-state changes took versions too,
+// which errs towards life).
+func (p *probe) sign(now int64, gen, hb uint64, direct bool, ivl, timeout int64) bool {
+	was := *p
+	switch {
+	case direct:
+		if gen > p.gen || gen == p.gen && hb > p.hb {
+			p.gen, p.hb = gen, hb
+		}
+		p.last = max(p.last, now)
+	case gen > p.gen:
+		p.gen, p.hb, p.last = gen, hb, max(p.last, now) // a new life
+	case gen == p.gen && hb > p.hb:
+		at := now
+		if el := now - p.last; el > 0 {
+			if d := hb - p.hb; d < uint64(el/ivl) {
+				at = p.last + int64(d)*ivl
+			}
+		}
+		p.hb, p.last = hb, max(p.last, at)
+	default:
 		return false
 	}
-	p.last = max(p.last, now)
-	withdrawn := p.convicted
-	p.convicted = false
-	return withdrawn
+	if p.convicted && now-p.last <= timeout {
+		p.convicted = false
+	}
+	return was.convicted && (!p.convicted || p.hb != was.hb || p.gen != was.gen)
 }
 
 // probeRound runs in Tick before the status check: it takes relayed
-// progress as life signs, sends the round's Pings, convicts the probe
+// progress as life signs (dated as sign explains), sends the round's Pings, convicts the probe
 // peers silent for ProbeTimeout (if the guards allow: after a local pause
 // the silence is ours) and republishes the verdicts if they changed.
 func (n *Node) probeRound(now int64, allow bool) {
@@ -131,7 +150,7 @@ func (n *Node) probeRound(now int64, allow bool) {
 		if e.gen < p.gen {
 			// A Ping from its next life came before gossip did: the
 			// record is stale, not the node.
-		} else if p.sign(now, e.gen, e.hb, false) {
+		} else if p.sign(now, e.gen, e.hb, false, int64(n.cfg.Interval), int64(n.cfg.ProbeTimeout)) {
 			changed = true
 		}
 		n.send(p.id, ping, size)
@@ -181,7 +200,7 @@ func (n *Node) probeSign(now int64, from wire.ProcID, gen, hb uint64) {
 		n.stats.StaleReplies++ // from an earlier life, delayed
 		return
 	}
-	if p.sign(now, gen, hb, true) {
+	if p.sign(now, gen, hb, true, int64(n.cfg.Interval), int64(n.cfg.ProbeTimeout)) {
 		n.publishVerdicts()
 	}
 }
