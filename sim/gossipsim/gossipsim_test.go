@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"testing"
+	"time"
 )
 
 // seedTable is the gossip seed document's table: mean rounds over 20 runs
@@ -164,10 +165,21 @@ func TestFullConfigErrors(t *testing.T) {
 		{Nodes: 2, Runs: 1},
 		{Nodes: 10, Runs: 0},
 		{Nodes: 10, Runs: 1, MinDelay: 5, MaxDelay: 1},
+		{Nodes: 10, Runs: 1, Loss: 1},
+		{Nodes: 10, Runs: 1, Loss: -0.1},
+		{Nodes: 10, Runs: 1, Jitter: -1},
+		{Nodes: 10, Runs: 1, GroupSize: -1},
+		// Cassandra's exchange timeout is 10 s: a 5 s one-way delay
+		// makes every reply stale.
+		{Nodes: 10, Runs: 1, Jitter: 5 * time.Second},
 	} {
 		if _, err := RunFull(c); err == nil {
 			t.Errorf("%+v accepted", c)
 		}
+	}
+	// Delays beyond the round are a network the simulator models.
+	if _, err := RunFull(FullConfig{Nodes: 10, Runs: 1, Jitter: 2 * time.Second}); err != nil {
+		t.Errorf("2 s of jitter on 1 s rounds: %v", err)
 	}
 }
 
