@@ -168,6 +168,16 @@ func (n *Node) openGossip() error {
 			mc.Seeds = append(mc.Seeds, n.cfg.Topology.Members(wire.GroupID(g))[0])
 		}
 	}
+	if g, ok := n.cfg.Topology.GroupOf(n.cfg.ID); ok && mc.ProbeTimeout > 0 && len(mc.ProbePeers) == 0 {
+		// The lan profile probes directly between the members of a group,
+		// which care most about each other's liveness
+		// (membership/probe.go); groups are small, the cap is a guard.
+		for _, p := range n.cfg.Topology.Members(g) {
+			if p != n.cfg.ID && len(mc.ProbePeers) < membership.MaxProbePeers {
+				mc.ProbePeers = append(mc.ProbePeers, p)
+			}
+		}
+	}
 	now := time.Now()
 	mc.Rand = rand.NewPCG(uint64(now.UnixNano()), uint64(n.cfg.ID))
 	// The verdicts are kept even when Config.Detector replaces gossip's

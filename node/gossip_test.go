@@ -187,3 +187,46 @@ func TestGossipLeaderLeaves(t *testing.T) {
 		t.Fatal("a second Leave succeeded")
 	}
 }
+
+// TestGossipProbeVerdict runs the lan profile (direct probes between group
+// members, rounds scaled to 20 ms) with phi's threshold out of reach:
+// when p0 stops, its group peers convict it from their probes and publish
+// the verdict, and p4, in the other group, convicts p0 from that verdict
+// alone.
+func TestGossipProbeVerdict(t *testing.T) {
+	c := newCluster(t, 2, 3, func(c *Config) {
+		g := membership.LAN()
+		g.Interval, g.ProbeTimeout = 20*time.Millisecond, 120*time.Millisecond
+		g.FD.InitialInterval, g.FD.MaxInterval = 80*time.Millisecond, 80*time.Millisecond
+		g.FD.MaxLocalPause, g.FD.BacklogWindow = time.Second, time.Second
+		g.FD.Threshold = 1000 // phi would wait ~30 minutes
+		c.Gossip = &g
+		c.ElectionTicks = 3000
+	})
+	all := []wire.ProcID{0, 1, 2, 3, 4, 5}
+	waitUntil(t, 10*time.Second, "every node to see every member up", func() bool {
+		for _, p := range all {
+			if !allUp(c, p, all...) {
+				return false
+			}
+		}
+		return true
+	})
+	stats := func(p wire.ProcID) (s membership.Stats) {
+		if err := c.nodes[p].control(func() error { s = c.nodes[p].gossip.g.Stats(); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	if s := stats(1); s.PingRecv == 0 || s.PongRecv == 0 || s.UnknownPings != 0 {
+		t.Fatalf("p1 probes: %+v", s)
+	}
+	c.stop(0)
+	waitUntil(t, 10*time.Second, "p4 to convict p0", func() bool { return memberStatus(c.nodes[4], 0).Status == MemberDown })
+	if s := stats(4); s.VerdictConvictions != 1 || s.ProbeConvictions != 0 {
+		t.Errorf("p4: %d verdict convictions, %d probe convictions", s.VerdictConvictions, s.ProbeConvictions)
+	}
+	if s1, s2 := stats(1), stats(2); s1.ProbeConvictions+s2.ProbeConvictions == 0 {
+		t.Error("neither group peer convicted p0 from its probes")
+	}
+}
