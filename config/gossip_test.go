@@ -22,7 +22,7 @@ func TestGossipDefaultsAndOverrides(t *testing.T) {
 		t.Errorf("sample gossip differs from the defaults: %+v vs %+v", s.Gossip, d.Gossip)
 	}
 	mc := d.Membership()
-	if mc == nil || mc.Interval != 100*time.Millisecond || mc.FD.Threshold != 8 || mc.ClockSkewThreshold != 500*time.Millisecond ||
+	if mc == nil || mc.Interval != 100*time.Millisecond || mc.FD.Threshold != 12 || mc.ClockSkewThreshold != 500*time.Millisecond ||
 		mc.ProbeTimeout != 600*time.Millisecond {
 		t.Fatalf("lan profile: %+v", mc)
 	}
