@@ -209,19 +209,33 @@ func TestLeaveExpiryQuarantine(t *testing.T) {
 
 // TestProfilesDetection crashes a node under each profile and checks the
 // detection time each profile documents: ~18.4 mean arrival intervals
-// (mean ≈ 0.8-1.1 x the round) after the last heartbeat.
+// (mean ≈ 0.8-1.1 x the round) after the last heartbeat at threshold 8,
+// ~27.6 for LAN's backstop (no probe peers); with probe peers (groups of
+// 3), LAN's verdict after ProbeTimeout, within 2 s everywhere.
 func TestProfilesDetection(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		cfg      Config
+		groups   bool
 		min, max time.Duration
 	}{
-		{"Cassandra", Cassandra(), 12 * time.Second, 30 * time.Second},
-		{"LAN", LAN(), 2400 * time.Millisecond, 6 * time.Second},
-		{"Local", Local(), 1200 * time.Millisecond, 3 * time.Second},
+		{"Cassandra", Cassandra(), false, 12 * time.Second, 30 * time.Second},
+		{"LAN backstop", LAN(), false, 2400 * time.Millisecond, 6 * time.Second},
+		{"LAN probes", LAN(), true, LAN().ProbeTimeout, 2 * time.Second},
+		{"Local", Local(), false, 1200 * time.Millisecond, 3 * time.Second},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			nw := newNet(t, 21, 12, testConfig(tc.cfg, 0, 1))
+			cfg := testConfig(tc.cfg, 0, 1)
+			if tc.groups {
+				base := cfg
+				cfg = func(id wire.ProcID) Config {
+					c := base(id)
+					g := id / 3 * 3
+					c.ProbePeers = []wire.ProcID{g, g + 1, g + 2}
+					return c
+				}
+			}
+			nw := newNet(t, 21, 12, cfg)
 			nw.converge(100 * tc.cfg.Interval)
 			nw.runFor(60 * tc.cfg.Interval)
 			crash := nw.now
