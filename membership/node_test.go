@@ -713,6 +713,14 @@ func checkInvariants(t testing.TB, n *Node) {
 	if len(n.pendAck) > n.cfg.MaxPendingAcks || len(n.pendSyn) > n.cfg.MaxPendingAcks {
 		t.Fatalf("pending lists over the cap: %d %d", len(n.pendAck), len(n.pendSyn))
 	}
+	if len(n.probes) > MaxProbePeers || len(n.verdicts) > maxVerdicts {
+		t.Fatalf("%d probes, %d verdicts", len(n.probes), len(n.verdicts))
+	}
+	for i := 1; i < len(n.verdicts); i++ {
+		if n.verdicts[i].target <= n.verdicts[i-1].target {
+			t.Fatal("verdicts not sorted by target")
+		}
+	}
 }
 
 // FuzzStep feeds arbitrary decodable messages to a node with some state:
@@ -734,12 +742,25 @@ func FuzzStep(f *testing.F) {
 	f.Add(Append(nil, &Ack{Times: Times{Echo: at - 1, Recv: at, Sent: at}}))
 	f.Add(Append(nil, &Ack{Times: Times{Echo: at, Recv: at, Sent: at + 5*sec}}))
 	f.Add(Append(nil, &Ack2{Times: Times{Echo: at, Recv: at, Sent: at}, States: []EndpointState{{Node: 2, Generation: g + 60, Heartbeat: 3}}}))
+	// Probes and verdicts: a Ping, a Pong to the round's Ping, a verdict
+	// on 3 from 2 (and a malformed one).
+	f.Add(Append(nil, &Ping{Sent: at, Generation: g, Heartbeat: 9}))
+	f.Add(Append(nil, &Pong{Echo: at, Generation: g, Heartbeat: 9}))
+	f.Add(Append(nil, &Ack2{Times: Times{Echo: at, Recv: at, Sent: at}, States: []EndpointState{{Node: 2, Generation: g, Heartbeat: 3,
+		States: []AppState{{KeyConvicted, 2, fmt.Sprintf("3:%d:7,x:1", g)}}}}}))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		m, err := Decode(data)
 		if err != nil {
 			return
 		}
-		n := newTestNode(t, 1, t0, func(c *Config) { c.MaxStateBytes = 4096; c.StateWarnBytes = 2048 })
+		n := newTestNode(t, 1, t0, func(c *Config) {
+			c.MaxStateBytes = 4096
+			c.StateWarnBytes = 2048
+			// Probe 2 and 3 (probe.go), so Pings, Pongs and verdicts
+			// reach that code too.
+			c.ProbePeers = []wire.ProcID{2, 3}
+			c.ProbeTimeout = 2 * c.Interval
+		})
 		n.SetAppState(KeyLoad, "load")
 		n.apply(t0, []EndpointState{
 			{Node: 3, Generation: g, Heartbeat: 7, States: []AppState{{KeyRole, 5, "leader"}}},
