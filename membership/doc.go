@@ -70,6 +70,20 @@
 // purpose). A newer generation replaces a record wholesale
 // (EventRestarted) and counts as progress.
 //
+// # Direct probes and verdicts
+//
+// With Config.ProbeTimeout and ProbePeers (the lan profile; the driver
+// passes the node's replica group), a node also sends each probe peer a
+// Ping every round, answered by a Pong; both carry the sender's generation
+// and heartbeat (wire version 3). A probe peer without any life sign for
+// ProbeTimeout (Ping, Pong, or relayed heartbeat progress, dated from when
+// it was likely made) is convicted, and the verdict is published in the
+// node's own record (KeyConvicted). Every node applies the verdicts it
+// holds: an endpoint whose heartbeat has not moved past a verdict's (plus
+// two) is convicted at the next round, so a crash is known everywhere one
+// gossip spread after ProbeTimeout instead of after each node's own phi
+// silence (probe.go explains the choices; config.go's LAN the figures).
+//
 // # Departures
 //
 // Leave publishes STATUS=LEFT,<expiry> and keeps gossiping for
