@@ -80,3 +80,30 @@ func TestSimGossipFull(t *testing.T) {
 		t.Fatalf("%v\n%s", err, table)
 	}
 }
+
+// TestSimGossipLossy: --loss, --jitter and --leave reach the simulator and
+// its report; values it cannot model are refused.
+func TestSimGossipLossy(t *testing.T) {
+	out, err := runGossip(t, "--nodes", "60", "--mode", "full", "--profile", "lan", "--loss", "0.1", "--jitter", "50ms")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"loss 0.1, delay 1-5 ms + jitter 0-50 ms", "direct probes in groups of 3, timeout 0.6s", "p99", "false convictions 0"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("no %q in\n%s", want, out)
+		}
+	}
+	out, err = runGossip(t, "--nodes", "60", "--mode", "full", "--profile", "lan", "--leave", "--format", "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res map[string]any
+	if err := json.Unmarshal([]byte(out), &res); err != nil || res["leave"] != true || res["left_p50_seconds"] == nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	for _, bad := range [][]string{{"--loss", "1"}, {"--loss", "-0.5"}, {"--jitter", "1s", "--profile", "lan"}, {"--group-size", "-1"}} {
+		if _, err := runGossip(t, append([]string{"--nodes", "20", "--mode", "full"}, bad...)...); err == nil {
+			t.Errorf("%v accepted", bad)
+		}
+	}
+}

@@ -131,8 +131,12 @@ type FullSummary struct {
 	IntervalSeconds float64 `json:"interval_seconds"`
 	PhiWindow       int     `json:"phi_window"`
 	PhiThreshold    float64 `json:"phi_threshold"`
-	Seeds           int     `json:"seeds"`
-	WarmupRounds    int     `json:"warmup_rounds"`
+	// ProbeTimeoutSeconds is the profile's direct-probe timeout (0: no
+	// probes); GroupSize the probe groups' size.
+	ProbeTimeoutSeconds float64 `json:"probe_timeout_seconds"`
+	GroupSize           int     `json:"group_size"`
+	Seeds               int     `json:"seeds"`
+	WarmupRounds        int     `json:"warmup_rounds"`
 
 	ConvergeSecondsMean float64 `json:"converge_seconds_mean"`
 	// The idealised references at the same size (mean rounds over
@@ -241,6 +245,7 @@ func RunFull(cfg FullConfig) (*Result, error) {
 	fs := &FullSummary{
 		IntervalSeconds: cfg.Profile.Interval.Seconds(), PhiWindow: cfg.PhiWindow,
 		PhiThreshold: cfg.Profile.FD.Threshold, Seeds: cfg.Seeds, WarmupRounds: cfg.Warmup,
+		ProbeTimeoutSeconds: cfg.Profile.ProbeTimeout.Seconds(), GroupSize: cfg.GroupSize,
 		Loss: cfg.Loss, MinDelayMs: ms(cfg.MinDelay), MaxDelayMs: ms(cfg.MaxDelay), JitterMs: ms(cfg.Jitter),
 		Leave: cfg.Leave,
 	}
