@@ -78,19 +78,17 @@ func (n *Node) Step(now int64, from wire.ProcID, m Message) error {
 		n.clockSample(now, from, at, m.Times)
 		return nil
 	case *Ping:
-		if m == nil {
-			break
+		if m != nil {
+			n.lastStep = now
+			n.onPing(now, from, m)
+			return nil
 		}
-		n.lastStep = now
-		n.onPing(now, from, m)
-		return nil
 	case *Pong:
-		if m == nil {
-			break
+		if m != nil {
+			n.lastStep = now
+			n.onPong(now, from, m)
+			return nil
 		}
-		n.lastStep = now
-		n.onPong(now, from, m)
-		return nil
 	}
 	return fmt.Errorf("%w: %T", ErrBadMessage, m)
 }

@@ -286,21 +286,11 @@ func (n *Node) rebuildVerdicts() {
 			return c
 		}
 		if a.gen != b.gen {
-			return cmpUint(b.gen, a.gen) // newest first
+			return compareU64(b.gen, a.gen) // newest first
 		}
-		return cmpUint(b.hb, a.hb)
+		return compareU64(b.hb, a.hb)
 	})
 	n.verdicts = slices.CompactFunc(vs, func(a, b verdict) bool { return a.target == b.target })
-}
-
-func cmpUint(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // condemned reports whether a verdict covers e's current life and

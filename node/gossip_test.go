@@ -48,6 +48,19 @@ func memberStatus(n *Node, id wire.ProcID) Member {
 	return Member{}
 }
 
+// waitAllUp waits until every node of all sees every node of all up.
+func waitAllUp(t *testing.T, c *cluster, all ...wire.ProcID) {
+	t.Helper()
+	waitUntil(t, 10*time.Second, "every node to see every member up", func() bool {
+		for _, p := range all {
+			if !allUp(c, p, all...) {
+				return false
+			}
+		}
+		return true
+	})
+}
+
 func allUp(c *cluster, at wire.ProcID, ids ...wire.ProcID) bool {
 	for _, id := range ids {
 		if memberStatus(c.nodes[at], id).Status != MemberUp {
@@ -66,15 +79,7 @@ func allUp(c *cluster, at wire.ProcID, ids ...wire.ProcID) bool {
 // assassinated and seen REMOVED.
 func TestGossipDrivesFailoverAndDiscovery(t *testing.T) {
 	c := newCluster(t, 2, 3, gossipTune)
-	all := []wire.ProcID{0, 1, 2, 3, 4, 5}
-	waitUntil(t, 10*time.Second, "every node to see every member up", func() bool {
-		for _, p := range all {
-			if !allUp(c, p, all...) {
-				return false
-			}
-		}
-		return true
-	})
+	waitAllUp(t, c, 0, 1, 2, 3, 4, 5)
 	waitUntil(t, 5*time.Second, "leaders published in gossip", func() bool {
 		m0, m3 := memberStatus(c.nodes[4], 0), memberStatus(c.nodes[1], 3)
 		return m0.Role == RoleLeader && m3.Role == RoleLeader && m0.Group == 0 && m3.Group == 1 &&
@@ -203,15 +208,7 @@ func TestGossipProbeVerdict(t *testing.T) {
 		c.Gossip = &g
 		c.ElectionTicks = 3000
 	})
-	all := []wire.ProcID{0, 1, 2, 3, 4, 5}
-	waitUntil(t, 10*time.Second, "every node to see every member up", func() bool {
-		for _, p := range all {
-			if !allUp(c, p, all...) {
-				return false
-			}
-		}
-		return true
-	})
+	waitAllUp(t, c, 0, 1, 2, 3, 4, 5)
 	stats := func(p wire.ProcID) (s membership.Stats) {
 		if err := c.nodes[p].control(func() error { s = c.nodes[p].gossip.g.Stats(); return nil }); err != nil {
 			t.Fatal(err)
