@@ -156,39 +156,40 @@ func (rd *Ready) Empty() bool {
 
 // Stats are a node's counters and gauges.
 type Stats struct {
-	Rounds                       uint64
-	SynSent, AckSent, Ack2Sent   uint64
-	SynRecv, AckRecv, Ack2Recv   uint64
-	BytesSent                    uint64 // encoded size of all messages sent
-	PagedMessages                uint64 // messages cut at MaxMessageBytes
-	Convictions                  uint64 // EventDead
-	Revivals                     uint64 // convicted endpoints seen alive again (flaps)
-	SuppressedChecks             uint64 // rounds whose convictions a guard suppressed
-	ClusterMismatches            uint64 // SYNs dropped for their cluster name
-	GenerationRejected           uint64 // digests/states over the generation guard
-	QuarantineDrops              uint64 // digests/states about quarantined endpoints
-	GapDrops                     uint64 // deltas whose base the local record lacks
-	ExpiredDrops                 uint64 // departed records received after their expiry
-	StaleReplies                 uint64 // ACK/ACK2 without a pending exchange
-	DroppedSyns                  uint64 // SYNs dropped at MaxPendingAcks
-	RefusedEndpoints             uint64 // new endpoints refused at MaxStateBytes
-	Evictions                    uint64 // expired departed records removed
-	Restarts                     uint64 // records replaced by a newer generation
-	ClockSamples                 uint64 // clock offset samples taken (clock.go)
-	ClockUnmatched               uint64 // reply stamps echoing another exchange: not used
-	ClockNegative                uint64 // reply stamps giving a negative round trip: not used
-	ClockSpikes                  uint64 // samples whose delay was too high to move the offset
-	GenerationsAhead             uint64 // EventGenerationAhead
-	PingSent, PingRecv, PongRecv uint64 // direct probes (probe.go)
-	UnknownPings                 uint64 // Pings from endpoints not in the view: not answered
-	ProbeConvictions             uint64 // probe peers convicted after ProbeTimeout of silence
-	VerdictConvictions           uint64 // convictions by a published verdict before phi's
-	BadVerdicts                  uint64 // malformed or surplus KeyConvicted entries skipped
-	DroppedVerdicts              uint64 // verdicts beyond the table's bound
-	ClockSkewed                  int    // gauge: peers reported beyond ClockSkewThreshold
-	Endpoints, Live, Quarantine  int    // gauges: known (self included), up (self excluded), quarantined
-	StateBytes                   int    // gauge: accounted size of the local view
-	PendingAcks                  int    // gauge: ACKs awaiting ACK2
+	Rounds                      uint64
+	SynSent, AckSent, Ack2Sent  uint64
+	SynRecv, AckRecv, Ack2Recv  uint64
+	BytesSent                   uint64 // encoded size of all messages sent
+	PagedMessages               uint64 // messages cut at MaxMessageBytes
+	Convictions                 uint64 // EventDead
+	Revivals                    uint64 // convicted endpoints seen alive again (flaps)
+	SuppressedChecks            uint64 // rounds whose convictions a guard suppressed
+	ClusterMismatches           uint64 // SYNs dropped for their cluster name
+	GenerationRejected          uint64 // digests/states over the generation guard
+	QuarantineDrops             uint64 // digests/states about quarantined endpoints
+	GapDrops                    uint64 // deltas whose base the local record lacks
+	ExpiredDrops                uint64 // departed records received after their expiry
+	StaleReplies                uint64 // ACK/ACK2 without a pending exchange
+	DroppedSyns                 uint64 // SYNs dropped at MaxPendingAcks
+	RefusedEndpoints            uint64 // new endpoints refused at MaxStateBytes
+	Evictions                   uint64 // expired departed records removed
+	Restarts                    uint64 // records replaced by a newer generation
+	ClockSamples                uint64 // clock offset samples taken (clock.go)
+	ClockUnmatched              uint64 // reply stamps echoing another exchange: not used
+	ClockNegative               uint64 // reply stamps giving a negative round trip: not used
+	ClockSpikes                 uint64 // samples whose delay was too high to move the offset
+	GenerationsAhead            uint64 // EventGenerationAhead
+	PingSent, PongRecv          uint64 // direct probes sent, their answers received (probe.go)
+	PingRecv                    uint64 // probes received
+	UnknownPings                uint64 // Pings from endpoints not in the view: not answered
+	ProbeConvictions            uint64 // probe peers convicted after ProbeTimeout of silence
+	VerdictConvictions          uint64 // convictions by a published verdict before phi's
+	BadVerdicts                 uint64 // malformed or surplus KeyConvicted entries skipped
+	DroppedVerdicts             uint64 // verdicts beyond the table's bound
+	ClockSkewed                 int    // gauge: peers reported beyond ClockSkewThreshold
+	Endpoints, Live, Quarantine int    // gauges: known (self included), up (self excluded), quarantined
+	StateBytes                  int    // gauge: accounted size of the local view
+	PendingAcks                 int    // gauge: ACKs awaiting ACK2
 }
 
 // Member is a snapshot of one endpoint in the local view.
