@@ -6,7 +6,6 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sort"
-	"time"
 
 	"github.com/weft-dev/weft/membership/phi"
 	"github.com/weft-dev/weft/wire"
@@ -27,116 +26,6 @@ var (
 	ErrAlreadyDeparted    = errors.New("membership: endpoint already left or removed")
 	ErrAssassinatePending = errors.New("membership: assassination of this endpoint already in progress")
 )
-
-// EventKind is the type of an Event.
-type EventKind uint8
-
-// Event kinds.
-const (
-	// EventJoin: an endpoint appeared in the local view (not yet judged
-	// up).
-	EventJoin EventKind = iota + 1
-	// EventAlive: an endpoint showed heartbeat progress and is up.
-	EventAlive
-	// EventDead: the failure detector convicted an endpoint.
-	EventDead
-	// EventChanged: an endpoint's app state Key changed to Value.
-	EventChanged
-	// EventLeft: an endpoint departed; Value is its status (LEFT or
-	// REMOVED with expiry). It is down from now on and evicted at expiry.
-	EventLeft
-	// EventRemoved: an endpoint's record was evicted (expired departure);
-	// gossip about it is quarantined. With Node equal to the local id: a
-	// newer generation of this node's own record is circulating (it was
-	// assassinated); restart it to rejoin.
-	EventRemoved
-	// EventRestarted: an endpoint came back with a newer Generation; its
-	// record was replaced wholesale (re-read all its app states).
-	EventRestarted
-	// EventLeaveComplete: this node finished announcing its departure
-	// and stopped; the driver may shut it down.
-	EventLeaveComplete
-	// EventAssassinated: an Assassinate completed; Node's record is now
-	// REMOVED.
-	EventAssassinated
-	// EventAssassinateRefused: an Assassinate was abandoned; Value says
-	// why (the target showed heartbeat progress: it is alive).
-	EventAssassinateRefused
-	// EventClusterMismatch: a SYN from Node named cluster Value; it was
-	// dropped. Reported once per sender, counted always.
-	EventClusterMismatch
-	// EventGenerationRejected: gossip about Node carried Generation,
-	// more than MaxGenerationAhead beyond the local clock; ignored.
-	// Reported once per endpoint, counted always.
-	EventGenerationRejected
-	// EventStateSizeWarning: the local view grew past StateWarnBytes
-	// (Bytes). Re-armed when it falls below 90% of that.
-	EventStateSizeWarning
-	// EventStateLimit: a new endpoint (Node) was refused because the
-	// local view is at MaxStateBytes. Reported once per endpoint.
-	EventStateLimit
-	// EventClockSkew: Node's clock is Offset ahead of this node's (behind
-	// if negative), beyond Config.ClockSkewThreshold (clock.go). Reported
-	// when it crosses the threshold, not per exchange.
-	EventClockSkew
-	// EventClockSkewCleared: Node's offset fell back below 90% of the
-	// threshold.
-	EventClockSkewCleared
-	// EventGenerationAhead: Node's new Generation is Offset ahead of this
-	// node's clock, more than ClockSkewThreshold (plus a second): one of
-	// the two clocks is off. Accepted all the same; reported once per
-	// generation.
-	EventGenerationAhead
-)
-
-var eventNames = [...]string{
-	EventJoin: "join", EventAlive: "alive", EventDead: "dead", EventChanged: "changed",
-	EventLeft: "left", EventRemoved: "removed", EventRestarted: "restarted",
-	EventLeaveComplete: "leave-complete", EventAssassinated: "assassinated",
-	EventAssassinateRefused: "assassinate-refused", EventClusterMismatch: "cluster-mismatch",
-	EventGenerationRejected: "generation-rejected", EventStateSizeWarning: "state-size-warning",
-	EventStateLimit: "state-limit", EventClockSkew: "clock-skew", EventClockSkewCleared: "clock-skew-cleared",
-	EventGenerationAhead: "generation-ahead",
-}
-
-func (k EventKind) String() string {
-	if int(k) < len(eventNames) && eventNames[k] != "" {
-		return eventNames[k]
-	}
-	return fmt.Sprintf("EventKind(%d)", uint8(k))
-}
-
-// Event is a change in the local view or a report.
-type Event struct {
-	Kind       EventKind
-	Node       wire.ProcID
-	Key        Key    // EventChanged
-	Value      string // EventChanged: new value; EventLeft: status; EventClusterMismatch: cluster; EventAssassinateRefused: reason
-	Generation uint64 // EventRestarted, EventGenerationRejected, EventRemoved (self)
-	Bytes      int    // EventStateSizeWarning
-	// Offset: EventClockSkew(Cleared): the peer's clock minus this node's;
-	// EventGenerationAhead: how far the generation is ahead.
-	Offset time.Duration
-}
-
-func (e Event) String() string {
-	s := fmt.Sprintf("%s %d", e.Kind, e.Node)
-	switch e.Kind {
-	case EventChanged:
-		s += fmt.Sprintf(" %s=%q", e.Key, e.Value)
-	case EventLeft, EventClusterMismatch, EventAssassinateRefused:
-		s += fmt.Sprintf(" %q", e.Value)
-	case EventRestarted, EventGenerationRejected:
-		s += fmt.Sprintf(" gen=%d", e.Generation)
-	case EventStateSizeWarning:
-		s += fmt.Sprintf(" bytes=%d", e.Bytes)
-	case EventClockSkew, EventClockSkewCleared:
-		s += fmt.Sprintf(" offset=%v", e.Offset)
-	case EventGenerationAhead:
-		s += fmt.Sprintf(" gen=%d ahead=%v", e.Generation, e.Offset)
-	}
-	return s
-}
 
 // Ready is the batch of outputs since the last Advance.
 //
@@ -258,12 +147,6 @@ type tombstone struct {
 type expiry struct {
 	id wire.ProcID
 	at int64
-}
-
-type assassination struct {
-	target   wire.ProcID
-	gen, hb  uint64
-	deadline int64
 }
 
 type reportKey struct {
@@ -855,67 +738,6 @@ func (n *Node) setLocal(self *endpoint, key Key, value string) {
 	n.apps.release(self.app)
 	self.app = r
 	n.checkWarn()
-}
-
-// Assassinate starts the forced removal of target, Cassandra's last
-// resort for a record that will not die. It never blocks: it records the
-// target's generation and heartbeat, and Tick watches them for
-// AssassinateCheck. Any progress abandons it (EventAssassinateRefused: the
-// node is visibly alive); otherwise the node publishes a REMOVED record
-// for target under generation+1, which replaces every copy of the old
-// life (EventAssassinated). It returns an error for an unknown, departed
-// or self target, or one already being assassinated.
-func (n *Node) Assassinate(now int64, target wire.ProcID) error {
-	if n.stopped {
-		return ErrStopped
-	}
-	if target == n.id {
-		return ErrAssassinateSelf
-	}
-	i := n.find(target)
-	if i < 0 {
-		return fmt.Errorf("%w: %d", ErrUnknownNode, target)
-	}
-	e := &n.eps[i]
-	if e.departed() {
-		return fmt.Errorf("%w: %d", ErrAlreadyDeparted, target)
-	}
-	for _, a := range n.assassins {
-		if a.target == target {
-			return fmt.Errorf("%w: %d", ErrAssassinatePending, target)
-		}
-	}
-	n.assassins = append(n.assassins, assassination{target: target, gen: e.gen, hb: e.hb, deadline: now + int64(n.cfg.AssassinateCheck)})
-	return nil
-}
-
-func (n *Node) runAssassinations(now int64) {
-	keep := n.assassins[:0]
-	for _, a := range n.assassins {
-		i := n.find(a.target)
-		var e *endpoint
-		if i >= 0 {
-			e = &n.eps[i]
-		}
-		switch {
-		case e == nil:
-			n.emit(Event{Kind: EventAssassinateRefused, Node: a.target, Value: "record evicted during the check"})
-		case e.gen != a.gen || e.hb != a.hb:
-			n.emit(Event{Kind: EventAssassinateRefused, Node: a.target,
-				Value: fmt.Sprintf("alive: generation %d heartbeat %d became generation %d heartbeat %d during the check", a.gen, a.hb, e.gen, e.hb)})
-		case e.departed():
-			n.emit(Event{Kind: EventAssassinateRefused, Node: a.target, Value: "departed during the check"})
-		case now < a.deadline:
-			keep = append(keep, a)
-		default:
-			rec := EndpointState{Node: a.target, Generation: e.gen + 1, Heartbeat: 1,
-				States: []AppState{{Key: KeyStatus, Version: 2, Value: departedValue(StatusRemoved, now+int64(n.cfg.LeftExpiry))}}}
-			n.applyKnown(now, i, &rec)
-			n.emit(Event{Kind: EventAssassinated, Node: a.target})
-		}
-	}
-	clear(n.assassins[len(keep):])
-	n.assassins = keep
 }
 
 // Member returns the local view of endpoint id.
