@@ -125,9 +125,10 @@ func (p *probe) sign(now int64, gen, hb uint64, direct bool, ivl, timeout int64)
 }
 
 // probeRound runs in Tick before the status check: it takes relayed
-// progress as life signs (dated as sign explains), sends the round's Pings, convicts the probe
-// peers silent for ProbeTimeout (if the guards allow: after a local pause
-// the silence is ours) and republishes the verdicts if they changed.
+// progress as life signs (dated as sign explains), sends the round's
+// Pings, convicts the probe peers silent for ProbeTimeout (if the guards
+// allow: after a local pause the silence is ours) and republishes the
+// verdicts if they changed.
 func (n *Node) probeRound(now int64, allow bool) {
 	if len(n.probes) == 0 || n.leaving {
 		return
@@ -171,7 +172,7 @@ func (n *Node) probeRound(now int64, allow bool) {
 func (n *Node) onPing(now int64, from wire.ProcID, m *Ping) {
 	n.stats.PingRecv++
 	i := n.find(from)
-	if i < 0 || n.stopped {
+	if i < 0 {
 		n.stats.UnknownPings++
 		return
 	}
