@@ -93,7 +93,7 @@ func TestSimGossipLossy(t *testing.T) {
 			t.Errorf("no %q in\n%s", want, out)
 		}
 	}
-	out, err = runGossip(t, "--nodes", "60", "--mode", "full", "--profile", "lan", "--leave", "--format", "json")
+	out, err = runGossip(t, "--nodes", "60", "--mode", "full", "--profile", "lan", "--leave", "-o", "json")
 	if err != nil {
 		t.Fatal(err)
 	}
