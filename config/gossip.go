@@ -37,14 +37,15 @@ type Gossip struct {
 	Enabled bool `toml:"enabled"`
 	// Profile is the base of every gossip constant: "local" (100 ms
 	// rounds, short expiries; tests and demos on one machine), "lan"
-	// (200 ms rounds, conviction after ~4 s of silence) or "cassandra"
-	// (Cassandra's own: 1 s rounds, ~20 s). Key "gossip.profile";
-	// default "lan".
+	// (100 ms rounds, direct probes within each group: every node
+	// convicts a crash within ~2 s) or "cassandra" (Cassandra's own: 1 s
+	// rounds, ~20 s). Key "gossip.profile"; default "lan".
 	Profile string `toml:"profile"`
 	// Interval overrides the profile's gossip round; the failure
-	// detector's initial and maximum mean interval become 2 x Interval,
-	// its local-pause and backlog guards 5 x Interval, and the exchange
-	// timeout 10 x Interval (the profiles' ratios). Conviction takes
+	// detector's initial and maximum mean interval and the lan probe
+	// timeout keep the profile's ratio to the round (2 x Interval; 4 x
+	// and 6 x for lan), its local-pause and backlog guards become 5 x
+	// Interval, and the exchange timeout 10 x Interval. Conviction takes
 	// about 18 x the observed heartbeat interval at phi_threshold 8. Key
 	// "gossip.interval" (a duration); default: the profile's; 5ms to 1m.
 	Interval time.Duration `toml:"interval"`

@@ -84,7 +84,7 @@ func TestConfigCheckPrintsEveryKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{path + ": valid (agent configuration)", "node 4, group 1, listens on 127.0.0.1:7004",
-		"election_ticks 30", `tick "10ms"`, `gossip.interval "200ms"`, "gossip.seeds [0,3]",
+		"election_ticks 30", `tick "10ms"`, `gossip.interval "100ms"`, "gossip.seeds [0,3]",
 		`nodes.5 "127.0.0.1:7005"`, `data_dir "` + filepath.Join(dir, "d4"), "absent: the agent creates it under " + dir} {
 		if !strings.Contains(squash(out), want) {
 			t.Errorf("config check output lacks %q:\n%s", want, out)
