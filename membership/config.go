@@ -298,6 +298,8 @@ func (c *Config) validate() ([]wire.ProcID, error) {
 		return nil, fmt.Errorf("membership: ProbeTimeout %v must be at least 2 gossip intervals (%v): one lost probe must not convict", c.ProbeTimeout, 2*c.Interval)
 	case len(c.ProbePeers) > MaxProbePeers:
 		return nil, fmt.Errorf("membership: %d probe peers, at most %d", len(c.ProbePeers), MaxProbePeers)
+	case c.ProbeTimeout > 0 && c.MaxValueBytes < maxVerdictsValue:
+		return nil, fmt.Errorf("membership: MaxValueBytes %d cannot hold the verdicts of %d probe peers (%d bytes)", c.MaxValueBytes, MaxProbePeers, maxVerdictsValue)
 	}
 	var seeds []wire.ProcID
 	for _, s := range c.Seeds {

@@ -110,6 +110,7 @@ func TestConfigValidation(t *testing.T) {
 		"negative probe":    func(c *Config) { c.ProbeTimeout = -1 },
 		"probe < 2 rounds":  func(c *Config) { c.ProbeTimeout = 2*c.Interval - 1 },
 		"many probe peers":  func(c *Config) { c.ProbePeers = make([]wire.ProcID, MaxProbePeers+1) },
+		"verdicts too long": func(c *Config) { c.ProbeTimeout, c.MaxValueBytes = 2*c.Interval, maxVerdictsValue-1 },
 	}
 	for name, f := range bad {
 		c := Cassandra()

@@ -40,6 +40,11 @@ import (
 // KeyConvicted value.
 const MaxProbePeers = 16
 
+// maxVerdictsValue is the longest KeyConvicted value a node publishes:
+// MaxProbePeers entries of a 10-digit node, two 20-digit numbers and their
+// separators.
+const maxVerdictsValue = MaxProbePeers*(10+1+20+1+20) + MaxProbePeers - 1
+
 // maxVerdicts bounds the verdict table (24 bytes an entry).
 const maxVerdicts = 4096
 
