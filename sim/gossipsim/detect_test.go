@@ -2,6 +2,7 @@ package gossipsim
 
 import (
 	"fmt"
+	"reflect"
 	"testing"
 	"time"
 
@@ -81,5 +82,26 @@ func TestLANLeave(t *testing.T) {
 	t.Logf("leave: every node saw LEFT after p50 %.2fs p99 %.2fs (worst run %.2fs)", fs.LeftP50Seconds, fs.LeftP99Seconds, fs.LeftAllMax)
 	if fs.LeftAllMax > lanPromise || fs.LeaveConvictions != 0 || fs.FalseConvictions != 0 || fs.LeftP50Seconds <= 0 {
 		t.Errorf("leave: %+v", fs)
+	}
+}
+
+// TestLossyDeterministic: loss and jitter are drawn from the run's seed,
+// so the same seed gives the same run and another seed another.
+func TestLossyDeterministic(t *testing.T) {
+	p := membership.LAN()
+	p.FD.WindowSize = 8
+	cfg := FullConfig{Nodes: 60, Runs: 2, Seed: 5, Profile: &p, Loss: 0.2, Jitter: 80 * time.Millisecond}
+	a, err := RunFull(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := RunFull(cfg)
+	cfg.Seed = 6
+	c, _ := RunFull(cfg)
+	if !reflect.DeepEqual(a, b) {
+		t.Fatal("same seed, different lossy runs")
+	}
+	if reflect.DeepEqual(a.PerRun, c.PerRun) || a.PerRun[0].LostMessages == 0 {
+		t.Errorf("seeds 5 and 6: %+v %+v", a.PerRun[0], c.PerRun[0])
 	}
 }
