@@ -172,12 +172,12 @@ func (n *Node) probeRound(now int64, allow bool) {
 	}
 }
 
-// onPing answers a Ping from a known endpoint with a Pong and takes it as
-// a life sign of a probe peer.
+// onPing answers a Ping from a known endpoint or a probe peer (whose
+// record may not have reached this node yet, at start) with a Pong and
+// takes it as a life sign of a probe peer.
 func (n *Node) onPing(now int64, from wire.ProcID, m *Ping) {
 	n.stats.PingRecv++
-	i := n.find(from)
-	if i < 0 {
+	if n.find(from) < 0 && n.findProbe(from) == nil {
 		n.stats.UnknownPings++
 		return
 	}

@@ -212,6 +212,14 @@ func TestPingAnswers(t *testing.T) {
 	if s := n.Stats(); s.UnknownPings != 1 || len(n.Ready().Messages) != 0 {
 		t.Fatalf("unknown ping: %+v %v", s, n.Ready().Messages)
 	}
+	// A probe peer not in the view yet (a cluster starting) is answered.
+	n2 := newTestNode(t, 1, t0, func(c *Config) { c.ProbePeers, c.ProbeTimeout = []wire.ProcID{7}, 2*c.Interval })
+	if err := n2.Step(t0, 7, &Ping{Sent: 5}); err != nil {
+		t.Fatal(err)
+	}
+	if got := envTo(n2.Ready(), 7); len(got) != 1 || n2.Stats().UnknownPings != 0 {
+		t.Fatalf("probe peer's ping: %v, %+v", got, n2.Stats())
+	}
 	if err := n.Step(t0+round, 4, &Ping{Sent: 5}); err != nil {
 		t.Fatal(err)
 	}
