@@ -128,6 +128,7 @@ type progress struct {
 	last  time.Time
 	wrote bool
 	every time.Duration
+	named map[uint64]bool // failing seeds already named
 }
 
 func newProgress(w io.Writer, total int, began time.Time) *progress {
@@ -147,6 +148,21 @@ func (p *progress) line(done int, agg *sim.SweepSummary) string {
 }
 
 func (p *progress) update(done int, agg *sim.SweepSummary) {
+	// A failing seed is named at once (a long sweep may be stopped before
+	// its summary): the failures are kept in seed order, so look for the
+	// ones not named yet.
+	for _, f := range agg.Failures {
+		if !p.named[f.Seed] {
+			if p.named == nil {
+				p.named = map[uint64]bool{}
+			}
+			p.named[f.Seed] = true
+			if p.tty && p.wrote {
+				fmt.Fprint(p.w, "\r\x1b[K")
+			}
+			fmt.Fprintf(p.w, "seed %d fails: %s\n", f.Seed, strings.SplitN(f.Detail, "\n", 2)[0])
+		}
+	}
 	now := time.Now()
 	if now.Sub(p.last) < p.every && done < p.total {
 		return
