@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -206,7 +207,7 @@ func runAgent(ctx context.Context, path string, rejoin bool, logFormat string) e
 		// The default action again: a second signal stops at once.
 		stop()
 		logger.Info("stopping")
-		handOverOnStop(n, logger)
+		handOverOnStop(n, logger, 2*time.Duration(cfg.ElectionTicks)*cfg.Tick)
 	case <-left:
 	case <-n.Done():
 	}
@@ -224,14 +225,18 @@ func runAgent(ctx context.Context, path string, rejoin bool, logFormat string) e
 
 // handOverOnStop hands a leader's leadership over before the agent stops
 // (node.HandOver): its group elects without waiting for the failure
-// detector, and the multicasts in flight go on at the new leader. Bounded
-// by the node's hand-over timeout; a node that does not lead returns at
-// once.
-func handOverOnStop(n *node.Node, logger *slog.Logger) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+// detector, and the multicasts in flight go on at the new leader. A node
+// that does not lead returns at once. It waits at most bound (two election
+// timeouts, at least 500ms): a hand-over takes milliseconds, and when a
+// whole cluster stops at once its members cannot take over (they are
+// stopping too), so the wait would only delay the stop.
+func handOverOnStop(n *node.Node, logger *slog.Logger, bound time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), max(bound, 500*time.Millisecond))
 	defer cancel()
 	d, err := n.HandOver(ctx)
 	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		logger.Warn("stopping before the hand-over completed (no member took over in time)")
 	case err != nil:
 		logger.Warn("hand-over on stop", "err", err)
 	case d.HandedOver:
