@@ -104,12 +104,13 @@ type Config struct {
 	// each destination group delivered a message (updateGroupLinf), not
 	// every member: a member down for good no longer pins memory, and a
 	// member the floor passed is caught up by a SNAPSHOT. EXPERIMENTAL,
-	// off by default: a 5,000-seed sweep with forged clients (seed 302998)
-	// found a member of one group re-acking a message with a stale
-	// timestamp after the other group had collected and forgotten it
-	// (a lagging member's stale record outlives the session lease,
-	// docs/sessions.md); until that is fixed, collection waits for every
-	// member, as before.
+	// off by default: sweeps with it (weft sim sweep --quorum-gc
+	// --forged-clients) still find a stall (seed 311782: every live
+	// candidate of a group gives its ballot up as behind a floor only a
+	// member now down for good had reported, its last delivery at its
+	// restart standing for what it may have collected; docs/disk-loss.md).
+	// Until a member reports the floor it durably collected, collection
+	// waits for every member, as before.
 	CollectAfterQuorum bool
 	// MaxPendingReads bounds the read-index requests held at a leader
 	// (readindex.go; default 4096): past it a read fails with
