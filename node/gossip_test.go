@@ -223,6 +223,19 @@ func TestGossipProbeVerdict(t *testing.T) {
 	if s := stats(4); s.VerdictConvictions != 1 || s.ProbeConvictions != 0 {
 		t.Errorf("p4: %d verdict convictions, %d probe convictions", s.VerdictConvictions, s.ProbeConvictions)
 	}
+	// The same, as an operator scrapes it.
+	a, err := ServeAdmin(c.nodes[4], "127.0.0.1:0", AdminOptions{Token: []byte(testToken)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	fams := scrape(t, a)
+	if v, ok := metricValue(fams, "weft_gossip_probe_convictions_total", map[string]string{"by": "verdict"}); !ok || v != 1 {
+		t.Errorf("p4's weft_gossip_probe_convictions_total{by=\"verdict\"} = %v (%v), want 1", v, ok)
+	}
+	if v, _ := metricValue(fams, "weft_gossip_probes_total", map[string]string{"kind": "ping_sent"}); v == 0 {
+		t.Error("p4 sent no probe by its metrics")
+	}
 	if s1, s2 := stats(1), stats(2); s1.ProbeConvictions+s2.ProbeConvictions == 0 {
 		t.Error("neither group peer convicted p0 from its probes")
 	}

@@ -312,6 +312,9 @@ var (
 	descReviv    = desc("weft_gossip_revivals_total", "A convicted peer seen alive again.", "peer")
 	descRounds   = desc("weft_gossip_rounds_total", "Gossip rounds run.")
 	descLive     = desc("weft_gossip_live_members", "Peers gossip judges up (this node excluded).")
+	descProbes   = desc("weft_gossip_probes_total", "Direct probes between group members (lan profile): pings sent, pongs received, pings received, pings from unknown endpoints (not answered).", "kind")
+	descProbeCv  = desc("weft_gossip_probe_convictions_total", "Convictions by the direct probes (a probe peer silent past the probe timeout) and by published verdicts applied before phi's.", "by")
+	descVerdictD = desc("weft_gossip_verdicts_skipped_total", "Published verdicts skipped: malformed or surplus entries, and verdicts beyond the table's bound.", "reason")
 	descGossRej  = desc("weft_gossip_rejected_total", "Gossip frames or messages refused, by reason.", "reason")
 	descReady    = desc("weft_ready", "1 if /readyz answers 200 (member of a group with a known leader, caught up).")
 	descLag      = desc("weft_replication_lag_seconds", "How long this follower has been behind the oldest leader heartbeat whose deliveries it has not reached (0: caught up or leader).")
@@ -321,7 +324,7 @@ var allDescs = []*prometheus.Desc{descInfo, descLeader, descBallot, descBallotCh
 	descCatchUp, descColl, descHandOver, descRetries, descRecv, descShed, descDeliv, descUntrack, descRetained, descSyncs, descRecords, descCompact,
 	descInboxN, descInboxB, descInboxPk, descSideDrop, descViewDrop, descInboxW, descStepErr, descRejected, descPeerQN, descPeerQB, descPeerUp, descCliQB,
 	descClients, descConns, descBytes, descDrops, descHsRej, descDialF, descConnE, descPhi, descMemUp, descFlaps, descConv,
-	descReviv, descRounds, descLive, descGossRej, descReady, descLag}
+	descReviv, descRounds, descLive, descProbes, descProbeCv, descVerdictD, descGossRej, descReady, descLag}
 
 // Describe implements prometheus.Collector.
 func (c *nodeCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -376,6 +379,14 @@ func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	if g := st.Gossip; g != nil {
 		counter(descRounds, float64(g.Rounds))
 		gauge(descLive, float64(g.Live))
+		counter(descProbes, float64(g.PingSent), "ping_sent")
+		counter(descProbes, float64(g.PongRecv), "pong_received")
+		counter(descProbes, float64(g.PingRecv), "ping_received")
+		counter(descProbes, float64(g.UnknownPings), "ping_unknown")
+		counter(descProbeCv, float64(g.ProbeConvictions), "probe")
+		counter(descProbeCv, float64(g.VerdictConvictions), "verdict")
+		counter(descVerdictD, float64(g.BadVerdicts), "bad")
+		counter(descVerdictD, float64(g.DroppedVerdicts), "over_bound")
 	}
 
 	c.collectTransport(ch, n.TransportStats(), gauge, counter)

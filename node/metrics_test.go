@@ -124,6 +124,8 @@ func TestMetricsScrape(t *testing.T) {
 		"weft_recoveries_completed_total": dto.MetricType_COUNTER, "weft_client_retries_total": dto.MetricType_COUNTER,
 		"weft_remulticasts_total": dto.MetricType_COUNTER, "weft_transport_bytes_total": dto.MetricType_COUNTER,
 		"weft_ready": dto.MetricType_GAUGE, "weft_replication_lag_seconds": dto.MetricType_GAUGE,
+		"weft_gossip_probes_total": dto.MetricType_COUNTER, "weft_gossip_probe_convictions_total": dto.MetricType_COUNTER,
+		"weft_gossip_verdicts_skipped_total": dto.MetricType_COUNTER, "weft_handovers_total": dto.MetricType_COUNTER,
 		"go_goroutines": dto.MetricType_GAUGE,
 	}
 	for name, typ := range types {
