@@ -19,93 +19,10 @@ import (
 	"github.com/weft-dev/weft/amcast"
 	"github.com/weft-dev/weft/client"
 	"github.com/weft-dev/weft/kv"
+	"github.com/weft-dev/weft/kv/kvcheck"
 	"github.com/weft-dev/weft/node"
 	"github.com/weft-dev/weft/wire"
 )
-
-// kvInput and kvOutput are a single-key operation and its outcome, as the
-// porcupine model sees them.
-type kvInput struct {
-	op            kv.Op
-	key, value    string
-	expect        string
-	expectPresent bool
-}
-
-type kvOutput struct {
-	ok      bool // get: found; del: existed; cas: set
-	value   string
-	present bool // cas failure: the key exists
-}
-
-// kvState is one key's value (porcupine partitions the history by key).
-type kvState struct {
-	present bool
-	value   string
-}
-
-// kvModel is weft-kv's sequential specification, per key.
-var kvModel = porcupine.Model{
-	Partition: func(h []porcupine.Operation) [][]porcupine.Operation {
-		by := map[string][]porcupine.Operation{}
-		var keys []string
-		for _, op := range h {
-			k := op.Input.(kvInput).key
-			if by[k] == nil {
-				keys = append(keys, k)
-			}
-			by[k] = append(by[k], op)
-		}
-		var out [][]porcupine.Operation
-		for _, k := range keys {
-			out = append(out, by[k])
-		}
-		return out
-	},
-	Init: func() any { return kvState{} },
-	Step: func(st, in, out any) (bool, any) {
-		s, i, o := st.(kvState), in.(kvInput), out.(kvOutput)
-		switch i.op {
-		case kv.OpGet:
-			return o.ok == s.present && (!s.present || o.value == s.value), s
-		case kv.OpPut:
-			return true, kvState{present: true, value: i.value}
-		case kv.OpDelete:
-			return o.ok == s.present, kvState{}
-		default:
-			match := s.present == i.expectPresent && (!s.present || s.value == i.expect)
-			if match {
-				return o.ok, kvState{present: true, value: i.value}
-			}
-			return !o.ok && o.present == s.present && (!s.present || o.value == s.value), s
-		}
-	},
-	Equal: func(a, b any) bool { return a.(kvState) == b.(kvState) },
-	DescribeOperation: func(in, out any) string {
-		i, o := in.(kvInput), out.(kvOutput)
-		return fmt.Sprintf("%s(%s, %q, expect %q/%v) -> %+v", i.op, i.key, i.value, i.expect, i.expectPresent, o)
-	},
-}
-
-// TestModelRefuses: the model is not vacuous: a read of a value never
-// written, and a compare-and-set that succeeds against another value, are
-// not linearizable.
-func TestModelRefuses(t *testing.T) {
-	put := porcupine.Operation{ClientId: 0, Input: kvInput{op: kv.OpPut, key: "k", value: "a"}, Call: 0, Output: kvOutput{}, Return: 10}
-	for _, bad := range []porcupine.Operation{
-		{ClientId: 1, Input: kvInput{op: kv.OpGet, key: "k"}, Call: 20, Output: kvOutput{ok: true, value: "b"}, Return: 30},
-		{ClientId: 1, Input: kvInput{op: kv.OpGet, key: "k"}, Call: 20, Output: kvOutput{}, Return: 30},
-		{ClientId: 1, Input: kvInput{op: kv.OpCAS, key: "k", expect: "z", expectPresent: true, value: "c"}, Call: 20, Output: kvOutput{ok: true}, Return: 30},
-	} {
-		if porcupine.CheckOperations(kvModel, []porcupine.Operation{put, bad}) {
-			t.Errorf("linearizable: %s", kvModel.DescribeOperation(bad.Input, bad.Output))
-		}
-	}
-	good := porcupine.Operation{ClientId: 1, Input: kvInput{op: kv.OpGet, key: "k"}, Call: 5, Output: kvOutput{}, Return: 30}
-	if !porcupine.CheckOperations(kvModel, []porcupine.Operation{put, good}) {
-		t.Error("a read concurrent with the put that misses it is linearizable")
-	}
-}
 
 // TestLinearizable runs weft-kv on an in-process cluster (2 shards x 3
 // replicas, real TCP), with concurrent clients doing single-key operations
@@ -116,8 +33,8 @@ func TestLinearizable(t *testing.T) {
 	kc := startKV(t, shards, replicas)
 	topo, nodes := kc.topo, kc.nodes
 	keys := []string{"a", "b", "c", "d"}
-	h := &kvHistory{start: time.Now()}
-	start := h.start
+	h := kvcheck.NewHistory(historyBytes)
+	start := h.Start()
 	var wg sync.WaitGroup
 	half := make(chan struct{})
 	var halfOnce sync.Once
@@ -131,35 +48,35 @@ func TestLinearizable(t *testing.T) {
 				if c == 0 && i == opsPer/2 {
 					halfOnce.Do(func() { close(half) })
 				}
-				in := kvInput{key: keys[r.IntN(len(keys))], value: fmt.Sprintf("%d.%d", c, i)}
-				var out kvOutput
-				call := h.now()
+				in := kvcheck.Input{Key: keys[r.IntN(len(keys))], Value: fmt.Sprintf("%d.%d", c, i)}
+				var out kvcheck.Output
+				call := h.Now()
 				var err error
 				switch r.IntN(4) {
 				case 0:
-					in.op = kv.OpGet
+					in.Op = kv.OpGet
 					var v []byte
-					v, out.ok, err = k.Get(ctx, in.key)
-					out.value = string(v)
+					v, out.OK, err = k.Get(ctx, in.Key)
+					out.Value = string(v)
 				case 1:
-					in.op = kv.OpPut
-					err = k.Put(ctx, in.key, []byte(in.value))
+					in.Op = kv.OpPut
+					err = k.Put(ctx, in.Key, []byte(in.Value))
 				case 2:
-					in.op = kv.OpDelete
-					out.ok, err = k.Delete(ctx, in.key)
+					in.Op = kv.OpDelete
+					out.OK, err = k.Delete(ctx, in.Key)
 				default:
-					in.op = kv.OpCAS
+					in.Op = kv.OpCAS
 					// Compare with what this client last saw, or "absent".
 					var expect []byte
 					if r.IntN(2) == 0 {
 						expect = []byte(fmt.Sprintf("%d.%d", r.IntN(clients), r.IntN(max(i, 1))))
-						in.expect, in.expectPresent = string(expect), true
+						in.Expect, in.ExpectPresent = string(expect), true
 					}
 					var cur []byte
-					out.ok, cur, out.present, err = k.CompareAndSet(ctx, in.key, expect, []byte(in.value))
-					out.value = string(cur)
+					out.OK, cur, out.Present, err = k.CompareAndSet(ctx, in.Key, expect, []byte(in.Value))
+					out.Value = string(cur)
 				}
-				if !h.add(t, c, i, in, out, call, err) {
+				if !record(t, h, c, i, in, out, call, err) {
 					return
 				}
 			}
@@ -177,43 +94,35 @@ func TestLinearizable(t *testing.T) {
 	if t.Failed() {
 		return
 	}
-	res, info := porcupine.CheckOperationsVerbose(kvModel, h.ops, 10*time.Second)
-	t.Logf("%d operations by %d clients in %v: %v", len(h.ops), clients, time.Since(start).Round(time.Millisecond), res)
+	res, info, err := h.Check(10 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d operations by %d clients in %v: %v", h.Len(), clients, time.Since(start).Round(time.Millisecond), res)
 	if res != porcupine.Ok {
 		path := filepath.Join(os.TempDir(), "weft-kv-linearizability.html")
-		if f, err := os.Create(path); err == nil {
-			porcupine.Visualize(kvModel, info, f)
-			f.Close()
+		if kvcheck.Visualize(info, path) == nil {
 			t.Logf("visualisation: %s", path)
 		}
 		t.Fatalf("history is not linearizable (%v)", res)
 	}
 }
 
-// kvHistory collects the operations of concurrent clients for porcupine,
-// timed from start.
-type kvHistory struct {
-	mu    sync.Mutex
-	start time.Time
-	ops   []porcupine.Operation
-}
-
-func (h *kvHistory) now() int64 { return time.Since(h.start).Nanoseconds() }
-
-// add records client c's operation i, called at call and returning now;
-// an operation that failed (err) is a test error instead, and add reports
-// false.
-func (h *kvHistory) add(t *testing.T, c, i int, in kvInput, out kvOutput, call int64, err error) bool {
-	ret := h.now()
+// record records client c's operation i, called at call and returning
+// now, in h; an operation that failed (err) is a test error instead, and
+// record reports false.
+func record(t *testing.T, h *kvcheck.History, c, i int, in kvcheck.Input, out kvcheck.Output, call int64, err error) bool {
 	if err != nil {
-		t.Errorf("client %d op %d %s: %v", c, i, in.op, err)
+		t.Errorf("client %d op %d %s: %v", c, i, in.Op, err)
 		return false
 	}
-	h.mu.Lock()
-	h.ops = append(h.ops, porcupine.Operation{ClientId: c, Input: in, Call: call, Output: out, Return: ret})
-	h.mu.Unlock()
+	h.Add(c, in, out, call)
 	return true
 }
+
+// historyBytes bounds the in-process tests' histories (a few hundred
+// operations of short values).
+const historyBytes = 4 << 20
 
 // kvCluster is weft-kv on in-process nodes (real TCP on loopback).
 type kvCluster struct {

@@ -12,6 +12,7 @@ import (
 	"github.com/anishathalye/porcupine"
 
 	"github.com/weft-dev/weft/kv"
+	"github.com/weft-dev/weft/kv/kvcheck"
 	"github.com/weft-dev/weft/wire"
 )
 
@@ -28,8 +29,8 @@ func TestReadIndexLinearizable(t *testing.T) {
 	const clients, opsPer = 6, 90
 	kc := startKV(t, 1, 3)
 	keys := []string{"x", "y"}
-	h := &kvHistory{start: time.Now()}
-	start := h.start
+	h := kvcheck.NewHistory(historyBytes)
+	start := h.Start()
 	var mu sync.Mutex
 	var readErrs, localReads int
 	var wg sync.WaitGroup
@@ -48,18 +49,18 @@ func TestReadIndexLinearizable(t *testing.T) {
 				if c == 0 && i == 2*opsPer/3 {
 					close(twoThirds)
 				}
-				in := kvInput{key: keys[r.IntN(len(keys))], value: fmt.Sprintf("%d.%d", c, i)}
-				var out kvOutput
-				call := h.now()
+				in := kvcheck.Input{Key: keys[r.IntN(len(keys))], Value: fmt.Sprintf("%d.%d", c, i)}
+				var out kvcheck.Output
+				call := h.Now()
 				var err error
 				switch n := r.IntN(10); {
 				case n < 4:
-					in.op = kv.OpPut
-					err = k.Put(ctx, in.key, []byte(in.value))
+					in.Op = kv.OpPut
+					err = k.Put(ctx, in.Key, []byte(in.Value))
 				case n == 4:
 					// A local read: not in the history (it may be stale),
 					// but its position never goes back at one replica.
-					rd, lerr := k.ReadAt(ctx, in.key, kv.Local)
+					rd, lerr := k.ReadAt(ctx, in.Key, kv.Local)
 					if lerr == nil {
 						if rd.Index.Less(lastLocal[rd.Node]) {
 							t.Errorf("client %d: a local read at p%d at %s after one at %s", c, rd.Node, rd.Index, lastLocal[rd.Node])
@@ -71,14 +72,14 @@ func TestReadIndexLinearizable(t *testing.T) {
 					}
 					continue
 				default:
-					in.op = kv.OpGet
+					in.Op = kv.OpGet
 					level := kv.Linearizable
 					if n == 5 {
 						level = kv.Ordered
 					}
 					var v []byte
-					v, out.ok, err = k.Get(ctx, in.key, level)
-					out.value = string(v)
+					v, out.OK, err = k.Get(ctx, in.Key, level)
+					out.Value = string(v)
 					if err != nil && !errors.Is(err, context.DeadlineExceeded) {
 						// A failed read has no effect: leave it out.
 						mu.Lock()
@@ -88,7 +89,7 @@ func TestReadIndexLinearizable(t *testing.T) {
 						continue
 					}
 				}
-				if !h.add(t, c, i, in, out, call, err) {
+				if !record(t, h, c, i, in, out, call, err) {
 					return
 				}
 			}
@@ -128,9 +129,12 @@ func TestReadIndexLinearizable(t *testing.T) {
 	if served == 0 {
 		t.Fatal("no get was served through a read index")
 	}
-	res, _ := porcupine.CheckOperationsVerbose(kvModel, h.ops, 20*time.Second)
+	res, _, err := h.Check(20 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Logf("%d operations (%d reads served through read indexes by the nodes still counted, %d local reads, %d failed reads retried by nobody) in %v: %v",
-		len(h.ops), served, localReads, readErrs, time.Since(start).Round(time.Millisecond), res)
+		h.Len(), served, localReads, readErrs, time.Since(start).Round(time.Millisecond), res)
 	if res != porcupine.Ok {
 		t.Fatalf("history is not linearizable (%v)", res)
 	}
