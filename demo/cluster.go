@@ -113,7 +113,7 @@ func (r *run) setup() error {
 			}
 		}
 		cfg := config.Config{
-			Cluster: "weft-demo", Protocol: r.opt.Protocol, ID: a.id, DataDir: a.dir, Admin: a.admin, ClusterKeyFile: keyPath,
+			Cluster: "weft-demo", Protocol: r.opt.Protocol, Service: r.opt.Service, ID: a.id, DataDir: a.dir, Admin: a.admin, ClusterKeyFile: keyPath,
 			Tick: r.opt.Tick, ElectionTicks: r.opt.ElectionTicks, HeartbeatTicks: config.DefaultHeartbeatTicks,
 			RetryTicks: config.DefaultRetryTicks, SessionLease: config.DefaultSessionLease, LogLevel: "info", LogFormat: r.opt.LogFormat, Groups: groups, Nodes: peers,
 			// Small segments (9 agents preallocate them) and frequent

@@ -66,6 +66,12 @@ type Options struct {
 	// Protocol is the protocol the agents run (default "wbcast"; see
 	// config.Protocols; "skeen" needs Replicas = 1 and KillGroup < 0).
 	Protocol string
+	// Service is the replicated service the agents run (config key
+	// "service"; default "none": they order the workload's messages and
+	// apply nothing). With "kv" every group is a shard of weft-kv, and the
+	// workload's raw messages are refused by its state machine, after
+	// they are ordered and delivered like any other.
+	Service string
 	// Clients is the number of concurrent closed-loop clients (default 16).
 	Clients int
 	// Payload is the size of each message in bytes (default 64).

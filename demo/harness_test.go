@@ -86,6 +86,8 @@ type clusterSpec struct {
 	DestGroups int
 	// Protocol as in Options (default wbcast).
 	Protocol string
+	// Service as in Options (default none).
+	Service string
 }
 
 // logWriter sends the demo's printouts to the test log.
@@ -111,7 +113,7 @@ func startCluster(t *testing.T, spec clusterSpec) *cluster {
 		t.Fatal(err)
 	}
 	opt := Options{Exe: exe, Duration: 3 * time.Second, Groups: spec.Groups, Replicas: spec.Replicas,
-		Clients: spec.Clients, DestGroups: spec.DestGroups, KillGroup: -1, Dir: dir, Out: logWriter{t}, Protocol: spec.Protocol,
+		Clients: spec.Clients, DestGroups: spec.DestGroups, KillGroup: -1, Dir: dir, Out: logWriter{t}, Protocol: spec.Protocol, Service: spec.Service,
 		PeerAddr: c.newProxy}
 	if err := opt.defaults(); err != nil {
 		t.Fatal(err)
@@ -176,28 +178,37 @@ func (c *cluster) launch() {
 func (c *cluster) connect() {
 	t := c.t
 	t.Helper()
+	var err error
+	if c.cl, err = client.New(c.clientConfig(false)); err != nil {
+		t.Fatal(err)
+	}
+	for w := range c.r.opt.Clients {
+		c.workers.Go(func() { c.r.worker(c.ctx, c.cl, &c.stop, uint64(w)) })
+	}
+}
+
+// clientConfig configures a client of the agents at the addresses they
+// report (over mutual TLS with c.r.tls, else with c.r.key) whose
+// multicasts go into the checked history. optional marks them Optional
+// (check.Event): a client that gives up on a message (a deadline) may
+// leave it undelivered without failing termination.
+func (c *cluster) clientConfig(optional bool) client.Config {
 	opt := c.r.opt
 	nodes := map[wire.ProcID]string{}
+	sts := c.r.snapshot()
 	for _, a := range c.r.agents {
-		nodes[a.id] = c.r.snapshot()[a.id].Addr
+		nodes[a.id] = sts[a.id].Addr
 	}
-	var err error
-	c.cl, err = client.New(client.Config{Cluster: "weft-demo", ClusterKey: c.r.key, TLS: c.r.tls, Topology: c.r.topo, Nodes: nodes, Tick: opt.Tick, RetryTicks: 10,
+	return client.Config{Cluster: "weft-demo", ClusterKey: c.r.key, TLS: c.r.tls, Topology: c.r.topo, Nodes: nodes, Tick: opt.Tick, RetryTicks: 10,
 		OnMulticast: func(m wire.AppMsg, at time.Time) {
 			dest := make([]int, len(m.Dest))
 			for i, g := range m.Dest {
 				dest[i] = int(g)
 			}
 			c.r.mu.Lock()
-			c.r.events = append(c.r.events, check.Event{Ev: check.EvMulticast, ID: m.ID.Full(), Dest: dest, T: at.UnixMicro()})
+			c.r.events = append(c.r.events, check.Event{Ev: check.EvMulticast, ID: m.ID.Full(), Dest: dest, T: at.UnixMicro(), Optional: optional})
 			c.r.mu.Unlock()
-		}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for w := range opt.Clients {
-		c.workers.Go(func() { c.r.worker(c.ctx, c.cl, &c.stop, uint64(w)) })
-	}
+		}}
 }
 
 // pause stops the workload, waits for the messages in flight and closes

@@ -146,6 +146,13 @@ func (h *History) Add(client int, in Input, out Output, call int64) {
 	h.add(client, in, out, call, h.Now())
 }
 
+// AddAt records client's operation, called at call and returned at ret
+// (both from Now) with out: an operation timed earlier and recorded
+// later.
+func (h *History) AddAt(client int, in Input, out Output, call, ret int64) {
+	h.add(client, in, out, call, ret)
+}
+
 // Unknown records client's operation called at call (from Now) whose
 // outcome the client did not learn: possibly applied at any time after
 // call. A get is left out (it changed nothing). The client should use a

@@ -1,0 +1,362 @@
+package demo
+
+// weft-kv under faults, in real processes (issue #12 item 4): agents with
+// service = "kv", concurrent kv clients doing single-key operations on a
+// few hot keys of every shard while leaders are killed, partitioned and
+// stopped and a follower loses its disk; every operation is recorded with
+// its call and return times (kv/kvcheck) and each key's history is checked
+// with porcupine. A variant reads from a partitioned replica with
+// consistency Local and shows the check catches the stale reads. Nothing
+// is timed. Skipped with -short.
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+
+	"github.com/weft-dev/weft/client"
+	"github.com/weft-dev/weft/config"
+	"github.com/weft-dev/weft/kv"
+	"github.com/weft-dev/weft/kv/kvcheck"
+	"github.com/weft-dev/weft/node"
+	"github.com/weft-dev/weft/wire"
+)
+
+const (
+	// kvOpTimeout bounds one kv operation: past it the operation's outcome
+	// is unknown (recorded as possibly applied). Generous: the client
+	// retries through a failover well within it.
+	kvOpTimeout = 15 * time.Second
+	// kvHistoryBytes bounds a run's history (some thousands of operations
+	// of short keys and values).
+	kvHistoryBytes = 32 << 20
+	// kvCheckWithin bounds porcupine's search.
+	kvCheckWithin = 60 * time.Second
+)
+
+// kvLoad is a kv workload: workers doing single-key operations on keys,
+// each recorded in h.
+type kvLoad struct {
+	c    *cluster
+	k    *kv.Client
+	h    *kvcheck.History
+	keys []string
+	stop atomic.Bool
+	wg   sync.WaitGroup
+	// ids hands out porcupine client ids: a worker takes a fresh one after
+	// an operation of unknown outcome, which stays open for good.
+	ids atomic.Int64
+
+	mu     sync.Mutex
+	levels map[kv.Consistency]int // successful gets per consistency level
+	errs   map[string]int         // failed operations per kind
+}
+
+// hotKeys returns per keys per shard of n shards.
+func hotKeys(n, per int) []string {
+	var keys []string
+	have := make([]int, n)
+	for i := 0; len(keys) < n*per; i++ {
+		k := fmt.Sprint("hot", i)
+		if g := kv.Shard(k, n); have[g] < per {
+			have[g]++
+			keys = append(keys, k)
+		}
+	}
+	return keys
+}
+
+// startKVLoad connects a kv client to c (its multicasts in the checked
+// history, Optional: an operation that times out is given up on) and
+// starts workers on keys.
+func (c *cluster) startKVLoad(workers int, keys []string) *kvLoad {
+	c.t.Helper()
+	l := &kvLoad{c: c, k: c.kvClient(), h: kvcheck.NewHistory(kvHistoryBytes), keys: keys,
+		levels: map[kv.Consistency]int{}, errs: map[string]int{}}
+	l.ids.Store(int64(workers))
+	for w := range workers {
+		l.wg.Go(func() { l.worker(w) })
+	}
+	return l
+}
+
+// kvClient returns a kv client of the agents, closed at the end of the
+// test.
+func (c *cluster) kvClient() *kv.Client {
+	c.t.Helper()
+	cfg := c.clientConfig(true)
+	cfg.AllGroups = true // a kv node answers from every destination group
+	cl, err := client.New(cfg)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.t.Cleanup(func() { cl.Close() })
+	k, err := kv.NewClient(cl, c.r.topo.NumGroups())
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return k
+}
+
+// worker runs operations until l.stop: a put, delete or compare-and-set
+// (against the value it last saw, or absence) of a unique value, or a get,
+// linearizable (the read index) or ordered (a multicast).
+func (l *kvLoad) worker(w int) {
+	r := rand.New(rand.NewPCG(l.c.r.opt.Seed, uint64(w)))
+	id := w
+	seen := map[string]*string{} // key -> the value last seen (nil: absent)
+	for i := 0; !l.stop.Load(); i++ {
+		in := kvcheck.Input{Key: l.keys[r.IntN(len(l.keys))], Value: fmt.Sprintf("%d.%d", w, i)}
+		var out kvcheck.Output
+		ctx, cancel := context.WithTimeout(l.c.ctx, kvOpTimeout)
+		level := kv.Linearizable
+		call := l.h.Now()
+		var err error
+		switch n := r.IntN(20); {
+		case n < 6:
+			in.Op = kv.OpPut
+			err = l.k.Put(ctx, in.Key, []byte(in.Value))
+		case n < 8:
+			in.Op = kv.OpDelete
+			out.OK, err = l.k.Delete(ctx, in.Key)
+		case n < 12:
+			in.Op = kv.OpCAS
+			var expect []byte
+			if v := seen[in.Key]; v != nil {
+				expect = []byte(*v)
+				in.Expect, in.ExpectPresent = *v, true
+			}
+			var cur []byte
+			out.OK, cur, out.Present, err = l.k.CompareAndSet(ctx, in.Key, expect, []byte(in.Value))
+			out.Value = string(cur)
+		default:
+			in.Op = kv.OpGet
+			if n >= 17 {
+				level = kv.Ordered
+			}
+			var v []byte
+			v, out.OK, err = l.k.Get(ctx, in.Key, level)
+			out.Value = string(v)
+		}
+		cancel()
+		if err != nil {
+			if l.c.ctx.Err() != nil {
+				return // the test is ending: nothing to learn from this one
+			}
+			l.h.Unknown(id, in, call)
+			id = int(l.ids.Add(1)) - 1
+			l.mu.Lock()
+			l.errs[in.Op.String()]++
+			l.mu.Unlock()
+			l.c.logf("kv worker %d: %s %s: %v (outcome unknown)", w, in.Op, in.Key, err)
+			continue
+		}
+		l.h.Add(id, in, out, call)
+		switch {
+		case in.Op == kv.OpGet && out.OK, in.Op == kv.OpCAS && !out.OK && out.Present:
+			v := out.Value
+			seen[in.Key] = &v
+		case in.Op == kv.OpGet, in.Op == kv.OpDelete, in.Op == kv.OpCAS && !out.OK:
+			seen[in.Key] = nil
+		default: // a put, or a compare-and-set that set
+			v := in.Value
+			seen[in.Key] = &v
+		}
+		if in.Op == kv.OpGet {
+			l.mu.Lock()
+			l.levels[level]++
+			l.mu.Unlock()
+		}
+	}
+}
+
+// progress waits until n more operations are recorded.
+func (l *kvLoad) progress(n int) {
+	l.c.t.Helper()
+	from := l.h.Len()
+	l.c.waitFor(fmt.Sprintf("%d more kv operations", n), progressAfter, func(map[wire.ProcID]node.Status) bool {
+		return l.h.Len() >= from+n
+	})
+}
+
+// end stops the workers and waits for them.
+func (l *kvLoad) end() {
+	l.stop.Store(true)
+	l.wg.Wait()
+}
+
+// check checks the history with porcupine and returns its verdict, after
+// logging what was recorded (and, for a verdict other than Ok, where
+// porcupine's visualisation is).
+func (l *kvLoad) check(name string) porcupine.CheckResult {
+	t := l.c.t
+	t.Helper()
+	began := time.Now()
+	res, info, err := l.h.Check(kvCheckWithin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	counts := l.h.Counts()
+	kinds := make([]string, 0, len(counts))
+	for k, n := range counts {
+		kinds = append(kinds, fmt.Sprintf("%s %d", k, n))
+	}
+	slices.Sort(kinds)
+	l.mu.Lock()
+	l.c.logf("kv history: %d operations, workers on %d keys (%s; gets: %d linearizable, %d ordered, %d local; failed: %v); porcupine: %v in %v",
+		l.h.Len(), len(l.keys), strings.Join(kinds, ", "), l.levels[kv.Linearizable], l.levels[kv.Ordered], l.levels[kv.Local], l.errs, res, time.Since(began).Round(time.Millisecond))
+	l.mu.Unlock()
+	if res != porcupine.Ok {
+		path := filepath.Join(os.TempDir(), "weft-"+name+".html")
+		if err := kvcheck.Visualize(info, path); err == nil {
+			l.c.logf("porcupine's visualisation: %s", path)
+		}
+	}
+	return res
+}
+
+// TestKVLinearizableUnderFaults: weft-kv on 3 shards x 3 replicas of
+// `weft agent` (service = "kv"), 6 kv workers on 2 hot keys per shard and
+// 2 raw multicast clients, while g0's leader is SIGKILLed and restarted
+// from its WAL, g1's leader is partitioned from its followers and healed,
+// g2's leader is stopped with SIGTERM (a hand-over) and restarted, and a
+// follower of g0 loses its data directory and rejoins with --rejoin.
+// Every key's history must be linearizable, and the multicast history must
+// pass the harness's checks (finish).
+func TestKVLinearizableUnderFaults(t *testing.T) {
+	c := startCluster(t, clusterSpec{Groups: 3, Replicas: 3, Clients: 2, Service: config.ServiceKV})
+	l := c.startKVLoad(6, hotKeys(3, 2))
+	l.progress(100)
+
+	// A crash of g0's leader.
+	l0 := c.leader(0)
+	c.kill(l0.ID)
+	c.waitNewLeader(0, l0)
+	l.progress(50)
+	c.restart(l0.ID)
+	c.waitRejoin(l0.ID)
+
+	// g1's leader partitioned from its followers, then healed.
+	l1 := c.leader(1)
+	followers := c.members(1, l1.ID)
+	c.cut([]wire.ProcID{l1.ID}, followers)
+	c.waitNewLeader(1, l1)
+	l.progress(50)
+	c.healAll()
+	c.waitRejoin(l1.ID)
+
+	// A planned stop of g2's leader: it hands its leadership over.
+	l2 := c.leader(2)
+	c.signal(l2.ID, syscall.SIGTERM)
+	c.waitNewLeader(2, l2)
+	l.progress(50)
+	c.restart(l2.ID)
+	c.waitRejoin(l2.ID)
+
+	// A follower of g0 loses its disk and rejoins.
+	f := c.follower(0)
+	c.kill(f.ID)
+	c.wipe(f.ID)
+	c.refuseThenRejoin(f.ID)
+	l.progress(100)
+
+	l.end()
+	c.finish()
+	if res := l.check("kv-faults"); res != porcupine.Ok {
+		t.Errorf("the kv history is not linearizable (%v)", res)
+	}
+	if n := l.h.Counts()["get"]; n == 0 || l.levels[kv.Linearizable] == 0 || l.levels[kv.Ordered] == 0 {
+		t.Errorf("gets: %d recorded, %d linearizable, %d ordered: the run did not exercise both read paths", n, l.levels[kv.Linearizable], l.levels[kv.Ordered])
+	}
+}
+
+// TestKVLocalReadsCaught shows the check can fail in this setting: on one
+// shard of 3 agents under the same workload, a follower is partitioned
+// from its group; a put is acknowledged (by the leader and the other
+// follower), then the key is read with consistency Local from the
+// partitioned follower, which still holds the old value, and the read is
+// recorded as if it were linearizable. The workload's history must be
+// linearizable without the local reads, and not with them.
+func TestKVLocalReadsCaught(t *testing.T) {
+	c := startCluster(t, clusterSpec{Groups: 1, Replicas: 3, Clients: 2, Service: config.ServiceKV})
+	// The workers use two keys; the stale reads a third, which only this
+	// test's own puts write: no concurrent write can excuse a read.
+	keys := hotKeys(1, 3)
+	l := c.startKVLoad(4, keys[1:])
+	l.progress(50)
+
+	f := c.follower(0)
+	ctx, cancel := context.WithTimeout(c.ctx, kvOpTimeout)
+	defer cancel()
+	in := kvcheck.Input{Op: kv.OpPut, Key: keys[0], Value: "before-cut"}
+	call := l.h.Now()
+	_, gts, err := l.k.DoAt(ctx, kv.Command{Op: kv.OpPut, Key: in.Key, Value: []byte(in.Value)}, kv.Ordered)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.h.Add(int(l.ids.Add(1))-1, in, kvcheck.Output{}, call)
+	c.waitFor(fmt.Sprintf("p%d to apply the put at %s", f.ID, gts), progressAfter, func(sts map[wire.ProcID]node.Status) bool {
+		return gts.LessEq(sts[f.ID].MaxDelivered)
+	})
+	c.cut([]wire.ProcID{f.ID}, c.members(0, f.ID))
+	const reads = 3
+	var locals []porcupine.Operation // recorded after the workload's check
+	stale := 0
+	for i := range reads {
+		in := kvcheck.Input{Op: kv.OpPut, Key: keys[0], Value: fmt.Sprint("after-cut.", i)}
+		call := l.h.Now()
+		if err := l.k.Put(ctx, in.Key, []byte(in.Value)); err != nil {
+			t.Fatal(err)
+		}
+		l.h.Add(int(l.ids.Add(1))-1, in, kvcheck.Output{}, call)
+		// Local reads go to a random member: read until p_f answers.
+		for {
+			call := l.h.Now()
+			rd, err := l.k.ReadAt(ctx, in.Key, kv.Local)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rd.Node != f.ID {
+				continue
+			}
+			locals = append(locals, porcupine.Operation{ClientId: int(l.ids.Add(1)) - 1, Input: kvcheck.Input{Op: kv.OpGet, Key: in.Key},
+				Call: call, Output: kvcheck.Output{OK: rd.Present, Value: string(rd.Value)}, Return: l.h.Now()})
+			if string(rd.Value) != in.Value {
+				stale++
+			}
+			c.logf("local read of %s at p%d (cut off): %q (present %v) at %s, after the put of %q was acknowledged", in.Key, f.ID, rd.Value, rd.Present, rd.Index, in.Value)
+			break
+		}
+	}
+	l.progress(50)
+	l.end()
+	if stale == 0 {
+		t.Fatalf("p%d, cut off from its group, served no stale local read", f.ID)
+	}
+	if res := l.check("kv-local-reads-without"); res != porcupine.Ok {
+		t.Fatalf("porcupine: %v without the local reads, want Ok", res)
+	}
+	for _, op := range locals {
+		l.h.AddAt(op.ClientId, op.Input.(kvcheck.Input), op.Output.(kvcheck.Output), op.Call, op.Return)
+	}
+	l.mu.Lock()
+	l.levels[kv.Local] += len(locals)
+	l.mu.Unlock()
+	if res := l.check("kv-local-reads"); res != porcupine.Illegal {
+		t.Errorf("porcupine: %v with %d stale local reads from a partitioned replica recorded as linearizable, want a violation (Illegal)", res, stale)
+	}
+	c.healAll()
+	c.waitRejoin(f.ID)
+	c.finish()
+}
