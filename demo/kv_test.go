@@ -151,15 +151,14 @@ func (l *kvLoad) worker(w int) {
 		}
 		cancel()
 		if err != nil {
-			if l.c.ctx.Err() != nil {
-				return // the test is ending: nothing to learn from this one
-			}
 			l.h.Unknown(id, in, call)
 			id = int(l.ids.Add(1)) - 1
 			l.mu.Lock()
 			l.errs[in.Op.String()]++
 			l.mu.Unlock()
-			l.c.logf("kv worker %d: %s %s: %v (outcome unknown)", w, in.Op, in.Key, err)
+			if l.c.ctx.Err() == nil { // not the test ending early
+				l.c.logf("kv worker %d: %s %s: %v (outcome unknown)", w, in.Op, in.Key, err)
+			}
 			continue
 		}
 		l.h.Add(id, in, out, call)
@@ -227,7 +226,7 @@ func (l *kvLoad) check(name string) porcupine.CheckResult {
 }
 
 // TestKVLinearizableUnderFaults: weft-kv on 3 shards x 3 replicas of
-// `weft agent` (service = "kv"), 6 kv workers on 2 hot keys per shard and
+// `weft agent` (service = "kv"), 8 kv workers on 2 hot keys per shard and
 // 2 raw multicast clients, while g0's leader is SIGKILLed and restarted
 // from its WAL, g1's leader is partitioned from its followers and healed,
 // g2's leader is stopped with SIGTERM (a hand-over) and restarted, and a
@@ -236,14 +235,14 @@ func (l *kvLoad) check(name string) porcupine.CheckResult {
 // pass the harness's checks (finish).
 func TestKVLinearizableUnderFaults(t *testing.T) {
 	c := startCluster(t, clusterSpec{Groups: 3, Replicas: 3, Clients: 2, Service: config.ServiceKV})
-	l := c.startKVLoad(6, hotKeys(3, 2))
-	l.progress(100)
+	l := c.startKVLoad(8, hotKeys(3, 2))
+	l.progress(200)
 
 	// A crash of g0's leader.
 	l0 := c.leader(0)
 	c.kill(l0.ID)
 	c.waitNewLeader(0, l0)
-	l.progress(50)
+	l.progress(150)
 	c.restart(l0.ID)
 	c.waitRejoin(l0.ID)
 
@@ -252,7 +251,7 @@ func TestKVLinearizableUnderFaults(t *testing.T) {
 	followers := c.members(1, l1.ID)
 	c.cut([]wire.ProcID{l1.ID}, followers)
 	c.waitNewLeader(1, l1)
-	l.progress(50)
+	l.progress(150)
 	c.healAll()
 	c.waitRejoin(l1.ID)
 
@@ -260,7 +259,7 @@ func TestKVLinearizableUnderFaults(t *testing.T) {
 	l2 := c.leader(2)
 	c.signal(l2.ID, syscall.SIGTERM)
 	c.waitNewLeader(2, l2)
-	l.progress(50)
+	l.progress(150)
 	c.restart(l2.ID)
 	c.waitRejoin(l2.ID)
 
@@ -269,7 +268,7 @@ func TestKVLinearizableUnderFaults(t *testing.T) {
 	c.kill(f.ID)
 	c.wipe(f.ID)
 	c.refuseThenRejoin(f.ID)
-	l.progress(100)
+	l.progress(200)
 
 	l.end()
 	c.finish()
