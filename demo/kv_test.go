@@ -61,6 +61,9 @@ type kvLoad struct {
 	mu     sync.Mutex
 	levels map[kv.Consistency]int // successful gets per consistency level
 	errs   map[string]int         // failed operations per kind
+	// longest is the longest a successful operation took: through a
+	// failover, the wait for the new leader.
+	longest time.Duration
 }
 
 // hotKeys returns per keys per shard of n shards.
@@ -162,6 +165,10 @@ func (l *kvLoad) worker(w int) {
 			continue
 		}
 		l.h.Add(id, in, out, call)
+		took := time.Duration(l.h.Now() - call)
+		l.mu.Lock()
+		l.longest = max(l.longest, took)
+		l.mu.Unlock()
 		switch {
 		case in.Op == kv.OpGet && out.OK, in.Op == kv.OpCAS && !out.OK && out.Present:
 			v := out.Value
@@ -213,8 +220,8 @@ func (l *kvLoad) check(name string) porcupine.CheckResult {
 	}
 	slices.Sort(kinds)
 	l.mu.Lock()
-	l.c.logf("kv history: %d operations, workers on %d keys (%s; gets: %d linearizable, %d ordered, %d local; failed: %v); porcupine: %v in %v",
-		l.h.Len(), len(l.keys), strings.Join(kinds, ", "), l.levels[kv.Linearizable], l.levels[kv.Ordered], l.levels[kv.Local], l.errs, res, time.Since(began).Round(time.Millisecond))
+	l.c.logf("kv history: %d operations, workers on %d keys (%s; gets: %d linearizable, %d ordered, %d local; failed: %v; longest %v); porcupine: %v in %v",
+		l.h.Len(), len(l.keys), strings.Join(kinds, ", "), l.levels[kv.Linearizable], l.levels[kv.Ordered], l.levels[kv.Local], l.errs, l.longest.Round(time.Millisecond), res, time.Since(began).Round(time.Millisecond))
 	l.mu.Unlock()
 	if res != porcupine.Ok {
 		path := filepath.Join(os.TempDir(), "weft-"+name+".html")
