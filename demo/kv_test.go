@@ -38,6 +38,12 @@ const (
 	// is unknown (recorded as possibly applied). Generous: the client
 	// retries through a failover well within it.
 	kvOpTimeout = 15 * time.Second
+	// kvImpatient is the deadline of an impatient operation (one in
+	// kvImpatientOdds): a client that gives up before the reply, so that
+	// the history holds operations of unknown outcome that were in fact
+	// applied, in flight or lost.
+	kvImpatient     = 2 * time.Millisecond
+	kvImpatientOdds = 40
 	// kvHistoryBytes bounds a run's history (some thousands of operations
 	// of short keys and values).
 	kvHistoryBytes = 32 << 20
@@ -60,7 +66,6 @@ type kvLoad struct {
 
 	mu     sync.Mutex
 	levels map[kv.Consistency]int // successful gets per consistency level
-	errs   map[string]int         // failed operations per kind
 	// longest is the longest a successful operation took: through a
 	// failover, the wait for the new leader.
 	longest time.Duration
@@ -86,7 +91,7 @@ func hotKeys(n, per int) []string {
 func (c *cluster) startKVLoad(workers int, keys []string) *kvLoad {
 	c.t.Helper()
 	l := &kvLoad{c: c, k: c.kvClient(), h: kvcheck.NewHistory(kvHistoryBytes), keys: keys,
-		levels: map[kv.Consistency]int{}, errs: map[string]int{}}
+		levels: map[kv.Consistency]int{}}
 	l.ids.Store(int64(workers))
 	for w := range workers {
 		l.wg.Go(func() { l.worker(w) })
@@ -114,7 +119,8 @@ func (c *cluster) kvClient() *kv.Client {
 
 // worker runs operations until l.stop: a put, delete or compare-and-set
 // (against the value it last saw, or absence) of a unique value, or a get,
-// linearizable (the read index) or ordered (a multicast).
+// linearizable (the read index) or ordered (a multicast); one in
+// kvImpatientOdds with a deadline too short for its reply.
 func (l *kvLoad) worker(w int) {
 	r := rand.New(rand.NewPCG(l.c.r.opt.Seed, uint64(w)))
 	id := w
@@ -122,7 +128,11 @@ func (l *kvLoad) worker(w int) {
 	for i := 0; !l.stop.Load(); i++ {
 		in := kvcheck.Input{Key: l.keys[r.IntN(len(l.keys))], Value: fmt.Sprintf("%d.%d", w, i)}
 		var out kvcheck.Output
-		ctx, cancel := context.WithTimeout(l.c.ctx, kvOpTimeout)
+		timeout := kvOpTimeout
+		if r.IntN(kvImpatientOdds) == 0 {
+			timeout = kvImpatient
+		}
+		ctx, cancel := context.WithTimeout(l.c.ctx, timeout)
 		level := kv.Linearizable
 		call := l.h.Now()
 		var err error
@@ -156,10 +166,7 @@ func (l *kvLoad) worker(w int) {
 		if err != nil {
 			l.h.Unknown(id, in, call)
 			id = int(l.ids.Add(1)) - 1
-			l.mu.Lock()
-			l.errs[in.Op.String()]++
-			l.mu.Unlock()
-			if l.c.ctx.Err() == nil { // not the test ending early
+			if l.c.ctx.Err() == nil && timeout != kvImpatient { // not the test ending early, nor an impatient client
 				l.c.logf("kv worker %d: %s %s: %v (outcome unknown)", w, in.Op, in.Key, err)
 			}
 			continue
@@ -220,8 +227,8 @@ func (l *kvLoad) check(name string) porcupine.CheckResult {
 	}
 	slices.Sort(kinds)
 	l.mu.Lock()
-	l.c.logf("kv history: %d operations, workers on %d keys (%s; gets: %d linearizable, %d ordered, %d local; failed: %v; longest %v); porcupine: %v in %v",
-		l.h.Len(), len(l.keys), strings.Join(kinds, ", "), l.levels[kv.Linearizable], l.levels[kv.Ordered], l.levels[kv.Local], l.errs, l.longest.Round(time.Millisecond), res, time.Since(began).Round(time.Millisecond))
+	l.c.logf("kv history: %d operations, workers on %d keys (%s; gets: %d linearizable, %d ordered, %d local; longest %v); porcupine: %v in %v",
+		l.h.Len(), len(l.keys), strings.Join(kinds, ", "), l.levels[kv.Linearizable], l.levels[kv.Ordered], l.levels[kv.Local], l.longest.Round(time.Millisecond), res, time.Since(began).Round(time.Millisecond))
 	l.mu.Unlock()
 	if res != porcupine.Ok {
 		path := filepath.Join(os.TempDir(), "weft-"+name+".html")
