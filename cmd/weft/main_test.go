@@ -214,30 +214,34 @@ func TestSweepVerdict(t *testing.T) {
 		}
 		agg.Add(r)
 	}
-	err := sweepVerdict(&agg)
+	err := sweepVerdict(&agg, sweepTweaks{})
 	if err == nil || !strings.Contains(err.Error(), "failing seeds 4 17") ||
 		!strings.Contains(err.Error(), "weft sim run --protocol wbcast --faults swarm --seed 4") {
 		t.Fatalf("verdict: %v", err)
 	}
+	if err := sweepVerdict(&agg, sweepTweaks{forged: true, quorumGC: true}); err == nil ||
+		!strings.Contains(err.Error(), "weft sim sweep --protocol wbcast --seeds 1 --seed-start 4 --forged-clients --quorum-gc") {
+		t.Fatalf("verdict of a tweaked sweep: %v", err)
+	}
 	var out bytes.Buffer
-	printSweep(&out, &agg, 1, time.Second, 2)
+	printSweep(&out, &agg, 1, time.Second, 2, sweepTweaks{})
 	if !strings.Contains(out.String(), "seed 17: sim: seed 17: panic: boom") {
 		t.Fatalf("summary:\n%s", out.String())
 	}
 	agg.Failures, agg.Violations = nil, 0
-	if err := sweepVerdict(&agg); err != nil {
+	if err := sweepVerdict(&agg, sweepTweaks{}); err != nil {
 		t.Fatalf("clean sweep: %v", err)
 	}
 	agg.LeaderChanges = 0
-	if err := sweepVerdict(&agg); err == nil || !strings.Contains(err.Error(), "INVALID") || !strings.Contains(err.Error(), "no leader change") {
+	if err := sweepVerdict(&agg, sweepTweaks{}); err == nil || !strings.Contains(err.Error(), "INVALID") || !strings.Contains(err.Error(), "no leader change") {
 		t.Fatalf("coverage verdict: %v", err)
 	}
 	agg.LeaderChanges, agg.Coverage.Installs = 1, 0
-	if err := sweepVerdict(&agg); err == nil || !strings.Contains(err.Error(), "no state transfer") {
+	if err := sweepVerdict(&agg, sweepTweaks{}); err == nil || !strings.Contains(err.Error(), "no state transfer") {
 		t.Fatalf("coverage verdict without a state transfer: %v", err)
 	}
 	agg.Coverage.Installs, agg.Coverage.HandOvers = 1, 0
-	if err := sweepVerdict(&agg); err == nil || !strings.Contains(err.Error(), "no leadership hand-over") {
+	if err := sweepVerdict(&agg, sweepTweaks{}); err == nil || !strings.Contains(err.Error(), "no leadership hand-over") {
 		t.Fatalf("coverage verdict without a hand-over: %v", err)
 	}
 }

@@ -55,18 +55,19 @@ disk loss (the sweep is then INVALID: its faults tested nothing).`,
 			if quorumGC && protocol != "wbcast" {
 				return fmt.Errorf("--quorum-gc: only wbcast collects by a quorum")
 			}
-			agg := runSweep(protocol, seeds, start, jobs, sweepTweaks{forged: forged, quorumGC: quorumGC}, pr.update)
+			tw := sweepTweaks{forged: forged, quorumGC: quorumGC}
+			agg := runSweep(protocol, seeds, start, jobs, tw, pr.update)
 			pr.done(agg)
 			wall := time.Since(began)
 			out := cmd.OutOrStdout()
 			if format == "json" {
-				if err := printSweepJSON(out, agg, start, wall, jobs); err != nil {
+				if err := printSweepJSON(out, agg, start, wall, jobs, tw); err != nil {
 					return err
 				}
 			} else {
-				printSweep(out, agg, start, wall, jobs)
+				printSweep(out, agg, start, wall, jobs, tw)
 			}
-			return sweepVerdict(agg)
+			return sweepVerdict(agg, tw)
 		},
 	}
 	f := c.Flags()
@@ -188,11 +189,23 @@ func (p *progress) done(agg *sim.SweepSummary) {
 	fmt.Fprintln(p.w, p.line(agg.Seeds, agg))
 }
 
-func replayCommand(protocol string, seed uint64) string {
+// replayCommand replays one failing seed: with the sweep's tweaks (which
+// weft sim run does not take), as a one-seed sweep.
+func replayCommand(protocol string, seed uint64, tw sweepTweaks) string {
+	if tw.forged || tw.quorumGC {
+		flags := ""
+		if tw.forged {
+			flags += " --forged-clients"
+		}
+		if tw.quorumGC {
+			flags += " --quorum-gc"
+		}
+		return fmt.Sprintf("weft sim sweep --protocol %s --seeds 1 --seed-start %d%s", protocol, seed, flags)
+	}
 	return fmt.Sprintf("weft sim run --protocol %s --faults swarm --seed %d --history seed%d.jsonl", protocol, seed, seed)
 }
 
-func printSweep(w io.Writer, agg *sim.SweepSummary, start uint64, wall time.Duration, jobs int) {
+func printSweep(w io.Writer, agg *sim.SweepSummary, start uint64, wall time.Duration, jobs int, tw sweepTweaks) {
 	D := float64(max(agg.Delta, 1))
 	fmt.Fprintf(w, "sweep %s: seeds %d..%d (%d seeds) in %.1fs, %.1f seeds/s on %d jobs\n",
 		agg.Protocol, start, start+uint64(agg.Seeds)-1, agg.Seeds, wall.Seconds(), float64(agg.Seeds)/wall.Seconds(), jobs)
@@ -225,7 +238,7 @@ func printSweep(w io.Writer, agg *sim.SweepSummary, start uint64, wall time.Dura
 			break
 		}
 		detail, _, _ := strings.Cut(f.Detail, "\n")
-		fmt.Fprintf(w, "seed %d: %s\n  replay: %s\n", f.Seed, detail, replayCommand(agg.Protocol, f.Seed))
+		fmt.Fprintf(w, "seed %d: %s\n  replay: %s\n", f.Seed, detail, replayCommand(agg.Protocol, f.Seed, tw))
 	}
 }
 
@@ -261,7 +274,7 @@ type sweepFailureJSON struct {
 	Replay string `json:"replay"`
 }
 
-func printSweepJSON(w io.Writer, agg *sim.SweepSummary, start uint64, wall time.Duration, jobs int) error {
+func printSweepJSON(w io.Writer, agg *sim.SweepSummary, start uint64, wall time.Duration, jobs int, tw sweepTweaks) error {
 	gaps := agg.CoverageGaps()
 	out := sweepJSON{
 		Protocol: agg.Protocol, SeedStart: start, Seeds: agg.Seeds, WallSeconds: wall.Seconds(),
@@ -278,7 +291,7 @@ func printSweepJSON(w io.Writer, agg *sim.SweepSummary, start uint64, wall time.
 		out.CoverageGaps = []string{}
 	}
 	for _, f := range agg.Failures {
-		out.Failures = append(out.Failures, sweepFailureJSON{Seed: f.Seed, Detail: f.Detail, Replay: replayCommand(agg.Protocol, f.Seed)})
+		out.Failures = append(out.Failures, sweepFailureJSON{Seed: f.Seed, Detail: f.Detail, Replay: replayCommand(agg.Protocol, f.Seed, tw)})
 	}
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
@@ -287,7 +300,7 @@ func printSweepJSON(w io.Writer, agg *sim.SweepSummary, start uint64, wall time.
 
 // sweepVerdict is the sweep's exit status: an error naming the failing
 // seeds and how to replay them, or the missing coverage facts.
-func sweepVerdict(agg *sim.SweepSummary) error {
+func sweepVerdict(agg *sim.SweepSummary, tw sweepTweaks) error {
 	var msgs []string
 	if n := len(agg.Failures); n > 0 {
 		var ids []string
@@ -299,7 +312,7 @@ func sweepVerdict(agg *sim.SweepSummary) error {
 			ids = append(ids, fmt.Sprint(f.Seed))
 		}
 		msgs = append(msgs, fmt.Sprintf("%d violations in %d seeds: failing seeds %s; replay one with: %s",
-			agg.Violations, n, strings.Join(ids, " "), replayCommand(agg.Protocol, agg.Failures[0].Seed)))
+			agg.Violations, n, strings.Join(ids, " "), replayCommand(agg.Protocol, agg.Failures[0].Seed, tw)))
 	}
 	if gaps := agg.CoverageGaps(); len(gaps) > 0 {
 		msgs = append(msgs, "sweep INVALID (coverage facts not reached): "+strings.Join(gaps, ", "))
