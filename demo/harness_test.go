@@ -193,12 +193,20 @@ func (c *cluster) connect() {
 // (check.Event): a client that gives up on a message (a deadline) may
 // leave it undelivered without failing termination.
 func (c *cluster) clientConfig(optional bool) client.Config {
+	c.t.Helper()
 	opt := c.r.opt
 	nodes := map[wire.ProcID]string{}
-	sts := c.r.snapshot()
-	for _, a := range c.r.agents {
-		nodes[a.id] = sts[a.id].Addr
-	}
+	// Every agent's address, as its status reports it: an agent that just
+	// restarted may not have answered the poll yet.
+	c.waitFor("every agent's address in its status", progressAfter, func(sts map[wire.ProcID]node.Status) bool {
+		for _, a := range c.r.agents {
+			if sts[a.id].Addr == "" {
+				return false
+			}
+			nodes[a.id] = sts[a.id].Addr
+		}
+		return true
+	})
 	return client.Config{Cluster: "weft-demo", ClusterKey: c.r.key, TLS: c.r.tls, Topology: c.r.topo, Nodes: nodes, Tick: opt.Tick, RetryTicks: 10,
 		OnMulticast: func(m wire.AppMsg, at time.Time) {
 			dest := make([]int, len(m.Dest))

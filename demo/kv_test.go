@@ -4,7 +4,7 @@ package demo
 // service = "kv", concurrent kv clients doing single-key operations on a
 // few hot keys of every shard while leaders are killed, partitioned and
 // stopped and a follower loses its disk; every operation is recorded with
-// its call and return times (kv/kvcheck) and each key's history is checked
+// its call and return times (internal/kvcheck) and each key's history is checked
 // with porcupine. A variant reads from a partitioned replica with
 // consistency Local and shows the check catches the stale reads. Nothing
 // is timed. Skipped with -short.
@@ -28,7 +28,7 @@ import (
 	"github.com/weft-dev/weft/client"
 	"github.com/weft-dev/weft/config"
 	"github.com/weft-dev/weft/kv"
-	"github.com/weft-dev/weft/kv/kvcheck"
+	"github.com/weft-dev/weft/internal/kvcheck"
 	"github.com/weft-dev/weft/node"
 	"github.com/weft-dev/weft/wire"
 )

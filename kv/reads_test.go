@@ -12,7 +12,7 @@ import (
 	"github.com/anishathalye/porcupine"
 
 	"github.com/weft-dev/weft/kv"
-	"github.com/weft-dev/weft/kv/kvcheck"
+	"github.com/weft-dev/weft/internal/kvcheck"
 	"github.com/weft-dev/weft/wire"
 )
 
