@@ -27,8 +27,8 @@ import (
 
 	"github.com/weft-dev/weft/client"
 	"github.com/weft-dev/weft/config"
-	"github.com/weft-dev/weft/kv"
 	"github.com/weft-dev/weft/internal/kvcheck"
+	"github.com/weft-dev/weft/kv"
 	"github.com/weft-dev/weft/node"
 	"github.com/weft-dev/weft/wire"
 )

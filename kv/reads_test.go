@@ -11,8 +11,8 @@ import (
 
 	"github.com/anishathalye/porcupine"
 
-	"github.com/weft-dev/weft/kv"
 	"github.com/weft-dev/weft/internal/kvcheck"
+	"github.com/weft-dev/weft/kv"
 	"github.com/weft-dev/weft/wire"
 )
 
