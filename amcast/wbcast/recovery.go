@@ -143,6 +143,7 @@ func (p *Process) onNewLeaderAck(from wire.ProcID, a *wire.NewLeaderAck) error {
 		return nil
 	}
 	var cmax wire.Ballot
+	var floor wire.Timestamp // the highest Linf this quorum reported
 	clock := p.clock
 	for _, x := range c.acks {
 		if cmax.Less(x.CBallot) {
@@ -155,13 +156,22 @@ func (p *Process) onNewLeaderAck(from wire.ProcID, a *wire.NewLeaderAck) error {
 		// through its messages, every process) collect what members have
 		// not delivered (swarm seed 300768 with forged clients: late
 		// copies then delivered twice).
-		p.ackedFloor = wire.MaxTS(p.ackedFloor, x.Linf)
+		floor = wire.MaxTS(floor, x.Linf)
 	}
-	if (p.behind() || p.behindAcked()) && !p.mut(MutLeadBehind) {
+	p.ackedFloor = wire.MaxTS(p.ackedFloor, floor)
+	if (p.behind() || p.maxDelivered.Less(floor)) && !p.mut(MutLeadBehind) {
 		// Members left out of their states what they delivered below their
 		// floor, which this candidate never delivered: it cannot lead. It
 		// gives the ballot up; the group's next successor passes it over
-		// and its leader sends it a SNAPSHOT (transfer.go).
+		// and its leader sends it a SNAPSHOT (transfer.go). Only this
+		// quorum's reports count: the merge holds this quorum's states,
+		// and every message one of them left out is below the floor it
+		// reports here. A floor an earlier quorum reported (ackedFloor,
+		// kept for the restart rule and for reads) may come from members
+		// now gone for good, whose omissions do not reach this merge:
+		// counting it made every live candidate give up for ever (swarm
+		// seed 311782 with collection by a quorum, 2 of 5 members down for
+		// good: a livelock).
 		p.cand = nil
 		p.cov.BallotsAbandoned++
 		return nil
