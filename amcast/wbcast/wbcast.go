@@ -105,12 +105,10 @@ type Config struct {
 	// every member: a member down for good no longer pins memory, and a
 	// member the floor passed is caught up by a SNAPSHOT. EXPERIMENTAL,
 	// off by default: sweeps with it (weft sim sweep --quorum-gc
-	// --forged-clients) still find a stall (seed 311782: every live
-	// candidate of a group gives its ballot up as behind a floor only a
-	// member now down for good had reported, its last delivery at its
-	// restart standing for what it may have collected; docs/disk-loss.md).
-	// Until a member reports the floor it durably collected, collection
-	// waits for every member, as before.
+	// --forged-clients) found two stalls, fixed (regression seeds 302706
+	// and 311782, docs/disk-loss.md); it stays off until a sweep as large
+	// as the default mode's passes with it. Off, collection waits for
+	// every member, as before.
 	CollectAfterQuorum bool
 	// MaxPendingReads bounds the read-index requests held at a leader
 	// (readindex.go; default 4096): past it a read fails with
