@@ -93,8 +93,7 @@ func (n *Node) Leave(ctx context.Context) (Departure, error) {
 // HandOver hands this node's leadership of its group to the next live
 // member and waits until the group has a new leader (or ctx ends). A node
 // that does not lead returns at once (Departure.Led false). The node
-// stays a member; its detector no longer lets it start ballots only when
-// it is leaving (Leave).
+// stays a member and may lead again later; only Leave retires it.
 func (n *Node) HandOver(ctx context.Context) (Departure, error) {
 	return n.depart(ctx, false)
 }
