@@ -107,14 +107,18 @@ func (f *faultState) every(k FaultKind) int64 {
 	return 0
 }
 
-func (f *faultState) exp(mean int64) int64 { return 1 + int64(f.rng.ExpFloat64()*float64(mean)) }
+func (f *faultState) exp(mean int64) int64 { return expOn(f.rng, mean) }
+
+// expOn draws an exponential wait of mean mean (at least 1) from rng.
+func expOn(rng *rand.Rand, mean int64) int64 { return 1 + int64(rng.ExpFloat64()*float64(mean)) }
 
 func (f *faultState) scheduleNemesis(k FaultKind) {
 	if e := f.every(k); e > 0 {
-		wait := f.exp(e)
+		rng := f.rng
 		if k == FaultHandOver {
-			wait = 1 + int64(f.hrng.ExpFloat64()*float64(e))
+			rng = f.hrng // their own stream: the other faults stay where they were
 		}
+		wait := expOn(rng, e)
 		if at := f.s.now + wait; at < f.cfg.GST {
 			f.s.push(event{at: at, kind: evFault, arg: int32(k)})
 		}
