@@ -475,9 +475,11 @@ func (p *Process) onMulticast(env wire.Envelope, mc *wire.Multicast) error {
 		p.reply(&mc.M, wire.Timestamp{}) // delivered everywhere and collected (P15)
 		return nil
 	}
-	if r := p.recs[mc.M.ID]; p.holding() && (r == nil || r.phase == wire.PhaseStart) {
-		p.deferMsg(env) // handing over: propose nothing new (handover.go)
-		return nil
+	if p.holding() {
+		if r := p.recs[mc.M.ID]; r == nil || r.phase == wire.PhaseStart {
+			p.deferMsg(env) // handing over: propose nothing new (handover.go)
+			return nil
+		}
 	}
 	p.sess.touch(&mc.M, p.ticks)
 	r := p.rec(mc.M.ID)
