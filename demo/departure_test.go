@@ -3,12 +3,8 @@ package demo
 import (
 	"os"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
-
-	"github.com/weft-dev/weft/internal/check"
-	"github.com/weft-dev/weft/wire"
 )
 
 // TestPlannedStopHandsOver (issue #13 item 4): a leader stopped with
@@ -28,7 +24,7 @@ func TestPlannedStopHandsOver(t *testing.T) {
 	ms := c.r.topo.Members(0)
 	want := ms[(c.r.topo.MemberIndex(l.ID)+1)%len(ms)]
 	c.measureFrom(0)
-	c.signal(l.ID, syscall.SIGTERM)
+	c.terminate(l.ID)
 	nl := c.waitNewLeader(0, l)
 	c.load(500*time.Millisecond, 50)
 	termWait := c.longestWait()
@@ -70,20 +66,4 @@ func (c *cluster) longestWait() time.Duration {
 	defer c.r.mu.Unlock()
 	c.r.killGroup = -1
 	return c.r.longest
-}
-
-// signal stops agent p with sig, waits for it to exit and records the
-// crash (a planned stop is one for the checkers: p stops delivering).
-func (c *cluster) signal(p wire.ProcID, sig syscall.Signal) {
-	c.t.Helper()
-	a := c.agent(p)
-	if !a.running() {
-		c.t.Fatalf("p%d is not running", p)
-	}
-	a.cmd.Process.Signal(sig)
-	<-a.exited
-	c.r.mu.Lock()
-	c.r.events = append(c.r.events, check.Event{Ev: check.EvCrash, Proc: int(p), T: time.Now().UnixMicro()})
-	c.r.mu.Unlock()
-	c.logf("stopped p%d (g%d) with %v", p, a.group, sig)
 }

@@ -28,6 +28,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -427,6 +428,30 @@ func (c *cluster) kill(p wire.ProcID) {
 	c.r.events = append(c.r.events, check.Event{Ev: check.EvCrash, Proc: int(p), T: now.UnixMicro()})
 	c.r.mu.Unlock()
 	c.logf("killed p%d (g%d) with SIGKILL", p, a.group)
+}
+
+// terminate stops agent p with SIGTERM, as an operator stops a service,
+// and records the stop as a crash (the checkers' event for a process
+// that stopped).
+func (c *cluster) terminate(p wire.ProcID) {
+	c.t.Helper()
+	a := c.agent(p)
+	if !a.running() {
+		c.t.Fatalf("p%d is not running", p)
+	}
+	a.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-a.exited:
+	case <-time.After(10 * time.Second):
+		c.t.Fatalf("p%d did not stop within 10s of SIGTERM", p)
+	}
+	if !a.cmd.ProcessState.Success() {
+		c.t.Errorf("p%d exited with %v after SIGTERM; its log ends:\n    %s", p, a.cmd.ProcessState, tailN(a.logPath, 20))
+	}
+	c.r.mu.Lock()
+	c.r.events = append(c.r.events, check.Event{Ev: check.EvCrash, Proc: int(p), T: time.Now().UnixMicro()})
+	c.r.mu.Unlock()
+	c.logf("stopped p%d (g%d) with SIGTERM", p, a.group)
 }
 
 // restart restarts agent p from its data directory, with flags after its

@@ -19,7 +19,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -273,7 +272,7 @@ func TestKVLinearizableUnderFaults(t *testing.T) {
 
 	// A planned stop of g2's leader: it hands its leadership over.
 	l2 := c.leader(2)
-	c.signal(l2.ID, syscall.SIGTERM)
+	c.terminate(l2.ID)
 	c.waitNewLeader(2, l2)
 	l.progress(150)
 	c.restart(l2.ID)

@@ -27,13 +27,11 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/weft-dev/weft/amcast"
 	"github.com/weft-dev/weft/config"
-	"github.com/weft-dev/weft/internal/check"
 	"github.com/weft-dev/weft/node"
 	"github.com/weft-dev/weft/transport"
 	"github.com/weft-dev/weft/wire"
@@ -325,30 +323,6 @@ func TestNetnsCluster(t *testing.T) {
 		t.Errorf("weft status --ready on p%d's new machine:\n%s", moved, out)
 	}
 	c.finish()
-}
-
-// terminate stops agent p with SIGTERM, as an operator stops a service,
-// and records the stop as a crash (the checkers' event for a process
-// that stopped).
-func (c *cluster) terminate(p wire.ProcID) {
-	c.t.Helper()
-	a := c.agent(p)
-	if !a.running() {
-		c.t.Fatalf("p%d is not running", p)
-	}
-	a.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-a.exited:
-	case <-time.After(10 * time.Second):
-		c.t.Fatalf("p%d did not stop within 10s of SIGTERM", p)
-	}
-	if !a.cmd.ProcessState.Success() {
-		c.t.Errorf("p%d exited with %v after SIGTERM; its log ends:\n    %s", p, a.cmd.ProcessState, tailN(a.logPath, 20))
-	}
-	c.r.mu.Lock()
-	c.r.events = append(c.r.events, check.Event{Ev: check.EvCrash, Proc: int(p), T: time.Now().UnixMicro()})
-	c.r.mu.Unlock()
-	c.logf("stopped p%d (g%d) with SIGTERM", p, a.group)
 }
 
 // certIPs returns the IP SANs of a certificate whose key is beside it.
