@@ -30,6 +30,9 @@ type Store struct {
 // Stats counts a store's commands by outcome.
 type Stats struct {
 	Gets, Puts, Deletes, CAS, CASFailed uint64
+	// Txns counts the transactions this shard executed, TxnAborted those
+	// of them that aborted (here or at another shard).
+	Txns, TxnAborted uint64
 	// Refused counts commands answered StatusError (bad, or for another
 	// shard).
 	Refused uint64
@@ -89,6 +92,10 @@ func (s *Store) keys() []string {
 func (s *Store) Apply(batch []rsm.Entry) ([][]byte, error) {
 	out := make([][]byte, len(batch))
 	for i := range batch {
+		if p := batch[i].Payload; len(p) > 0 && Op(p[0]) == OpTxn {
+			out[i] = s.applyTxn(&batch[i]) // txn_apply.go
+			continue
+		}
 		r := s.apply(batch[i].Payload)
 		out[i] = r.encode()
 	}
@@ -162,7 +169,8 @@ var refusalCodes = []struct {
 	err  error
 }{
 	{"wrong_shard", ErrWrongShard}, {"empty_key", ErrEmptyKey}, {"key_too_large", ErrKeyTooLarge},
-	{"value_too_large", ErrValueTooLarge}, {"bad_command", ErrBadCommand},
+	{"value_too_large", ErrValueTooLarge}, {"txn_too_large", ErrTxnTooLarge}, {"txn_empty", ErrTxnEmpty},
+	{"bad_command", ErrBadCommand},
 }
 
 // errorOf turns a StatusError result back into an error wrapping its

@@ -25,6 +25,19 @@ type Config struct {
 	// forgets its answered results first (replies.go).
 	MaxReplies    int
 	MaxReplyBytes int64
+	// Group is the replica's group: an Exchanger's votes are cast as its
+	// (exchange.go).
+	Group wire.GroupID
+	// MaxPendingBytes is the size of the entries held for votes past which
+	// the node stops admitting client messages (default
+	// DefaultMaxPendingBytes); MaxEarlyVotes bounds the votes held for
+	// messages not delivered here yet (default DefaultMaxEarlyVotes; more
+	// are refused and pulled again later); VoteCache is how many applied
+	// messages' votes are kept for other replicas' pulls (default
+	// DefaultVoteCache; negative: none).
+	MaxPendingBytes int64
+	MaxEarlyVotes   int
+	VoteCache       int
 }
 
 // Stats counts what a Driver did.
@@ -43,6 +56,14 @@ type Stats struct {
 	Replies    int    `json:"replies"`
 	ReplyBytes int64  `json:"reply_bytes"`
 	Evicted    uint64 `json:"evicted"`
+	// Held is the number of entries held for votes, HeldBytes their size;
+	// VotesCast counts this replica's votes, VotesIn those received,
+	// VotesRefused those refused (exchange.go).
+	Held         int    `json:"held"`
+	HeldBytes    int64  `json:"held_bytes"`
+	VotesCast    uint64 `json:"votes_cast"`
+	VotesIn      uint64 `json:"votes_in"`
+	VotesRefused uint64 `json:"votes_refused"`
 }
 
 // Driver feeds a StateMachine the deliveries of one replica, exactly once,
@@ -51,13 +72,16 @@ type Stats struct {
 // deterministic state machine itself: every replica of a group that applies
 // the same deliveries holds the same results. Not safe for concurrent use.
 type Driver struct {
-	sm      StateMachine
-	cfg     Config
-	applied wire.Timestamp
-	stats   Stats
-	replies replyTable
-	batch   []Entry
-	err     error // sticky: the state machine failed
+	sm       StateMachine
+	cfg      Config
+	applied  wire.Timestamp
+	received wire.Timestamp // the last entry handed over: applied, or held (exchange.go)
+	stats    Stats
+	replies  replyTable
+	x        exchange
+	in       []pendingEntry
+	batch    []Entry
+	err      error // sticky: the state machine failed
 }
 
 // NewDriver returns a driver of sm, whose state is empty (applied gts zero)
@@ -80,9 +104,25 @@ func NewDriver(sm StateMachine, cfg Config) (*Driver, error) {
 		return nil, fmt.Errorf("rsm: MaxResult %d outside 1..%d (wire.MaxPayload)", cfg.MaxResult, wire.MaxPayload)
 	case cfg.MaxReplies < 0 || cfg.MaxReplyBytes < 0:
 		return nil, fmt.Errorf("rsm: negative MaxReplies or MaxReplyBytes")
+	case cfg.MaxPendingBytes < 0 || cfg.MaxEarlyVotes < 0:
+		return nil, fmt.Errorf("rsm: negative MaxPendingBytes or MaxEarlyVotes")
+	}
+	if cfg.MaxPendingBytes == 0 {
+		cfg.MaxPendingBytes = DefaultMaxPendingBytes
+	}
+	if cfg.MaxEarlyVotes == 0 {
+		cfg.MaxEarlyVotes = DefaultMaxEarlyVotes
+	}
+	switch {
+	case cfg.VoteCache == 0:
+		cfg.VoteCache = DefaultVoteCache
+	case cfg.VoteCache < 0:
+		cfg.VoteCache = 0
 	}
 	d := &Driver{sm: sm, cfg: cfg}
 	d.replies.init(cfg.MaxReplies, cfg.MaxReplyBytes)
+	ex, _ := sm.(Exchanger)
+	d.x.init(ex, cfg.Group, cfg.VoteCache)
 	return d, nil
 }
 
@@ -94,34 +134,67 @@ func (d *Driver) Stats() Stats {
 	s := d.stats
 	s.Replies, s.ReplyBytes = d.replies.len(), d.replies.bytes
 	s.Evicted = d.replies.evicted
+	s.Held, s.HeldBytes = d.Backlog()
 	return s
 }
 
 // Err returns the error that stopped the driver, if any.
 func (d *Driver) Err() error { return d.err }
 
-// Apply hands batch to the state machine: the entries above the applied
-// gts, in order (an entry at or below it, or at or below the entry before
-// it, was applied already and is skipped: replay after a restart). Each
-// result is kept for the client's reply (Result). An error is sticky: the
-// state machine's state is undefined after it, and the replica must
+// Apply hands batch to the state machine: the entries above the last one
+// handed over, in order (an entry at or below it, or at or below the entry
+// before it, was handed over already and is skipped: replay after a
+// restart). An entry that needs other groups' votes (Exchanger) is held,
+// with every entry after it, until they are in (AddVote): exchange.go.
+// Each result is kept for the client's reply (Result). An error is sticky:
+// the state machine's state is undefined after it, and the replica must
 // restart from its last snapshot.
 func (d *Driver) Apply(batch []Entry) error {
 	if d.err != nil {
 		return d.err
 	}
-	d.batch = d.batch[:0]
-	last := d.applied
+	d.in = d.in[:0]
+	last := d.received
 	for i := range batch {
-		if batch[i].GTS.LessEq(last) {
+		e := &batch[i]
+		if e.GTS.LessEq(last) {
 			d.stats.Skipped++
 			continue
 		}
-		last = batch[i].GTS
-		d.batch = append(d.batch, batch[i])
+		last = e.GTS
+		p := pendingEntry{Entry: *e}
+		p.Votes = nil
+		p.exchanged = d.x.ex != nil && len(e.Dest) > 1 && d.x.ex.Exchanged(*e)
+		d.in = append(d.in, p)
 	}
-	if len(d.batch) == 0 {
+	if len(d.in) == 0 {
 		return nil
+	}
+	d.received = last
+	var err error
+	if len(d.x.pending) > 0 {
+		d.hold(d.in)
+		err = d.drain()
+	} else {
+		var n int
+		n, err = d.feed(d.in)
+		if err == nil && n < len(d.in) {
+			d.hold(d.in[n:])
+		}
+	}
+	clear(d.in) // drop references to payloads
+	return err
+}
+
+// applyNow hands src to the state machine (every entry ready: votes in
+// where needed) and keeps the results.
+func (d *Driver) applyNow(src []pendingEntry) error {
+	if len(src) == 0 || d.err != nil {
+		return d.err
+	}
+	d.batch = d.batch[:0]
+	for i := range src {
+		d.batch = append(d.batch, src[i].Entry)
 	}
 	res, err := d.sm.Apply(d.batch)
 	d.stats.Batches++
@@ -147,7 +220,7 @@ func (d *Driver) Apply(batch []Entry) error {
 		e := &d.batch[i]
 		d.replies.put(e.ID, e.Floor, res[i])
 	}
-	d.applied = last
+	d.applied = d.batch[len(d.batch)-1].GTS
 	d.stats.Applied += uint64(len(d.batch))
 	clear(d.batch) // drop references to payloads
 	return nil

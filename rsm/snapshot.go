@@ -17,14 +17,17 @@ import (
 // truncation and corruption are detected without holding the snapshot in
 // memory. The chunks' data is:
 //
-//	"WEFTRSM1" | applied gts (T, G) | applied count | results held:
-//	  count, then each: client, session, seq, length, bytes |
+//	"WEFTRSM3" | applied gts (T, G) | applied count | results held:
+//	  count, then each: client, session, seq, digest, length, bytes |
+//	entries held for votes (exchange.go): count, then each: client,
+//	  session, seq, digest, gts (T, G), floor, destination count and
+//	  groups, payload length and bytes |
 //	the state machine's own stream
 //
 // (numbers as uvarints). The applied gts travels in front of the
 // application's stream so the two can never disagree: a restored replica
 // replays exactly the deliveries above it (docs/rsm.md).
-const snapMagic = "WEFTRSM2" // 2: reply ids carry their digest (wire.MsgID.Digest)
+const snapMagic = "WEFTRSM3" // 2: reply ids carry their digest (wire.MsgID.Digest); 3: entries held for votes
 
 // chunkSize is the data per chunk; a reader never buffers more than one.
 const chunkSize = 64 << 10
@@ -49,17 +52,37 @@ func (d *Driver) Snapshot(w io.Writer) error {
 		return err
 	}
 	err := d.replies.each(func(id wire.MsgID, r []byte) error {
-		buf = buf[:0]
-		buf = binary.AppendUvarint(buf, uint64(id.Client))
-		buf = binary.AppendUvarint(buf, id.Session)
-		buf = binary.AppendUvarint(buf, id.Seq)
-		buf = append(buf, id.Digest[:]...)
+		buf = appendID(buf[:0], id)
 		buf = binary.AppendUvarint(buf, uint64(len(r)))
 		buf = append(buf, r...)
 		_, err := bw.Write(buf)
 		return err
 	})
 	if err != nil {
+		return err
+	}
+	// The held entries are deliveries the log may drop once this snapshot
+	// is written (the node cuts its log at the protocol's last delivery),
+	// so they travel in it.
+	buf = binary.AppendUvarint(buf[:0], uint64(len(d.x.pending)))
+	for i := range d.x.pending {
+		e := &d.x.pending[i].Entry
+		buf = appendID(buf, e.ID)
+		buf = binary.AppendUvarint(buf, e.GTS.T)
+		buf = binary.AppendUvarint(buf, uint64(e.GTS.G))
+		buf = binary.AppendUvarint(buf, e.Floor)
+		buf = binary.AppendUvarint(buf, uint64(len(e.Dest)))
+		for _, g := range e.Dest {
+			buf = binary.AppendUvarint(buf, uint64(g))
+		}
+		buf = binary.AppendUvarint(buf, uint64(len(e.Payload)))
+		buf = append(buf, e.Payload...)
+		if _, err := bw.Write(buf); err != nil {
+			return err
+		}
+		buf = buf[:0]
+	}
+	if _, err := bw.Write(buf); err != nil {
 		return err
 	}
 	if err := d.sm.Snapshot(bw); err != nil {
@@ -120,6 +143,10 @@ func (d *Driver) Restore(r io.Reader) error {
 		}
 		t.put(wire.MsgID{Client: wire.ProcID(f[0]), Session: f[1], Seq: f[2], Digest: dg}, 0, res)
 	}
+	held, err := readHeld(br, cr)
+	if err != nil {
+		return err
+	}
 	if err := d.sm.Restore(br); err != nil {
 		return fmt.Errorf("rsm: the state machine's restore: %w", err)
 	}
@@ -134,9 +161,85 @@ func (d *Driver) Restore(r io.Reader) error {
 	t.max, t.maxBytes = d.cfg.MaxReplies, d.cfg.MaxReplyBytes
 	d.replies = t
 	d.applied = wire.Timestamp{T: hdr[0], G: wire.GroupID(hdr[1])}
+	d.received = d.applied
 	d.stats = Stats{Applied: hdr[2]}
 	d.err = nil
-	return nil
+	d.x.init(d.x.ex, d.x.group, cap(d.x.ring))
+	if len(held) == 0 {
+		return nil
+	}
+	for i := range held {
+		p := &held[i]
+		if p.GTS.LessEq(d.received) {
+			return fmt.Errorf("%w: held entry %s at gts %s not above %s", ErrBadSnapshot, p.ID, p.GTS, d.received)
+		}
+		d.received = p.GTS
+		p.exchanged = d.x.ex != nil && len(p.Dest) > 1 && d.x.ex.Exchanged(p.Entry)
+	}
+	d.hold(held)
+	return d.drain() // casts this group's vote on the first again
+}
+
+// appendID appends a message id: client, session, seq, digest.
+func appendID(buf []byte, id wire.MsgID) []byte {
+	buf = binary.AppendUvarint(buf, uint64(id.Client))
+	buf = binary.AppendUvarint(buf, id.Session)
+	buf = binary.AppendUvarint(buf, id.Seq)
+	return append(buf, id.Digest[:]...)
+}
+
+// readHeld reads the entries held for votes. Every allocation is bounded:
+// a payload by wire.MaxPayload, destinations by wire.MaxGroups.
+func readHeld(br *bufio.Reader, cr *chunkReader) ([]pendingEntry, error) {
+	bad := func(what string, err error) error {
+		return fmt.Errorf("%w: held entries: %s (%v)", ErrBadSnapshot, what, snapErr(cr, err))
+	}
+	n, err := binary.ReadUvarint(br)
+	if err != nil {
+		return nil, bad("count", err)
+	}
+	var held []pendingEntry
+	for range n {
+		var f [3]uint64
+		for i := range f {
+			if f[i], err = binary.ReadUvarint(br); err != nil {
+				return nil, bad("id", err)
+			}
+		}
+		var e Entry
+		e.ID = wire.MsgID{Client: wire.ProcID(f[0]), Session: f[1], Seq: f[2]}
+		if _, err := io.ReadFull(br, e.ID.Digest[:]); err != nil {
+			return nil, bad("digest", err)
+		}
+		var g [5]uint64 // gts T, G, floor, destination count, then each group
+		for i := range g[:4] {
+			if g[i], err = binary.ReadUvarint(br); err != nil {
+				return nil, bad("header", err)
+			}
+		}
+		if f[0] > 1<<32-1 || g[1] > wire.MaxGroups || g[3] > wire.MaxGroups {
+			return nil, bad("field out of range", nil)
+		}
+		e.GTS, e.Floor = wire.Timestamp{T: g[0], G: wire.GroupID(g[1])}, g[2]
+		e.Dest = make([]wire.GroupID, g[3])
+		for i := range e.Dest {
+			v, err := binary.ReadUvarint(br)
+			if err != nil || v > wire.MaxGroups {
+				return nil, bad("destination", err)
+			}
+			e.Dest[i] = wire.GroupID(v)
+		}
+		size, err := binary.ReadUvarint(br)
+		if err != nil || size > wire.MaxPayload {
+			return nil, bad("payload length", err)
+		}
+		e.Payload = make([]byte, size)
+		if _, err := io.ReadFull(br, e.Payload); err != nil {
+			return nil, bad("payload", err)
+		}
+		held = append(held, pendingEntry{Entry: e})
+	}
+	return held, nil
 }
 
 // snapErr names the cause of a read failure: the chunk layer's (corrupt,
