@@ -388,6 +388,7 @@ func (n *Node) run() {
 			n.m.Tick()
 			n.stats.Ticks++
 			n.tickTransfer()
+			n.tickVotes(time.Now())
 			n.expireReads()
 			n.drain(0, 0)
 			tick = true
@@ -435,6 +436,15 @@ func (n *Node) step(env wire.Envelope) {
 	case *wire.Read:
 		n.stepRead(env, m) // reads.go
 		return
+	case *wire.Vote:
+		n.stepVote(env, m) // votes.go
+		return
+	case *wire.VotePull:
+		n.stepVotePull(env, m)
+		return
+	}
+	if n.shedForVotes(env) {
+		return
 	}
 	n.stats.Steps++
 	n.met.observe(env)
@@ -448,6 +458,9 @@ func (n *Node) step(env wire.Envelope) {
 
 // ready handles one Ready: persist and sync, send, deliver, advance.
 func (n *Node) ready() error {
+	if n.svc != nil && n.svc.d.Err() != nil { // failed applying on a vote (votes.go)
+		return fmt.Errorf("%w: %w", errServiceFailed, n.svc.d.Err())
+	}
 	rd := n.m.Ready()
 	n.stats.Readies++
 	if len(rd.Persist) > 0 {

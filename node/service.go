@@ -62,6 +62,19 @@ type service struct {
 	xfer           *appTransfer
 	serve          *appServe
 	pendingInstall wire.Timestamp
+	// The vote exchange (votes.go): the wait in progress, this leader's
+	// own replies held until their entries are applied, and the bound on
+	// held entries past which clients are refused.
+	wait    voteWait
+	own     []ownReply
+	maxHeld int64
+}
+
+// ownReply is a reply this group's leader owes a client (replyOwn) once
+// the entry is applied.
+type ownReply struct {
+	m   wire.AppMsg
+	gts wire.Timestamp
 }
 
 // serviceFloor is the gts up to which the log's snapshot records (snap)
@@ -88,11 +101,16 @@ func serviceFloor(snap []wire.Message) wire.Timestamp {
 // snapshot.
 func (n *Node) openService(durable []*wire.RecDelivered, floor, install wire.Timestamp, amnesiac bool) error {
 	cfg := &n.cfg
-	d, err := rsm.NewDriver(cfg.StateMachine, cfg.RSM)
+	rcfg := cfg.RSM
+	rcfg.Group = n.group
+	d, err := rsm.NewDriver(cfg.StateMachine, rcfg)
 	if err != nil {
 		return fmt.Errorf("node: %w", err)
 	}
-	s := &service{d: d, fs: cfg.FS, path: filepath.Join(cfg.DataDir, serviceSnapshotFile)}
+	s := &service{d: d, fs: cfg.FS, path: filepath.Join(cfg.DataDir, serviceSnapshotFile), maxHeld: rcfg.MaxPendingBytes}
+	if s.maxHeld == 0 {
+		s.maxHeld = rsm.DefaultMaxPendingBytes
+	}
 	n.svc = s
 	if amnesiac && install.IsZero() {
 		return nil // nothing delivered yet: its state comes with its first install (transfer.go)
@@ -109,7 +127,9 @@ func (n *Node) openService(durable []*wire.RecDelivered, floor, install wire.Tim
 			return fmt.Errorf("node: restoring the state machine from %s: %w", s.path, err)
 		}
 	}
-	from, restored := d.Applied(), d.Stats().Applied
+	// Received, not Applied: the snapshot also holds the entries waiting
+	// for other groups' votes (rsm/exchange.go).
+	from, restored := d.Received(), d.Stats().Applied
 	if from.Less(install) {
 		// The core installed a snapshot this state does not reach: fetch a
 		// member's (transfer.go) and replay the log above it then.
@@ -139,11 +159,11 @@ func (n *Node) openService(durable []*wire.RecDelivered, floor, install wire.Tim
 		return fmt.Errorf("node: replaying the log into the state machine: %w", err)
 	}
 	s.replayed = int(d.Stats().Applied - restored)
-	if last := n.m.maxDelivered(); d.Applied() != last {
+	if last := n.m.maxDelivered(); d.Received() != last {
 		return fmt.Errorf("node: the state machine's state (snapshot at gts %s, replayed up to %s) does not reach the log's last delivery %s: "+
 			"deliveries in between are in neither the application's snapshot nor the log (was %s written by another run, or the service "+
 			"added to a data directory that delivered without one?); the member cannot rebuild its state (state transfer is issue #12 item 2)",
-			from, d.Applied(), last, s.path)
+			from, d.Received(), last, s.path)
 	}
 	if from != (wire.Timestamp{}) || s.replayed > 0 {
 		n.log.Info("restored the state machine", "snapshot_gts", from, "replayed", s.replayed, "applied_gts", d.Applied())
@@ -184,27 +204,64 @@ func (n *Node) applyService(ds []amcast.Delivery) error {
 		}
 	}
 	clear(s.entries)
+	if n.m.leader() {
+		for i := range ds {
+			if m := &ds[i].M; !ds[i].Install && n.owesReply(m) {
+				s.own = append(s.own, ownReply{m: *m, gts: ds[i].GTS})
+			}
+		}
+	}
+	n.afterApply() // votes.go
+	return nil
+}
+
+// flushReplies sends the replies whose entries are applied: the held
+// DELIVEREDs with their results, and this leader's own replies. An entry
+// held for other groups' votes keeps its replies until it is applied.
+func (n *Node) flushReplies() {
+	s := n.svc
+	applied := s.d.Applied()
+	kept := s.held[:0]
 	for _, env := range s.held {
 		d := *env.Msg.(*wire.Delivered)
+		if !d.GTS.LessEq(applied) {
+			kept = append(kept, env)
+			continue
+		}
 		d.Result, d.HasResult = s.d.Result(d.ID)
 		n.sendCounted(env.To, &d)
 	}
-	clear(s.held)
-	s.held = s.held[:0]
-	if !n.m.leader() {
-		return nil
+	clear(s.held[len(kept):])
+	s.held = kept
+	if len(s.own) == 0 {
+		return
 	}
-	for i := range ds {
-		n.replyOwn(&ds[i].M, ds[i].GTS)
+	leader := n.m.leader()
+	keep := s.own[:0]
+	for _, o := range s.own {
+		switch {
+		case !o.gts.LessEq(applied):
+			keep = append(keep, o)
+		case leader: // else the new leader answers the client's retry
+			n.replyOwn(&o.m, o.gts)
+		}
 	}
-	return nil
+	clear(s.own[len(keep):])
+	s.own = keep
+}
+
+// owesReply reports whether this group's leader answers m's client with its
+// own result: m goes to this group and others, and this group is not the
+// designated replier (whose answer the core sends).
+func (n *Node) owesReply(m *wire.AppMsg) bool {
+	return len(m.Dest) >= 2 && m.Dest[0] != n.group && m.DestIndex(n.group) >= 0 && !n.cfg.Topology.IsReplica(m.ID.Client)
 }
 
 // replyOwn answers m's client with this group's result when this group is
 // a destination but not the designated replier (whose answer the core
 // sends).
 func (n *Node) replyOwn(m *wire.AppMsg, gts wire.Timestamp) {
-	if len(m.Dest) < 2 || m.Dest[0] == n.group || m.DestIndex(n.group) < 0 || n.cfg.Topology.IsReplica(m.ID.Client) {
+	if !n.owesReply(m) {
 		return
 	}
 	res, ok := n.svc.d.Result(m.ID)

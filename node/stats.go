@@ -26,6 +26,8 @@ type Stats struct {
 	// the core installed a SNAPSHOT (transfer.go); TransferBytes the bytes
 	// fetched, TransferChunksServed the chunks sent to members.
 	StateTransfers, TransferBytes, TransferChunksServed uint64
+	// Votes counts the vote exchange between groups (votes.go).
+	Votes VoteStats
 	// CompactionErrors counts compactions given up (the node kept its
 	// log; see compact.go).
 	CompactionErrors          uint64

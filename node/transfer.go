@@ -248,6 +248,7 @@ func (n *Node) finishTransfer() error {
 	if err := n.restoreService(); err != nil {
 		return fmt.Errorf("%w: %w", errServiceFailed, err)
 	}
+	n.afterApply() // replies and votes the replay released (votes.go)
 	n.log.Info("state transfer done: restored the state machine from a member's snapshot and replayed the log above it",
 		"snapshot_gts", x.snap, "bytes", x.total, "applied_gts", s.d.Applied())
 	return nil
@@ -277,14 +278,14 @@ func (n *Node) restoreService() error {
 	}
 	var entries []rsm.Entry
 	for _, r := range durableDeliveries(append(recs, msgs...)) {
-		if s.d.Applied().Less(r.GTS) {
+		if s.d.Received().Less(r.GTS) {
 			entries = append(entries, rsm.EntryOf(&r.M, r.GTS))
 		}
 	}
 	if err := s.d.Apply(entries); err != nil {
 		return err
 	}
-	if last := n.m.maxDelivered(); s.d.Applied() != last && s.d.Applied().Less(last) {
+	if last := n.m.maxDelivered(); s.d.Received().Less(last) {
 		return errors.New("the fetched state and the log's deliveries above it do not reach the last delivery " + last.String())
 	}
 	return nil

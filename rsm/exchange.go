@@ -59,7 +59,7 @@ type Exchanger interface {
 }
 
 // MaxVote is the largest vote, in bytes.
-const MaxVote = 64 << 10
+const MaxVote = wire.MaxVote
 
 // Vote is one group's vote on a message, as replicas exchange it.
 type Vote struct {

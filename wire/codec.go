@@ -206,7 +206,9 @@ func Append(buf []byte, m Message) []byte {
 		if buf, ok = appendPaxos(buf, m); !ok {
 			if buf, ok = appendNodeMsg(buf, m); !ok {
 				if buf, ok = appendTransfer(buf, m); !ok {
-					buf, _ = appendRead(buf, m)
+					if buf, ok = appendRead(buf, m); !ok {
+						buf, _ = appendVote(buf, m)
+					}
 				}
 			}
 		}
@@ -486,6 +488,9 @@ func Decode(b []byte) (Message, error) {
 		}
 		if !ok {
 			x, ok = d.decodeRead()
+		}
+		if !ok {
+			x, ok = d.decodeVote()
 		}
 		if !ok {
 			return nil, fmt.Errorf("%w: kind byte %d", ErrUnknownKind, b[1])

@@ -155,6 +155,8 @@ func samples() []struct {
 			`READ_REPLY 7.4 g=1 OK index=5.g1 leader=p3 result=1B`},
 		{&ReadReply{ID: MsgID{Client: 7, Seq: 4}, G: 1, Status: ReadNotLeader, Leader: 4, Err: "deposed"},
 			`READ_REPLY 7.4 g=1 NOT_LEADER leader=p4 err="deposed"`},
+		{&Vote{ID: MsgID{Client: 7, Seq: 4}, GTS: Timestamp{5, 1}, G: 2, Vote: []byte{1}}, `VOTE 7.4 gts=5.g1 g=2 vote=1B`},
+		{&VotePull{ID: MsgID{Client: 7, Seq: 4}, GTS: Timestamp{5, 1}, G: 2}, `VOTE_PULL 7.4 gts=5.g1 g=2`},
 	}
 }
 
@@ -533,6 +535,10 @@ func randMessage(r *rand.Rand, k Kind) Message {
 	case KindReadReply:
 		return &ReadReply{ID: randID(r), G: GroupID(randNum(r, 32)), Status: ReadStatus(r.IntN(int(readStatusEnd))), Index: randTS(r),
 			Leader: ProcID(randNum(r, 32)), Result: randBytes(r), Err: string(randBytes(r))}
+	case KindVote:
+		return &Vote{ID: randID(r), GTS: randTS(r), G: GroupID(randNum(r, 32)), Vote: randBytes(r)}
+	case KindVotePull:
+		return &VotePull{ID: randID(r), GTS: randTS(r), G: GroupID(randNum(r, 32))}
 	}
 	panic("randMessage: kind " + k.String())
 }
@@ -600,7 +606,7 @@ func TestDecodeErrors(t *testing.T) {
 		{"version 2 (before content digests)", v2, ErrVersion, "version byte 2"},
 		{"version 0", zeroVersion, ErrVersion, "version byte 0"},
 		{"kind 0", raw(Version, KindInvalid), ErrUnknownKind, "kind byte 0"},
-		{"kind end of messages", raw(Version, kindEndMessages), ErrUnknownKind, "kind byte 33"},
+		{"kind end of messages", raw(Version, kindEndMessages), ErrUnknownKind, "kind byte 35"},
 		{"kind 99", raw(Version, 99), ErrUnknownKind, "kind byte 99"},
 		{"kind end of records", raw(Version, kindEndRecords), ErrUnknownKind, "kind byte 110"},
 		{"kind 255", raw(Version, 255), ErrUnknownKind, "kind byte 255"},

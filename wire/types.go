@@ -305,6 +305,8 @@ const (
 	KindReadIndexAck
 	KindRead
 	KindReadReply
+	KindVote
+	KindVotePull
 	kindEndMessages
 )
 
@@ -367,6 +369,8 @@ var kindNames = map[Kind]string{
 	KindReadIndexAck:    "READ_INDEX_ACK",
 	KindRead:            "READ",
 	KindReadReply:       "READ_REPLY",
+	KindVote:            "VOTE",
+	KindVotePull:        "VOTE_PULL",
 }
 
 func (k Kind) String() string {

@@ -1,0 +1,170 @@
+package node
+
+import (
+	"time"
+
+	"github.com/weft-dev/weft/rsm"
+	"github.com/weft-dev/weft/wire"
+)
+
+// The node's side of the vote exchange between groups (rsm/exchange.go;
+// docs/rsm.md): a state machine that is an rsm.Exchanger holds an entry
+// that needs other groups' votes until they are in.
+//
+//   - The votes this replica casts go to every replica of every other
+//     destination group (sendVotes), as soon as the driver casts them.
+//   - A VOTE is taken only from a replica of the group it is the vote of,
+//     or from a replica of this node's own group (which relays votes it
+//     received: a pull's answer); anyone else's, a client's included, is
+//     refused and counted. The driver refuses a vote that contradicts what
+//     it knows (another vote of the same group, a gts other than the
+//     delivered one).
+//   - A replica that waits for votes longer than votePullAfter asks again
+//     (VOTE_PULL) the replicas of the missing groups and of its own group
+//     (which keep the votes of recent messages: rsm.Config.VoteCache);
+//     after votePullGiveUp without them it fetches its group's application
+//     state instead (transfer.go), which its members hold past the entry.
+//   - While the entries held for votes are over rsm.Config.MaxPendingBytes
+//     the node refuses new client MULTICASTs with OVERLOADED: the held
+//     entries are deliveries and cannot be refused, so the admission of new
+//     ones is where the bound is enforced.
+
+const (
+	votePullAfter  = 100 * time.Millisecond
+	votePullGiveUp = 10 * time.Second
+)
+
+// voteWait is the wait for votes in progress: the entry, since when, and
+// the last pull.
+type voteWait struct {
+	id             wire.MsgID
+	since, pulled  time.Time
+	pulls          int
+	fallbackForGTS wire.Timestamp
+}
+
+// VoteStats counts the node's side of the vote exchange.
+type VoteStats struct {
+	Sent, Received, Pulls, PullsAnswered uint64
+	// Refused counts votes refused: from a process that may not send them,
+	// or contradicting what the driver knows (rsm.Stats.VotesRefused
+	// counts the latter alone).
+	Refused uint64
+	// Shed counts client MULTICASTs refused while the held entries were
+	// over their bound; Fallbacks the state transfers started because a
+	// vote could not be had.
+	Shed, Fallbacks uint64
+}
+
+// sendVotes sends the votes the driver cast.
+func (n *Node) sendVotes() {
+	for _, v := range n.svc.d.TakeVotes() {
+		msg := &wire.Vote{ID: v.ID, GTS: v.GTS, G: v.G, Vote: v.Vote}
+		for _, g := range v.To {
+			for _, p := range n.cfg.Topology.Members(g) {
+				n.stats.Votes.Sent++
+				n.sendCounted(p, msg)
+			}
+		}
+	}
+}
+
+// stepVote takes a VOTE from a replica.
+func (n *Node) stepVote(env wire.Envelope, m *wire.Vote) {
+	g, ok := n.cfg.Topology.GroupOf(env.From)
+	if n.svc == nil || !ok || (g != m.G && g != n.group) {
+		n.stats.Votes.Refused++
+		n.log.Debug("refused a vote", "from", uint32(env.From), "msg", wire.Describe(m), "reason", "not a replica of the voting group or of this one")
+		return
+	}
+	if n.transferring() {
+		return // the state is about to be replaced; what it needs is pulled after
+	}
+	n.stats.Votes.Received++
+	err := n.svc.d.AddVote(rsm.Vote{ID: m.ID, GTS: m.GTS, G: m.G, Vote: m.Vote})
+	if err != nil && n.svc.d.Err() == nil {
+		n.stats.Votes.Refused++
+		n.log.Debug("refused a vote", "from", uint32(env.From), "msg", wire.Describe(m), "err", err)
+	}
+	n.afterApply() // a sticky failure stops the node at its next Ready
+}
+
+// stepVotePull answers a VOTE_PULL with the vote if this replica holds it.
+func (n *Node) stepVotePull(env wire.Envelope, m *wire.VotePull) {
+	if _, ok := n.cfg.Topology.GroupOf(env.From); !ok || n.svc == nil {
+		n.stats.Votes.Refused++
+		return
+	}
+	v, ok := n.svc.d.VoteOf(m.ID, m.G)
+	if !ok || v.GTS != m.GTS {
+		return
+	}
+	n.stats.Votes.PullsAnswered++
+	n.sendCounted(env.From, &wire.Vote{ID: v.ID, GTS: v.GTS, G: v.G, Vote: v.Vote})
+}
+
+// afterApply sends what entries applied outside a Ready (on a vote)
+// release: the clients' replies, and the votes cast on the next entry.
+func (n *Node) afterApply() {
+	n.flushReplies()
+	n.sendVotes()
+}
+
+// tickVotes pulls missing votes, and falls back to a state transfer when
+// they cannot be had.
+func (n *Node) tickVotes(now time.Time) {
+	if n.svc == nil || n.transferring() {
+		return
+	}
+	id, gts, missing, ok := n.svc.d.Waiting()
+	w := &n.svc.wait
+	if !ok || len(missing) == 0 {
+		w.id = wire.MsgID{}
+		return
+	}
+	if w.id != id {
+		*w = voteWait{id: id, since: now, pulled: now}
+		return
+	}
+	if now.Sub(w.pulled) < votePullAfter<<min(w.pulls, 4) {
+		return // back off: 100 ms, 200 ms, ... 1.6 s between pulls
+	}
+	w.pulled = now
+	w.pulls++
+	if now.Sub(w.since) >= votePullGiveUp && w.fallbackForGTS != gts {
+		w.fallbackForGTS = gts
+		n.stats.Votes.Fallbacks++
+		n.log.Warn("the votes a held entry needs could not be had from any replica; fetching the group's application state instead",
+			"id", id.String(), "gts", gts, "missing", missing, "waited", now.Sub(w.since).Round(time.Millisecond))
+		n.startTransfer(gts)
+		return
+	}
+	for _, g := range missing {
+		pull := &wire.VotePull{ID: id, GTS: gts, G: g}
+		for _, q := range n.cfg.Topology.Members(g) {
+			n.stats.Votes.Pulls++
+			n.sendCounted(q, pull)
+		}
+		for _, q := range n.cfg.Topology.Members(n.group) {
+			if q != n.cfg.ID {
+				n.stats.Votes.Pulls++
+				n.sendCounted(q, pull)
+			}
+		}
+	}
+}
+
+// shedForVotes reports whether a client's MULTICAST must be refused while
+// the entries held for votes are over their bound (and answers it).
+func (n *Node) shedForVotes(env wire.Envelope) bool {
+	mc, ok := env.Msg.(*wire.Multicast)
+	if !ok || n.svc == nil || n.cfg.Topology.IsReplica(env.From) {
+		return false
+	}
+	if _, bytes := n.svc.d.Backlog(); bytes <= n.svc.maxHeld {
+		return false
+	}
+	n.stats.Votes.Shed++
+	n.sendCounted(env.From, &wire.Overloaded{ID: mc.M.ID})
+	return true
+}
