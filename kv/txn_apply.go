@@ -315,3 +315,18 @@ func (d *decoder) uvarint() uint64 {
 	d.off += k
 	return v
 }
+
+// TxnReads decodes the read values in one shard's answer to t (the keys of
+// t.Reads on that shard, in t.Reads's order), for tools and tests that see
+// a shard's raw results (the simulator's checks).
+func TxnReads(raw []byte, t *Txn) ([]ReadValue, error) {
+	r, err := decodeTxnShardResult(raw, t)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]ReadValue, 0, len(r.reads))
+	for _, rd := range r.reads {
+		out = append(out, ReadValue{Value: rd.v, Present: rd.present})
+	}
+	return out, nil
+}
