@@ -154,14 +154,14 @@ func TestExchangeRefusesContradictions(t *testing.T) {
 		v    Vote
 		want error
 	}{
-		{Vote{ID: held, GTS: wire.Timestamp{T: 5}, G: 2, Vote: []byte{1}}, ErrVoteNotDest},     // g2 is not a destination
-		{Vote{ID: held, GTS: wire.Timestamp{T: 6}, G: 1, Vote: []byte{1}}, ErrVoteNotDest},     // delivered here at 5
+		{Vote{ID: held, GTS: wire.Timestamp{T: 5}, G: 2, Vote: []byte{1}}, ErrVoteNotDest}, // g2 is not a destination
+		{Vote{ID: held, GTS: wire.Timestamp{T: 6}, G: 1, Vote: []byte{1}}, ErrVoteNotDest}, // delivered here at 5
 		{Vote{ID: held, GTS: wire.Timestamp{T: 5}, G: 1, Vote: make([]byte, MaxVote+1)}, ErrVoteTooLarge},
-		{Vote{ID: wire.MsgID{Seq: 9}, GTS: wire.Timestamp{T: 9}, G: 1, Vote: []byte{1}}, nil},  // early
+		{Vote{ID: wire.MsgID{Seq: 9}, GTS: wire.Timestamp{T: 9}, G: 1, Vote: []byte{1}}, nil}, // early
 		{Vote{ID: wire.MsgID{Seq: 9}, GTS: wire.Timestamp{T: 9}, G: 1, Vote: []byte{0}}, ErrVoteConflict},
 		{Vote{ID: wire.MsgID{Seq: 10}, GTS: wire.Timestamp{T: 10}, G: 1, Vote: []byte{1}}, nil}, // early, the second
 		{Vote{ID: wire.MsgID{Seq: 11}, GTS: wire.Timestamp{T: 11}, G: 1, Vote: []byte{1}}, ErrVoteFull},
-		{Vote{ID: wire.MsgID{Seq: 3}, GTS: wire.Timestamp{T: 2}, G: 1, Vote: []byte{1}}, nil},  // below received, not held: ignored
+		{Vote{ID: wire.MsgID{Seq: 3}, GTS: wire.Timestamp{T: 2}, G: 1, Vote: []byte{1}}, nil}, // below received, not held: ignored
 	}
 	for i, c := range cases {
 		err := d.AddVote(c.v)
