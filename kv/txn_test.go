@@ -176,3 +176,25 @@ func FuzzDecodeTxn(f *testing.F) {
 		}
 	})
 }
+
+func TestParseTxn(t *testing.T) {
+	got, err := ParseTxn([]string{"if a = hello world", "if b absent", "if c present", "if d >= -3", "read a", "put e some value", "del b", "add d 7"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Txn{
+		If: []Cond{{Key: "a", Kind: CondEqual, Value: []byte("hello world")}, {Key: "b", Kind: CondAbsent}, {Key: "c", Kind: CondPresent},
+			{Key: "d", Kind: CondAtLeast, Num: -3}},
+		Reads: []string{"a"},
+		Then:  []Write{{Key: "e", Kind: WritePut, Value: []byte("some value")}, {Key: "b", Kind: WriteDelete}, {Key: "d", Kind: WriteAdd, Delta: 7}},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("got %+v\nwant %+v", got, want)
+	}
+	for _, bad := range [][]string{nil, {"if a"}, {"if a = "}, {"if a >= x"}, {"if a absent b"}, {"read"}, {"read a b"}, {"put a"},
+		{"add a"}, {"add a 1 2"}, {"del a b"}, {"swap a b"}, {"if a ~ b"}} {
+		if _, err := ParseTxn(bad); err == nil {
+			t.Errorf("parsed %q", bad)
+		}
+	}
+}

@@ -104,6 +104,8 @@ type CASRequest struct {
 //	DELETE /v1/kv/{key}      200 {"key","ok":true}; 404 if absent
 //	POST   /v1/kv/{key}/cas  body = CASRequest (application/json); 200 if set,
 //	                         409 with the current value ("found", "value", "value_base64")
+//	POST   /v1/txn           body = TxnRequest (application/json): a transaction
+//	                         on any keys (txn.go); 200 committed, 409 aborted
 //
 // {key} is the rest of the path, percent-decoded (a key may hold '/';
 // the last "/cas" of a POST names the operation). Every failure is an
@@ -120,6 +122,7 @@ type CASRequest struct {
 // replica's state, possibly stale), as ?consistency= asks (docs/reads.md).
 type Handler struct {
 	do      func(context.Context, kv.Command, kv.Consistency) (kv.Result, wire.Timestamp, error)
+	txn     func(context.Context, kv.Txn) (kv.TxnResult, error)
 	timeout time.Duration
 	sem     chan struct{}
 	token   httpauth.Token
@@ -131,11 +134,16 @@ type Handler struct {
 
 // NewHandler returns the HTTP/JSON API over c.
 func NewHandler(c *kv.Client, opt Options) *Handler {
-	return newHandler(c.DoAt, opt)
+	h := newHandler(c.DoAt, opt)
+	h.txn = c.Txn
+	return h
 }
 
 func newHandler(do func(context.Context, kv.Command, kv.Consistency) (kv.Result, wire.Timestamp, error), opt Options) *Handler {
 	h := &Handler{do: do, timeout: opt.Timeout, log: opt.Logger, counts: map[string]uint64{}}
+	h.txn = func(context.Context, kv.Txn) (kv.TxnResult, error) {
+		return kv.TxnResult{}, fmt.Errorf("%w: this handler serves no transactions", kv.ErrBadCommand)
+	}
 	if h.timeout <= 0 {
 		h.timeout = DefaultTimeout
 	}
@@ -181,6 +189,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (h *Handler) serve(w http.ResponseWriter, r *http.Request) *httpError {
 	if e := h.authorize(w, r); e != nil {
 		return e
+	}
+	if r.URL.Path == TxnPath {
+		return h.serveTxn(w, r) // txn.go
 	}
 	// The path arrives percent-decoded: "a%2Fb" and "a/b" are one key.
 	key, ok := strings.CutPrefix(r.URL.Path, Prefix)
@@ -439,6 +450,9 @@ func errorReply(err error) *httpError {
 		{kv.ErrEmptyKey, http.StatusBadRequest, "empty_key"},
 		{kv.ErrKeyTooLarge, http.StatusBadRequest, "key_too_large"},
 		{kv.ErrValueTooLarge, http.StatusBadRequest, "value_too_large"},
+		{kv.ErrTxnTooLarge, http.StatusBadRequest, "txn_too_large"},
+		{kv.ErrTxnEmpty, http.StatusBadRequest, "txn_empty"},
+		{kv.ErrShardsDisagree, http.StatusInternalServerError, "shards_disagree"},
 		{client.ErrOverloaded, http.StatusServiceUnavailable, "overloaded"},
 		{client.ErrReadFailed, http.StatusBadGateway, "read_failed"},
 		{client.ErrSessionExpired, http.StatusGone, "session_expired"},

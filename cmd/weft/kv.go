@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -16,6 +18,7 @@ import (
 var (
 	errKVNotFound  = errors.New("not found")
 	errKVCASFailed = errors.New("compare-and-set failed")
+	errKVAborted   = errors.New("transaction aborted")
 )
 
 func kvCmd() *cobra.Command {
@@ -25,7 +28,7 @@ func kvCmd() *cobra.Command {
 		absent  bool
 	)
 	root := &cobra.Command{
-		Use:   "kv get|put|del|cas (--config FILE | --peers ... --groups ...) KEY [VALUE...]",
+		Use:   "kv get|put|del|cas|txn (--config FILE | --peers ... --groups ...) KEY [VALUE...]",
 		Short: "Read and write weft-kv, the key-value store of agents run with service = \"kv\"",
 		Long: `Operate on weft-kv, the reference replicated service: every group of the
 cluster is a shard, and key K lives on shard FNV-1a-64(K) mod (number of
@@ -38,13 +41,18 @@ The agents must run with service = "kv" in their configuration; the
 cluster layout and credentials come from --config (an agent's file) or
 --peers and --groups, as for weft multicast.
 
+A transaction (txn) runs conditions, reads and writes on any keys, across
+shards, atomically: every write or none, at one point of the global order.
+
 Exit status: 0 on success; 1 when get or del finds no key, when a
-compare-and-set fails (the current value is printed), or on an error.`,
+compare-and-set fails (the current value is printed), when a transaction
+aborts, or on an error.`,
 		Example: `  weft kv put --config node0.toml color blue
   weft kv get --config node0.toml color
   weft kv cas --config node0.toml color blue green
   weft kv cas --config node0.toml --absent fresh 1
-  weft kv del --config node0.toml color`,
+  weft kv del --config node0.toml color
+  weft kv txn --config node0.toml 'if alice >= 10' 'add alice -10' 'add bob 10' 'read alice'`,
 	}
 	cf.register(root.PersistentFlags())
 	root.PersistentFlags().DurationVar(&timeout, "timeout", 10*time.Second, "give up after this long")
@@ -149,8 +157,76 @@ compare-and-set fails (the current value is printed), or on an error.`,
 		},
 	}
 	cas.Flags().BoolVar(&absent, "absent", false, "set only if KEY does not exist")
-	root.AddCommand(cas)
+	root.AddCommand(cas, kvTxnCmd(run, out))
 	return root
+}
+
+// kvTxnCmd is `weft kv txn CLAUSE...` (kv.ParseTxn's clauses).
+func kvTxnCmd(run func(*cobra.Command, func(context.Context, *kv.Client) error) error, out func(*cobra.Command, string, ...any)) *cobra.Command {
+	return &cobra.Command{
+		Use:   "txn CLAUSE...",
+		Short: "Run a transaction: conditions, reads and writes on keys of any shards, all or nothing",
+		Long: `Run a one-shot transaction. Each argument is one clause:
+
+  if KEY = VALUE     the key holds VALUE        read KEY      print its value (before the writes)
+  if KEY absent      the key does not exist     put KEY VALUE set it
+  if KEY present     the key exists             del KEY       delete it
+  if KEY >= N        its integer value >= N     add KEY N     add N to its integer value
+
+Absent keys count as 0 for >= and add. If every condition holds (and every
+add applies to an integer), every write is applied, at every shard involved;
+otherwise none is and the command exits 1 naming what failed. The shards
+exchange their conditions' outcomes (docs/kv.md).`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			t, err := kv.ParseTxn(args)
+			if err != nil {
+				return err
+			}
+			return run(cmd, func(ctx context.Context, k *kv.Client) error {
+				res, err := k.Txn(ctx, t)
+				if err != nil && !errors.Is(err, kv.ErrTxnTooLarge) {
+					return err
+				}
+				for i, key := range t.Reads {
+					if i < len(res.Reads) && res.Reads[i].Present {
+						out(cmd, "%s = %s\n", key, res.Reads[i].Value)
+					} else if err == nil {
+						out(cmd, "%s (absent)\n", key)
+					}
+				}
+				if err != nil {
+					return err
+				}
+				if res.Committed {
+					out(cmd, "committed at %s\n", res.GTS)
+					return nil
+				}
+				var why []string
+				for _, i := range res.Failed {
+					why = append(why, fmt.Sprintf("%q does not hold", clause(args, i, "if")))
+				}
+				for _, i := range res.BadWrites {
+					why = append(why, fmt.Sprintf("%q: the value is not an integer or the sum overflows", clause(args, i, "put", "del", "add")))
+				}
+				return fmt.Errorf("%w at %s: %s", errKVAborted, res.GTS, strings.Join(why, "; "))
+			})
+		},
+	}
+}
+
+// clause returns the n-th clause (from 0) whose first word is one of
+// words: ParseTxn keeps the clauses of each kind in their order.
+func clause(args []string, n int, words ...string) string {
+	for _, a := range args {
+		if f := strings.Fields(a); len(f) > 0 && slices.Contains(words, f[0]) {
+			if n == 0 {
+				return a
+			}
+			n--
+		}
+	}
+	return "?"
 }
 
 // newKVClient returns a kv client over a new client of ccfg's cluster,

@@ -103,6 +103,26 @@ func TestKVProcesses(t *testing.T) {
 	expect(kvHTTPCall(t, "DELETE", api+"via%20http", token, ""), `200`)
 	expect(kvRun(false, "get", "via http"), "not found")
 
+	// Transactions across shards, from the CLI and over HTTP.
+	alice, bob := "alice", "bob0"
+	for i := 0; kv.Shard(bob, 3) == kv.Shard(alice, 3); i++ {
+		bob = fmt.Sprint("bob", i)
+	}
+	expect(kvRun(true, "txn", "put "+alice+" 20", "del "+bob), "committed at")
+	expect(kvRun(true, "txn", "if "+alice+" >= 15", "add "+alice+" -15", "add "+bob+" 15", "read "+alice, "read "+bob),
+		alice+" = 20\n"+bob+" (absent)\ncommitted at")
+	expect(kvRun(false, "txn", "if "+alice+" >= 6", "add "+alice+" -6", "add "+bob+" 6"), `transaction aborted at`)
+	expect(kvRun(false, "txn", "if "+alice+" >= 6", "add "+alice+" -6", "add "+bob+" 6"), `"if `+alice+` >= 6" does not hold`)
+	expect(kvRun(false, "txn", "swap "+alice), "is not if, read, put, del or add")
+	txnAPI := "http://" + ports[3] + kvhttp.TxnPath
+	expect(kvHTTPCall(t, "POST", txnAPI, token, `{"if":[{"key":"`+bob+`","at_least":15}],"then":[{"key":"`+bob+`","add":-15},{"key":"`+alice+`","add":15}],"reads":["`+alice+`"]}`),
+		`200 {"committed":true,"gts":"`)
+	expect(kvHTTPCall(t, "POST", txnAPI, token, `{"reads":["`+alice+`","`+bob+`"]}`), `"reads":[{"key":"`+alice+`","found":true,"value":"20"`)
+	expect(kvHTTPCall(t, "POST", txnAPI, token, `{"if":[{"key":"`+bob+`","at_least":1}],"then":[{"key":"`+alice+`","delete":true}]}`),
+		`409 {"committed":false,"gts":"`)
+	expect(kvHTTPCall(t, "POST", txnAPI, token, `{"if":[{"key":"a","absent":true,"present":true}]}`), `400 {"error":"if[0]: give exactly one`)
+	expect(kvHTTPCall(t, "POST", txnAPI, token, `{}`), `400 {"error":"kv: empty transaction","class":"txn_empty"}`)
+
 	// Fill color's shard past a few compactions, then SIGKILL its agent.
 	g := kv.Shard("color", 3)
 	var keys []string
@@ -147,6 +167,9 @@ func kvHTTPCall(t *testing.T, method, url, token, body string) string {
 		}
 		if token != "" {
 			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		if method == "POST" {
+			req.Header.Set("Content-Type", "application/json")
 		}
 		resp, err := http.DefaultClient.Do(req)
 		if errors.Is(err, syscall.ECONNREFUSED) && ctx.Err() == nil {
