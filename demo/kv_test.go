@@ -12,13 +12,8 @@ package demo
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"slices"
-	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -32,69 +27,19 @@ import (
 	"github.com/weft-dev/weft/wire"
 )
 
-const (
-	// kvOpTimeout bounds one kv operation: past it the operation's outcome
-	// is unknown (recorded as possibly applied). Generous: the client
-	// retries through a failover well within it.
-	kvOpTimeout = 15 * time.Second
-	// kvImpatient is the deadline of an impatient operation (one in
-	// kvImpatientOdds): a client that gives up before the reply, so that
-	// the history holds operations of unknown outcome that were in fact
-	// applied, in flight or lost.
-	kvImpatient     = 2 * time.Millisecond
-	kvImpatientOdds = 40
-	// kvHistoryBytes bounds a run's history (some thousands of operations
-	// of short keys and values).
-	kvHistoryBytes = 32 << 20
-	// kvCheckWithin bounds porcupine's search.
-	kvCheckWithin = 60 * time.Second
-)
-
-// kvLoad is a kv workload: workers doing single-key operations on keys,
-// each recorded in h.
-type kvLoad struct {
-	c    *cluster
-	k    *kv.Client
-	h    *kvcheck.History
-	keys []string
-	stop atomic.Bool
-	wg   sync.WaitGroup
-	// ids hands out porcupine client ids: a worker takes a fresh one after
-	// an operation of unknown outcome, which stays open for good.
-	ids atomic.Int64
-
-	mu     sync.Mutex
-	levels map[kv.Consistency]int // successful gets per consistency level
-	// longest is the longest a successful operation took: through a
-	// failover, the wait for the new leader.
-	longest time.Duration
-}
-
-// hotKeys returns per keys per shard of n shards.
-func hotKeys(n, per int) []string {
-	var keys []string
-	have := make([]int, n)
-	for i := 0; len(keys) < n*per; i++ {
-		k := fmt.Sprint("hot", i)
-		if g := kv.Shard(k, n); have[g] < per {
-			have[g]++
-			keys = append(keys, k)
-		}
-	}
-	return keys
+// kvTest is a kvLoad on a test cluster.
+type kvTest struct {
+	*kvLoad
+	c *cluster
 }
 
 // startKVLoad connects a kv client to c (its multicasts in the checked
 // history, Optional: an operation that times out is given up on) and
 // starts workers on keys.
-func (c *cluster) startKVLoad(workers int, keys []string) *kvLoad {
+func (c *cluster) startKVLoad(workers int, keys []string) *kvTest {
 	c.t.Helper()
-	l := &kvLoad{c: c, k: c.kvClient(), h: kvcheck.NewHistory(kvHistoryBytes), keys: keys,
-		levels: map[kv.Consistency]int{}}
-	l.ids.Store(int64(workers))
-	for w := range workers {
-		l.wg.Go(func() { l.worker(w) })
-	}
+	l := &kvTest{kvLoad: newKVLoad(c.ctx, c.kvClient(), keys, c.r.opt.Seed, c.logf), c: c}
+	l.start(workers)
 	return l
 }
 
@@ -116,85 +61,8 @@ func (c *cluster) kvClient() *kv.Client {
 	return k
 }
 
-// worker runs operations until l.stop: a put, delete or compare-and-set
-// (against the value it last saw, or absence) of a unique value, or a get,
-// linearizable (the read index) or ordered (a multicast); one in
-// kvImpatientOdds with a deadline too short for its reply.
-func (l *kvLoad) worker(w int) {
-	r := rand.New(rand.NewPCG(l.c.r.opt.Seed, uint64(w)))
-	id := w
-	seen := map[string]*string{} // key -> the value last seen (nil: absent)
-	for i := 0; !l.stop.Load(); i++ {
-		in := kvcheck.Input{Key: l.keys[r.IntN(len(l.keys))], Value: fmt.Sprintf("%d.%d", w, i)}
-		var out kvcheck.Output
-		timeout := kvOpTimeout
-		if r.IntN(kvImpatientOdds) == 0 {
-			timeout = kvImpatient
-		}
-		ctx, cancel := context.WithTimeout(l.c.ctx, timeout)
-		level := kv.Linearizable
-		call := l.h.Now()
-		var err error
-		switch n := r.IntN(20); {
-		case n < 6:
-			in.Op = kv.OpPut
-			err = l.k.Put(ctx, in.Key, []byte(in.Value))
-		case n < 8:
-			in.Op = kv.OpDelete
-			out.OK, err = l.k.Delete(ctx, in.Key)
-		case n < 12:
-			in.Op = kv.OpCAS
-			var expect []byte
-			if v := seen[in.Key]; v != nil {
-				expect = []byte(*v)
-				in.Expect, in.ExpectPresent = *v, true
-			}
-			var cur []byte
-			out.OK, cur, out.Present, err = l.k.CompareAndSet(ctx, in.Key, expect, []byte(in.Value))
-			out.Value = string(cur)
-		default:
-			in.Op = kv.OpGet
-			if n >= 17 {
-				level = kv.Ordered
-			}
-			var v []byte
-			v, out.OK, err = l.k.Get(ctx, in.Key, level)
-			out.Value = string(v)
-		}
-		cancel()
-		if err != nil {
-			l.h.Unknown(id, in, call)
-			id = int(l.ids.Add(1)) - 1
-			if l.c.ctx.Err() == nil && timeout != kvImpatient { // not the test ending early, nor an impatient client
-				l.c.logf("kv worker %d: %s %s: %v (outcome unknown)", w, in.Op, in.Key, err)
-			}
-			continue
-		}
-		l.h.Add(id, in, out, call)
-		took := time.Duration(l.h.Now() - call)
-		l.mu.Lock()
-		l.longest = max(l.longest, took)
-		l.mu.Unlock()
-		switch {
-		case in.Op == kv.OpGet && out.OK, in.Op == kv.OpCAS && !out.OK && out.Present:
-			v := out.Value
-			seen[in.Key] = &v
-		case in.Op == kv.OpGet, in.Op == kv.OpDelete, in.Op == kv.OpCAS && !out.OK:
-			seen[in.Key] = nil
-		default: // a put, or a compare-and-set that set
-			v := in.Value
-			seen[in.Key] = &v
-		}
-		if in.Op == kv.OpGet {
-			l.mu.Lock()
-			l.levels[level]++
-			l.mu.Unlock()
-		}
-	}
-}
-
 // progress waits until n more operations are recorded.
-func (l *kvLoad) progress(n int) {
+func (l *kvTest) progress(n int) {
 	l.c.t.Helper()
 	from := l.h.Len()
 	l.c.waitFor(fmt.Sprintf("%d more kv operations", n), progressAfter, func(map[wire.ProcID]node.Status) bool {
@@ -202,33 +70,17 @@ func (l *kvLoad) progress(n int) {
 	})
 }
 
-// end stops the workers and waits for them.
-func (l *kvLoad) end() {
-	l.stop.Store(true)
-	l.wg.Wait()
-}
-
 // check checks the history with porcupine and returns its verdict, after
 // logging what was recorded (and, for a verdict other than Ok, where
 // porcupine's visualisation is).
-func (l *kvLoad) check(name string) porcupine.CheckResult {
+func (l *kvTest) check(name string) porcupine.CheckResult {
 	t := l.c.t
 	t.Helper()
-	began := time.Now()
-	res, info, err := l.h.Check(kvCheckWithin)
+	res, info, took, err := l.kvLoad.check()
 	if err != nil {
 		t.Fatal(err)
 	}
-	counts := l.h.Counts()
-	kinds := make([]string, 0, len(counts))
-	for k, n := range counts {
-		kinds = append(kinds, fmt.Sprintf("%s %d", k, n))
-	}
-	slices.Sort(kinds)
-	l.mu.Lock()
-	l.c.logf("kv history: %d operations, workers on %d keys (%s; gets: %d linearizable, %d ordered, %d local; longest %v); porcupine: %v in %v",
-		l.h.Len(), len(l.keys), strings.Join(kinds, ", "), l.levels[kv.Linearizable], l.levels[kv.Ordered], l.levels[kv.Local], l.longest.Round(time.Millisecond), res, time.Since(began).Round(time.Millisecond))
-	l.mu.Unlock()
+	l.c.logf("kv history: %s; porcupine: %v in %v", l.describe(), res, took.Round(time.Millisecond))
 	if res != porcupine.Ok {
 		path := filepath.Join(os.TempDir(), "weft-"+name+".html")
 		if err := kvcheck.Visualize(info, path); err == nil {
