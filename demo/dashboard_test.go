@@ -51,7 +51,7 @@ func TestDemoDashboardHold(t *testing.T) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		sum, err := Run(ctx, Options{Exe: exe, Groups: 2, Replicas: 3, Clients: 4, Duration: 3 * time.Second, KillGroup: -1, Hold: true, Out: w})
+		sum, err := Run(ctx, Options{Exe: exe, Workload: WorkloadMulticast, Groups: 2, Replicas: 3, Clients: 4, Duration: 3 * time.Second, KillGroup: -1, Hold: true, Out: w})
 		done <- result{sum, err}
 	}()
 	data := func(url string) (members int, delivered uint64) {

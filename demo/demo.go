@@ -49,7 +49,9 @@ import (
 	"github.com/weft-dev/weft/amcast"
 	"github.com/weft-dev/weft/client"
 	"github.com/weft-dev/weft/config"
+	"github.com/weft-dev/weft/internal/bank"
 	"github.com/weft-dev/weft/internal/check"
+	"github.com/weft-dev/weft/kv"
 	"github.com/weft-dev/weft/node"
 	"github.com/weft-dev/weft/transport"
 	"github.com/weft-dev/weft/wire"
@@ -66,14 +68,28 @@ type Options struct {
 	// Protocol is the protocol the agents run (default "wbcast"; see
 	// config.Protocols; "skeen" needs Replicas = 1 and KillGroup < 0).
 	Protocol string
+	// Workload is what the clients do: "kv" (the default) runs weft-kv,
+	// a bank of accounts with cross-shard transfers and full-balance reads
+	// (internal/bank) and single-key operations on a few hot keys checked
+	// for linearizability (kvload.go); "multicast" runs raw multicast
+	// clients (and any Service).
+	Workload string
 	// Service is the replicated service the agents run (config key
 	// "service"; default "none": they order the workload's messages and
-	// apply nothing). With "kv" every group is a shard of weft-kv, and the
-	// workload's raw messages are refused by its state machine, after
-	// they are ordered and delivered like any other.
+	// apply nothing; "kv" with Workload "kv", the only one it takes). With
+	// "kv" every group is a shard of weft-kv, and a multicast workload's
+	// raw messages are refused by its state machine, after they are
+	// ordered and delivered like any other.
 	Service string
-	// Clients is the number of concurrent closed-loop clients (default 16).
+	// Clients is the number of concurrent closed-loop clients (default
+	// 16): with Workload "kv", the bank's transfer workers.
 	Clients int
+	// Accounts is the bank's number of accounts (Workload "kv"; default
+	// 30, spread over the shards).
+	Accounts int
+	// KVWorkers is the number of workers doing single-key operations on
+	// the hot keys (Workload "kv"; default 4).
+	KVWorkers int
 	// Payload is the size of each message in bytes (default 64).
 	Payload int
 	// DestGroups fixes the number of destination groups of every message;
@@ -123,6 +139,12 @@ type Options struct {
 	Hold bool
 }
 
+// Workloads (Options.Workload).
+const (
+	WorkloadKV        = "kv"
+	WorkloadMulticast = "multicast"
+)
+
 // How Options.Stop stops a leader.
 const (
 	StopKill = "kill" // SIGKILL: a crash
@@ -158,6 +180,8 @@ type Summary struct {
 	Report           *check.Report
 	ReplyMismatches  int
 	Deliveries       int
+	// KV is the weft-kv workload's part (nil with Workload "multicast").
+	KV *KVSummary
 }
 
 func (o *Options) defaults() error {
@@ -204,6 +228,20 @@ func (o *Options) defaults() error {
 	if o.Stop == "" {
 		o.Stop = StopKill
 	}
+	if o.Workload == "" {
+		o.Workload = WorkloadKV
+	}
+	if o.Workload == WorkloadKV {
+		if o.Service == "" {
+			o.Service = config.ServiceKV
+		}
+		if o.Accounts == 0 {
+			o.Accounts = bank.DefaultAccounts
+		}
+		if o.KVWorkers == 0 {
+			o.KVWorkers = 4
+		}
+	}
 	switch {
 	case o.GossipInterval < config.MinGossipInterval:
 		return fmt.Errorf("demo: gossip interval %v is below %v", o.GossipInterval, config.MinGossipInterval)
@@ -219,6 +257,16 @@ func (o *Options) defaults() error {
 		return fmt.Errorf("demo: --kill-group %d: there are %d groups", o.KillGroup, o.Groups)
 	case o.DestGroups < 0 || o.DestGroups > o.Groups:
 		return fmt.Errorf("demo: %d destination groups with %d groups", o.DestGroups, o.Groups)
+	case o.Workload != WorkloadKV && o.Workload != WorkloadMulticast:
+		return fmt.Errorf("demo: --workload %q: want %s or %s", o.Workload, WorkloadKV, WorkloadMulticast)
+	case o.Workload == WorkloadKV && o.Service != config.ServiceKV:
+		return fmt.Errorf("demo: the kv workload needs service %q, not %q", config.ServiceKV, o.Service)
+	case o.Workload == WorkloadKV && o.Groups < 2:
+		return fmt.Errorf("demo: the kv workload's transfers cross shards: --groups %d, want at least 2", o.Groups)
+	case o.Workload == WorkloadKV && (o.Accounts < 2*o.Groups || o.Accounts > kv.MaxTxnOps):
+		return fmt.Errorf("demo: --accounts %d: want 2 per shard (%d) to %d (one transaction reads them all)", o.Accounts, 2*o.Groups, kv.MaxTxnOps)
+	case o.KVWorkers < 0:
+		return fmt.Errorf("demo: --kv-workers %d is negative", o.KVWorkers)
 	}
 	return nil
 }
@@ -329,8 +377,13 @@ func (r *run) main(ctx context.Context) (*Summary, error) {
 	if err := r.setup(); err != nil {
 		return nil, err
 	}
-	r.printf("weft demo: %d groups x %d replicas as separate processes on loopback, %d closed-loop clients, %v",
-		opt.Groups, opt.Replicas, opt.Clients, opt.Duration)
+	if opt.Workload == WorkloadKV {
+		r.printf("weft demo: weft-kv on %d shards x %d replicas as separate processes on loopback; a bank of %d accounts (%d transfer workers, %d full-balance readers) and %d single-key workers, %v",
+			opt.Groups, opt.Replicas, opt.Accounts, opt.Clients, bank.DefaultReaders, opt.KVWorkers, opt.Duration)
+	} else {
+		r.printf("weft demo: %d groups x %d replicas as separate processes on loopback, %d closed-loop multicast clients, %v",
+			opt.Groups, opt.Replicas, opt.Clients, opt.Duration)
+	}
 	r.printf("data and logs in %s", r.dir)
 	for _, a := range r.agents {
 		if err := r.start(a); err != nil {
@@ -384,28 +437,24 @@ func (r *run) main(ctx context.Context) (*Summary, error) {
 		st := r.snapshot()[a.id]
 		nodes[a.id] = st.Addr
 	}
-	cl, err := client.New(client.Config{Cluster: "weft-demo", ClusterKey: r.key, TLS: r.tls, Topology: r.topo, Nodes: nodes, Tick: opt.Tick, RetryTicks: 10,
-		OnMulticast: func(m wire.AppMsg, at time.Time) {
-			dest := make([]int, len(m.Dest))
-			for i, g := range m.Dest {
-				dest[i] = int(g)
-			}
-			r.mu.Lock()
-			r.events = append(r.events, check.Event{Ev: check.EvMulticast, ID: m.ID.Full(), Dest: dest, T: at.UnixMicro()})
-			r.mu.Unlock()
-		}})
+	kvMode := opt.Workload == WorkloadKV
+	// A kv client waits for every shard's answer, and may give up on an
+	// operation (a deadline): its multicasts are optional for termination.
+	cl, err := client.New(r.clientConfig(nodes, kvMode, kvMode))
 	if err != nil {
 		return nil, err
 	}
 	defer cl.Close()
-	var stop atomic.Bool
+	var wl workload = &mcastWorkload{r: r, cl: cl}
+	if kvMode {
+		if wl, err = r.newKVWorkload(ctx, cl); err != nil {
+			return nil, err
+		}
+	}
 	drainCtx, cancelDrain := context.WithCancel(ctx)
 	defer cancelDrain()
-	var workers sync.WaitGroup
 	t0 := time.Now()
-	for w := range opt.Clients {
-		workers.Go(func() { r.worker(drainCtx, cl, &stop, uint64(w)) })
-	}
+	wl.start(drainCtx)
 
 	killAt := time.Duration(float64(opt.Duration) * 0.3)
 	restartAt := time.Duration(float64(opt.Duration) * 0.6)
@@ -421,27 +470,17 @@ func (r *run) main(ctx context.Context) (*Summary, error) {
 	var killed *agent
 	var oldBallot wire.Ballot
 	var watchers sync.WaitGroup
-	lastCompleted := 0
 loop:
 	for {
 		select {
 		case <-ctx.Done():
-			stop.Store(true)
 			cancelDrain()
-			workers.Wait()
+			wl.stop()
 			watchers.Wait()
 			r.endProgress()
 			return nil, ctx.Err()
 		case <-progress.C:
-			r.mu.Lock()
-			win := r.window
-			r.window = nil
-			done, inflight := r.completed, r.inflight
-			r.mu.Unlock()
-			slices.Sort(win)
-			r.showProgress(fmt.Sprintf("[%5.1fs] delivered %s  rate %s/s  p50 %s  in flight %d  leaders %s",
-				time.Since(t0).Seconds(), commas(done), commas(done-lastCompleted), fmtDur(pct(win, 0.5)), inflight, r.leaders(r.snapshot())))
-			lastCompleted = done
+			r.showProgress(fmt.Sprintf("[%5.1fs] %s  leaders %s", time.Since(t0).Seconds(), wl.progress(), r.leaders(r.snapshot())))
 		case <-kill.C:
 			sts := r.snapshot()
 			st, ok := r.leaderOf(sts, opt.KillGroup)
@@ -487,23 +526,20 @@ loop:
 			break loop
 		}
 	}
-	stop.Store(true)
-	r.mu.Lock()
-	inflight := r.inflight
-	r.mu.Unlock()
-	r.printf("[%5.1fs] workload stopped; waiting for %d messages in flight", time.Since(t0).Seconds(), inflight)
+	r.printf("[%5.1fs] workload stopped; waiting for the operations in flight", time.Since(t0).Seconds())
 	drained := make(chan struct{})
-	go func() { workers.Wait(); close(drained) }()
+	go func() { wl.stop(); close(drained) }()
 	select {
 	case <-drained:
 	case <-time.After(20 * time.Second):
-		r.printf("messages still in flight after 20s; giving up on them")
+		r.printf("operations still in flight after 20s; giving up on them")
 		cancelDrain()
 		<-drained
 	}
 	sum.Elapsed = time.Since(t0)
 	watchers.Wait()
 	r.endProgress()
+	wl.final(ctx)
 
 	// Let followers catch up, then stop the agents.
 	settled := r.waitFor(ctx, 10*time.Second, r.settled())
@@ -539,31 +575,40 @@ loop:
 	}
 	sum.Report = check.Check(h, check.Options{Termination: check.TermQuorum})
 	sum.ReplyMismatches = r.compareReplies(h)
-	r.mu.Lock()
-	all := slices.Clone(r.lat)
-	sum.Completed = r.completed
-	sum.LongestWait = r.longest
-	failures := r.failures
-	r.mu.Unlock()
-	slices.Sort(all)
 	sum.Multicasts = sum.Report.Multicasts
 	sum.Deliveries = sum.Report.Deliveries
-	sum.P50, sum.P99 = pct(all, 0.5), pct(all, 0.99)
-	if len(all) > 0 {
-		sum.Max = all[len(all)-1]
-	}
-	sum.Throughput = float64(sum.Completed) / opt.Duration.Seconds()
-	if failures > 0 {
-		r.printf("%d multicasts got no reply", failures)
-	}
-	if opt.Keep || !sum.Report.OK() || sum.ReplyMismatches > 0 || failures > 0 {
+	r.mu.Lock()
+	sum.LongestWait = r.longest
+	r.mu.Unlock()
+	passed := wl.summarize(sum) && sum.Report.OK() && sum.ReplyMismatches == 0
+	if opt.Keep || !passed {
 		r.printf("the cluster's directory stays: %s", r.dir)
 	}
 	r.printSummary(sum)
-	if !sum.Report.OK() || sum.ReplyMismatches > 0 || failures > 0 {
+	if !passed {
 		return sum, ErrCheckFailed
 	}
 	return sum, nil
+}
+
+// clientConfig configures a client of the agents at nodes, over mutual
+// TLS with r.tls, else with r.key, whose multicasts go into the checked
+// history. allGroups waits for every destination group's answer (a
+// replicated service's client); optional marks the multicasts Optional
+// (check.Event): a client that gives up on a message (a deadline) may
+// leave it undelivered without failing termination.
+func (r *run) clientConfig(nodes map[wire.ProcID]string, allGroups, optional bool) client.Config {
+	return client.Config{Cluster: "weft-demo", ClusterKey: r.key, TLS: r.tls, Topology: r.topo, Nodes: nodes, Tick: r.opt.Tick, RetryTicks: 10,
+		AllGroups: allGroups,
+		OnMulticast: func(m wire.AppMsg, at time.Time) {
+			dest := make([]int, len(m.Dest))
+			for i, g := range m.Dest {
+				dest[i] = int(g)
+			}
+			r.mu.Lock()
+			r.events = append(r.events, check.Event{Ev: check.EvMulticast, ID: m.ID.Full(), Dest: dest, T: at.UnixMicro(), Optional: optional})
+			r.mu.Unlock()
+		}}
 }
 
 // dashboardAgent is the agent whose dashboard the demo shows: the first
@@ -647,15 +692,24 @@ func (r *run) worker(ctx context.Context, cl *client.Client, stop *atomic.Bool, 
 		r.lat = append(r.lat, res.Latency)
 		r.window = append(r.window, res.Latency)
 		r.replies[res.ID.Full()] = res.GTS
-		if r.killGroup >= 0 && slices.Contains(dest, wire.GroupID(r.killGroup)) {
-			if r.firstBack.IsZero() && submitted.After(r.killTime) {
-				r.firstBack = done
-			}
-			if done.After(r.killTime) && submitted.Before(r.killTime.Add(2*time.Second)) {
-				r.longest = max(r.longest, done.Sub(later(submitted, r.killTime)))
-			}
-		}
+		r.observeLocked(dest, submitted, done)
 		r.mu.Unlock()
+	}
+}
+
+// observeLocked notes a write to dest, submitted and answered at the given
+// times, for the failover's figures: the first answer from the stopped
+// leader's group to a write submitted after the stop, and the longest a
+// write to that group waited from the stop on. The caller holds r.mu.
+func (r *run) observeLocked(dest []wire.GroupID, submitted, done time.Time) {
+	if r.killGroup < 0 || !slices.Contains(dest, wire.GroupID(r.killGroup)) {
+		return
+	}
+	if r.firstBack.IsZero() && submitted.After(r.killTime) {
+		r.firstBack = done
+	}
+	if done.After(r.killTime) && submitted.Before(r.killTime.Add(2*time.Second)) {
+		r.longest = max(r.longest, done.Sub(later(submitted, r.killTime)))
 	}
 }
 

@@ -41,12 +41,21 @@ func (r *run) watchFailover(ctx context.Context, sum *Summary, g int, killed wir
 		r.mu.Unlock()
 		if !back.IsZero() {
 			sum.DeliveringAfter = back.Sub(at)
-			r.printf("failover: g%d delivering again %v after the %s", g, fmtDur(sum.DeliveringAfter), r.stopWord())
+			r.printf("failover: g%d %s %v after the %s", g, r.resumedWord(), fmtDur(sum.DeliveringAfter), r.stopWord())
 			return
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	r.printf("failover: g%d did not deliver a new message within 10s of the %s", g, r.stopWord())
+	r.printf("failover: g%d did not answer a new write within 10s of the %s", g, r.stopWord())
+}
+
+// resumedWord says that the stopped leader's group is back: the first
+// answer to a write submitted after the stop.
+func (r *run) resumedWord() string {
+	if r.opt.Workload == WorkloadKV {
+		return "writes resumed"
+	}
+	return "delivering again"
 }
 
 // stopWord names the leader's stop in the failover lines.

@@ -115,6 +115,7 @@ func startCluster(t *testing.T, spec clusterSpec) *cluster {
 	}
 	opt := Options{Exe: exe, Duration: 3 * time.Second, Groups: spec.Groups, Replicas: spec.Replicas,
 		Clients: spec.Clients, DestGroups: spec.DestGroups, KillGroup: -1, Dir: dir, Out: logWriter{t}, Protocol: spec.Protocol, Service: spec.Service,
+		Workload: WorkloadMulticast, // the tests drive their own workloads
 		PeerAddr: c.newProxy}
 	if err := opt.defaults(); err != nil {
 		t.Fatal(err)
@@ -195,7 +196,6 @@ func (c *cluster) connect() {
 // leave it undelivered without failing termination.
 func (c *cluster) clientConfig(optional bool) client.Config {
 	c.t.Helper()
-	opt := c.r.opt
 	nodes := map[wire.ProcID]string{}
 	// Every agent's address, as its status reports it: an agent that just
 	// restarted may not have answered the poll yet.
@@ -208,16 +208,7 @@ func (c *cluster) clientConfig(optional bool) client.Config {
 		}
 		return true
 	})
-	return client.Config{Cluster: "weft-demo", ClusterKey: c.r.key, TLS: c.r.tls, Topology: c.r.topo, Nodes: nodes, Tick: opt.Tick, RetryTicks: 10,
-		OnMulticast: func(m wire.AppMsg, at time.Time) {
-			dest := make([]int, len(m.Dest))
-			for i, g := range m.Dest {
-				dest[i] = int(g)
-			}
-			c.r.mu.Lock()
-			c.r.events = append(c.r.events, check.Event{Ev: check.EvMulticast, ID: m.ID.Full(), Dest: dest, T: at.UnixMicro(), Optional: optional})
-			c.r.mu.Unlock()
-		}}
+	return c.r.clientConfig(nodes, false, optional)
 }
 
 // pause stops the workload, waits for the messages in flight and closes

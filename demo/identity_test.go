@@ -209,7 +209,7 @@ func TestDataDirLockTwoProcesses(t *testing.T) {
 		t.Skip("multi-process test: skipped with -short")
 	}
 	dir := t.TempDir()
-	opt := Options{Exe: weftBinary(t), Duration: 3 * time.Second, Groups: 1, Replicas: 1, KillGroup: -1, Dir: dir, Out: logWriter{t}}
+	opt := Options{Exe: weftBinary(t), Workload: WorkloadMulticast, Duration: 3 * time.Second, Groups: 1, Replicas: 1, KillGroup: -1, Dir: dir, Out: logWriter{t}}
 	if err := opt.defaults(); err != nil {
 		t.Fatal(err)
 	}

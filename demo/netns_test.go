@@ -174,7 +174,7 @@ func TestNetnsCluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	opt := Options{Exe: exe, Duration: 3 * time.Second, Groups: groups, Replicas: replicas, Clients: 4, KillGroup: -1,
+	opt := Options{Exe: exe, Workload: WorkloadMulticast, Duration: 3 * time.Second, Groups: groups, Replicas: replicas, Clients: 4, KillGroup: -1,
 		Dir: dir, Out: logWriter{t}, TLS: true}
 	if err := opt.defaults(); err != nil {
 		t.Fatal(err)

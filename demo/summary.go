@@ -91,17 +91,21 @@ func (r *run) printSummary(s *Summary) {
 	if !s.Report.OK() {
 		fmt.Fprintln(out, s.Report.Error())
 	}
-	fmt.Fprintf(out, "== summary: %d groups x %d replicas, %d clients, %v workload\n", r.opt.Groups, r.opt.Replicas, r.opt.Clients, r.opt.Duration)
-	fmt.Fprintf(out, "throughput  %s multicasts/s (%s delivered to 1 or 2 groups; %s deliveries at replicas)\n",
-		commas(int(s.Throughput+0.5)), commas(s.Completed), commas(s.Deliveries))
-	fmt.Fprintf(out, "latency     p50 %s  p99 %s  max %s\n", fmtDur(s.P50), fmtDur(s.P99), fmtDur(s.Max))
+	if s.KV != nil {
+		r.printKVSummary(s)
+	} else {
+		fmt.Fprintf(out, "== summary: %d groups x %d replicas, %d clients, %v workload\n", r.opt.Groups, r.opt.Replicas, r.opt.Clients, r.opt.Duration)
+		fmt.Fprintf(out, "throughput  %s multicasts/s (%s delivered to 1 or 2 groups; %s deliveries at replicas)\n",
+			commas(int(s.Throughput+0.5)), commas(s.Completed), commas(s.Deliveries))
+		fmt.Fprintf(out, "latency     p50 %s  p99 %s  max %s\n", fmtDur(s.P50), fmtDur(s.P99), fmtDur(s.Max))
+	}
 	if s.KilledGroup >= 0 {
 		elected, back := "not observed", "not observed"
 		if s.ElectedAfter > 0 {
 			elected = fmt.Sprintf("p%d elected after %s", s.NewLeader, fmtDur(s.ElectedAfter))
 		}
 		if s.DeliveringAfter > 0 {
-			back = "delivering again after " + fmtDur(s.DeliveringAfter)
+			back = r.resumedWord() + " after " + fmtDur(s.DeliveringAfter)
 		}
 		how := "killed (SIGKILL)"
 		if s.Stop == StopTerm {
@@ -117,19 +121,33 @@ func (r *run) printSummary(s *Summary) {
 			fmt.Fprintf(out, "recovery    p%d restarted at %.1fs: %s\n", s.Killed, s.RestartedAt.Seconds(), rejoin)
 		}
 	}
+	if s.KV != nil {
+		r.printKVVerdicts(s)
+	}
+	// A kv client may give up on an operation (its multicasts are
+	// optional) and reads through the read index without a multicast: its
+	// answers are not counted against the multicasts.
+	unanswered := 0
+	if s.KV == nil {
+		unanswered = s.Multicasts - s.Completed
+	}
 	verdict := "PASS"
-	if !s.Report.OK() || s.ReplyMismatches > 0 || s.Completed < s.Multicasts {
+	if !s.Report.OK() || s.ReplyMismatches > 0 || unanswered > 0 {
 		verdict = "FAIL"
 	}
 	detail := fmt.Sprintf("%d violations", s.Report.Total)
 	if s.ReplyMismatches > 0 {
 		detail += fmt.Sprintf(", %d client replies with a gts the agents did not deliver", s.ReplyMismatches)
 	}
-	if s.Completed < s.Multicasts {
-		detail += fmt.Sprintf(", %d multicasts without a reply", s.Multicasts-s.Completed)
+	if unanswered > 0 {
+		detail += fmt.Sprintf(", %d multicasts without a reply", unanswered)
 	}
-	fmt.Fprintf(out, "check       %s: %s multicasts, %s deliveries; validity, integrity, order, gts, termination (quorum), agreement, client replies: %s\n",
-		verdict, commas(s.Multicasts), commas(s.Deliveries), detail)
+	what := "validity, integrity, order, gts, termination (quorum), agreement, client replies"
+	if s.KV != nil {
+		what = "validity, integrity, order, gts, termination (quorum), agreement"
+	}
+	fmt.Fprintf(out, "check       %s: %s multicasts, %s deliveries; %s: %s\n",
+		verdict, commas(s.Multicasts), commas(s.Deliveries), what, detail)
 }
 
 func replayed(s *Summary) string {
