@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/anishathalye/porcupine"
@@ -46,12 +47,16 @@ type KVSummary struct {
 	// (LinErr: the check could not run), over Ops operations on Keys keys,
 	// in LinTook; Visualization is its HTML page when the verdict is not
 	// Ok.
-	Linearizable  porcupine.CheckResult
-	LinErr        error
-	Ops, Keys     int
-	OpsDetail     string
-	LinTook       time.Duration
-	Visualization string
+	Linearizable porcupine.CheckResult
+	LinErr       error
+	Ops, Keys    int
+	// Unknown counts the operations of unknown outcome in the history;
+	// LinearizableGets and OrderedGets the gets served by the read index
+	// and by a multicast.
+	Unknown                       int
+	LinearizableGets, OrderedGets int
+	LinTook                       time.Duration
+	Visualization                 string
 }
 
 // kvWorkload runs the bank and the single-key workers.
@@ -140,7 +145,16 @@ func (w *kvWorkload) summarize(sum *Summary) bool {
 	ks := &KVSummary{Shards: opt.Groups, Accounts: opt.Accounts, Transfers: opt.Clients, Readers: bank.DefaultReaders, Workers: opt.KVWorkers,
 		Bank: st, Balance: w.bank.Checker().Result(), Total: w.bank.Total(),
 		CommittedPerSec: float64(st.Committed) / opt.Duration.Seconds(), AbortedPerSec: float64(st.Aborted) / opt.Duration.Seconds(),
-		Ops: w.load.h.Len(), Keys: len(w.keys), OpsDetail: w.load.describe()}
+		Ops: w.load.h.Len(), Keys: len(w.keys)}
+	for kind, n := range w.load.h.Counts() {
+		// A get of unknown outcome is left out of the history (kvcheck).
+		if strings.HasPrefix(kind, "unknown ") && !strings.HasSuffix(kind, "(left out)") {
+			ks.Unknown += n
+		}
+	}
+	w.load.mu.Lock()
+	ks.LinearizableGets, ks.OrderedGets = w.load.levels[kv.Linearizable], w.load.levels[kv.Ordered]
+	w.load.mu.Unlock()
 	var info porcupine.LinearizationInfo
 	ks.Linearizable, info, ks.LinTook, ks.LinErr = w.load.check()
 	if ks.LinErr == nil && ks.Linearizable != porcupine.Ok {
@@ -189,12 +203,13 @@ func (r *run) printKVVerdicts(s *Summary) {
 	if ks.LinErr != nil || ks.Linearizable != porcupine.Ok {
 		verdict = "FAIL"
 	}
-	detail := fmt.Sprintf("porcupine %s in %s", ks.Linearizable, fmtDur(ks.LinTook))
+	detail := fmt.Sprintf("porcupine: %s in %s", ks.Linearizable, fmtDur(ks.LinTook))
 	switch {
 	case ks.LinErr != nil:
 		detail = ks.LinErr.Error()
 	case ks.Visualization != "":
 		detail += ", its visualisation: " + ks.Visualization
 	}
-	fmt.Fprintf(out, "linearizable: %s (single-key operations: %s; %s)\n", verdict, ks.OpsDetail, detail)
+	fmt.Fprintf(out, "linearizable: %s (%s; %s single-key operations on %d hot keys, %s of unknown outcome; gets: %s linearizable, %s ordered)\n",
+		verdict, detail, commas(ks.Ops), ks.Keys, commas(ks.Unknown), commas(ks.LinearizableGets), commas(ks.OrderedGets))
 }

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -179,11 +180,13 @@ func freeAddrs(n int) ([]string, error) {
 	return out, nil
 }
 
-// TestDemoProcesses runs a short `weft demo`: separate agent processes,
-// a leader SIGKILLed and restarted, the history checked.
+// TestDemoProcesses runs a short `weft demo`: weft-kv on separate agent
+// processes, the bank and the single-key workers, a shard's leader
+// SIGKILLed and restarted; the summary must state work done and every
+// check passed.
 func TestDemoProcesses(t *testing.T) {
 	exe := buildWeft(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	start := time.Now()
 	cmd := exec.CommandContext(ctx, exe, "demo", "--duration", "6s", "--clients", "8", "--dir", filepath.Join(t.TempDir(), "cluster"))
@@ -192,15 +195,44 @@ func TestDemoProcesses(t *testing.T) {
 	if err != nil {
 		t.Fatalf("weft demo: %v\n%s", err, out)
 	}
-	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-	if len(lines) < 5 {
-		t.Fatalf("short output:\n%s", out)
+	i := bytes.LastIndex(out, []byte("== summary: weft-kv"))
+	if i < 0 {
+		t.Fatalf("no weft-kv summary:\n%s", out)
 	}
-	last := strings.Join(lines[len(lines)-5:], "\n")
-	for _, want := range []string{"throughput ", "latency ", "failover ", "elected after", "delivering again after", "rejoined after", "check       PASS", "0 violations"} {
-		if !strings.Contains(last, want) {
+	summary := string(out[i:])
+	for _, want := range []string{"failover ", "elected after", "writes resumed after", "rejoined after",
+		"total balance constant: PASS", "linearizable: PASS (porcupine: Ok", "check       PASS", "0 violations"} {
+		if !strings.Contains(summary, want) {
 			t.Errorf("the summary lacks %q:\n%s", want, out)
 		}
 	}
-	t.Logf("summary:\n%s", last)
+	// Work was done: transfers committed, full-balance reads checked,
+	// single-key operations recorded.
+	for _, re := range []string{`txns +([0-9,]+) committed/s`, `([0-9,]+) transfers between shards committed`, `([0-9,]+) full-balance reads`,
+		`total balance constant: PASS \(([0-9,]+) full-balance reads`, `linearizable: PASS \(.*; ([0-9,]+) single-key operations`} {
+		m := regexp.MustCompile(re).FindStringSubmatch(summary)
+		if m == nil {
+			t.Errorf("the summary lacks %s:\n%s", re, summary)
+			continue
+		}
+		if n, err := strconv.Atoi(strings.ReplaceAll(m[1], ",", "")); err != nil || n == 0 {
+			t.Errorf("%s: %q, want a count above 0", re, m[1])
+		}
+	}
+	t.Logf("summary:\n%s", summary)
+}
+
+// TestDemoMulticastProcesses: `weft demo --workload multicast` is the raw
+// multicast demo, every reply checked.
+func TestDemoMulticastProcesses(t *testing.T) {
+	exe := buildWeft(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, exe, "demo", "--workload", "multicast", "--duration", "4s", "--clients", "4", "--kill-group", "-1").CombinedOutput()
+	if err != nil {
+		t.Fatalf("weft demo --workload multicast: %v\n%s", err, out)
+	}
+	if !regexp.MustCompile(`throughput  [0-9,]+ multicasts/s \([1-9][0-9,]* delivered`).Match(out) || !bytes.Contains(out, []byte("client replies: 0 violations")) {
+		t.Errorf("no multicast summary with deliveries and passing checks:\n%s", out)
+	}
 }
