@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/anishathalye/porcupine"
@@ -27,6 +28,10 @@ import (
 // kvHotKeysPerShard is how many hot keys of each shard the single-key
 // workers share: few, so that their operations collide.
 const kvHotKeysPerShard = 2
+
+// kvUnknownLines is how many operations of unknown outcome the demo
+// prints.
+const kvUnknownLines = 5
 
 // kvFinalWithin bounds the bank's final read (retried through errors).
 const kvFinalWithin = 20 * time.Second
@@ -68,6 +73,7 @@ type kvWorkload struct {
 	keys []string
 	// progress line state
 	lastDone, lastOps int
+	unknownLines      atomic.Int64 // logUnknown's calls (from the kv workers)
 }
 
 // newKVWorkload connects the bank to the cluster through cl and sets
@@ -91,6 +97,18 @@ func (r *run) newKVWorkload(ctx context.Context, cl *client.Client) (*kvWorkload
 	return w, nil
 }
 
+// logUnknown prints the first kvUnknownLines single-key operations of
+// unknown outcome (the summary counts them all): a failover can make
+// dozens, and the progress would drown in them.
+func (w *kvWorkload) logUnknown(format string, args ...any) {
+	switch n := w.unknownLines.Add(1); {
+	case n <= kvUnknownLines:
+		w.r.printf(format, args...)
+	case n == kvUnknownLines+1:
+		w.r.printf("(further single-key operations of unknown outcome are counted in the summary)")
+	}
+}
+
 // onTxn feeds the failover's figures with the transfers answered.
 func (w *kvWorkload) onTxn(kind bank.Kind, shards []wire.GroupID, call, ret time.Time, err error) {
 	if kind != bank.Transfer || err != nil {
@@ -104,7 +122,7 @@ func (w *kvWorkload) onTxn(kind bank.Kind, shards []wire.GroupID, call, ret time
 func (w *kvWorkload) start(ctx context.Context) {
 	w.bank.Start(ctx)
 	// Another stream of the seed than the bank's workers.
-	w.load = newKVLoad(ctx, w.k, w.keys, w.r.opt.Seed^0x6b76, w.r.printf)
+	w.load = newKVLoad(ctx, w.k, w.keys, w.r.opt.Seed^0x6b76, w.logUnknown)
 	w.load.onWrite = func(g wire.GroupID, call, ret time.Time) {
 		w.r.mu.Lock()
 		w.r.observeLocked([]wire.GroupID{g}, call, ret)
@@ -122,7 +140,9 @@ func (w *kvWorkload) progress() string {
 	return line
 }
 
+// stop stops both kinds of workers at once, then waits for each.
 func (w *kvWorkload) stop() {
+	w.load.stop.Store(true)
 	w.bank.Stop()
 	w.load.end()
 }
