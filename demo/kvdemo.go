@@ -149,6 +149,9 @@ func (w *kvWorkload) stop() {
 
 // final takes the bank's final full-balance read, after the restart.
 func (w *kvWorkload) final(ctx context.Context) {
+	if st := w.bank.Stats(); st.Unknown > 0 {
+		w.r.printf("%d transfers of unknown outcome (applied whole or not at all); the last: %v", st.Unknown, st.LastUnknown)
+	}
 	ctx, cancel := context.WithTimeout(ctx, kvFinalWithin)
 	defer cancel()
 	if err := w.bank.FinalRead(ctx); err != nil {
