@@ -154,6 +154,9 @@ type Config struct {
 	// node's goroutine, after the delivery is durable. It must not block
 	// for long.
 	OnDeliver func(Delivery)
+	// loseVote, in tests, drops the votes it returns true for instead of
+	// sending them (a message lost on the way: votes.go pulls it again).
+	loseVote func(to wire.ProcID, v *wire.Vote) bool
 	// StateMachine, if set, is the replicated service this node runs
 	// (package rsm; docs/rsm.md): every delivery is applied to it exactly
 	// once, across restarts, and clients are answered with its results

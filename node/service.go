@@ -224,7 +224,10 @@ func (n *Node) flushReplies() {
 	kept := s.held[:0]
 	for _, env := range s.held {
 		d := *env.Msg.(*wire.Delivered)
-		if !d.GTS.LessEq(applied) {
+		// A retry of a collected message is answered with gts zero (the
+		// core no longer knows it), possibly while the entry is still
+		// held here: it too waits for its result.
+		if !d.GTS.LessEq(applied) || s.d.Holds(d.ID) {
 			kept = append(kept, env)
 			continue
 		}

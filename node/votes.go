@@ -63,6 +63,9 @@ func (n *Node) sendVotes() {
 		for _, g := range v.To {
 			for _, p := range n.cfg.Topology.Members(g) {
 				n.stats.Votes.Sent++
+				if n.cfg.loseVote != nil && n.cfg.loseVote(p, msg) {
+					continue
+				}
 				n.sendCounted(p, msg)
 			}
 		}
@@ -158,8 +161,8 @@ func (n *Node) tickVotes(now time.Time) {
 // the entries held for votes are over their bound (and answers it).
 func (n *Node) shedForVotes(env wire.Envelope) bool {
 	mc, ok := env.Msg.(*wire.Multicast)
-	if !ok || n.svc == nil || n.cfg.Topology.IsReplica(env.From) {
-		return false
+	if !ok || n.svc == nil || n.cfg.Topology.IsReplica(env.From) || n.svc.d.Holds(mc.M.ID) {
+		return false // a retry of a held message is delivered already: never "shed"
 	}
 	if _, bytes := n.svc.d.Backlog(); bytes <= n.svc.maxHeld {
 		return false

@@ -376,6 +376,12 @@ func (d *Driver) VoteOf(id wire.MsgID, g wire.GroupID) (Vote, bool) {
 	return Vote{}, false
 }
 
+// Holds reports whether message id is delivered here and held for votes.
+func (d *Driver) Holds(id wire.MsgID) bool {
+	_, ok := d.x.ids[id]
+	return ok
+}
+
 // Received returns the gts of the last entry handed to the driver: applied,
 // or held for votes. The node's log must keep (or the snapshot hold) every
 // delivery above it; a snapshot holds the held entries (snapshot.go).
