@@ -21,6 +21,7 @@ import (
 
 	"github.com/weft-dev/weft/client"
 	"github.com/weft-dev/weft/config"
+	"github.com/weft-dev/weft/internal/bank"
 	"github.com/weft-dev/weft/internal/kvcheck"
 	"github.com/weft-dev/weft/kv"
 	"github.com/weft-dev/weft/node"
@@ -99,10 +100,22 @@ func (l *kvTest) check(name string) porcupine.CheckResult {
 // kv operation in 40 gives up after 2ms: writes of unknown outcome, which
 // the history holds as possibly applied). Every key's history must be
 // linearizable, and the multicast history must
-// pass the harness's checks (finish).
+// pass the harness's checks (finish). Beside them the bank workload runs
+// (internal/bank: transfers between accounts on different shards, each a
+// cross-shard transaction whose shards exchange votes, and full-balance
+// reads): every full read, and a final one after the faults, sees the
+// initial total.
 func TestKVLinearizableUnderFaults(t *testing.T) {
 	c := startCluster(t, clusterSpec{Groups: 3, Replicas: 3, Clients: 2, Service: config.ServiceKV})
 	l := c.startKVLoad(8, hotKeys(3, 2))
+	b, err := bank.New(c.kvClient(), bank.Config{Shards: 3, Accounts: 12, Transfers: 4, Readers: 1, Timeout: 5 * time.Second, Seed: c.r.opt.Seed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Init(c.ctx); err != nil {
+		t.Fatal(err)
+	}
+	b.Start(c.ctx)
 	l.progress(200)
 
 	// A crash of g0's leader.
@@ -138,6 +151,18 @@ func TestKVLinearizableUnderFaults(t *testing.T) {
 	l.progress(200)
 
 	l.end()
+	b.Stop()
+	if err := b.FinalRead(c.ctx); err != nil {
+		t.Errorf("the bank's final read: %v", err)
+	}
+	st := b.Stats()
+	c.logf("bank: %+v", st)
+	if err := b.Checker().Result().Err(); err != nil {
+		t.Errorf("the bank's total: %v", err)
+	}
+	if st.Committed == 0 {
+		t.Error("no transfer committed")
+	}
 	c.finish()
 	if res := l.check("kv-faults"); res != porcupine.Ok {
 		t.Errorf("the kv history is not linearizable (%v)", res)
