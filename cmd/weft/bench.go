@@ -1,17 +1,11 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
-	"os/signal"
-	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -45,24 +39,31 @@ type benchRow struct {
 	P99ms      float64 `json:"p99_ms"`
 	P999ms     float64 `json:"p999_ms"`
 	MaxMs      float64 `json:"max_ms"`
+	benchCPU
+	// Timeline is the window in --interval slices (bench_timeline.go).
+	Timeline []benchInterval `json:"timeline,omitempty"`
+}
+
+// benchCPU is a rung's resource use in its window, from /proc (embedded
+// in the rows of weft bench and weft bench kv; "op" is a multicast in
+// the one, a kv operation in the other).
+type benchCPU struct {
 	// Cores used in the window (CPU seconds per second) by the agents and
 	// by the client processes.
 	ServerCores float64 `json:"server_cores"`
 	ClientCores float64 `json:"client_cores"`
-	// CPU per multicast completed in the window, in µs.
+	// CPU per operation completed in the window, in µs.
 	ServerCPUus float64 `json:"server_cpu_us_per_msg"`
 	ClientCPUus float64 `json:"client_cpu_us_per_msg"`
 	TotalCPUus  float64 `json:"total_cpu_us_per_msg"`
-	// Read- and write-type system calls per multicast (/proc/<pid>/io
+	// Read- and write-type system calls per operation (/proc/<pid>/io
 	// syscr+syscw; fsync, epoll and futex calls are not in it), and
-	// context switches per multicast (/proc/<pid>/task/*/status), over
+	// context switches per operation (/proc/<pid>/task/*/status), over
 	// agents and clients.
 	ServerRWSyscalls  float64 `json:"server_rw_syscalls_per_msg"`
 	ClientRWSyscalls  float64 `json:"client_rw_syscalls_per_msg"`
 	ServerCtxSwitches float64 `json:"server_ctx_switches_per_msg"`
 	ClientCtxSwitches float64 `json:"client_ctx_switches_per_msg"`
-	// Timeline is the window in --interval slices (bench_timeline.go).
-	Timeline []benchInterval `json:"timeline,omitempty"`
 }
 
 // benchOptions are weft bench's flags.
@@ -100,28 +101,37 @@ nothing (the lower bound, not a like-for-like competitor).
 --durability fsync is the normal fsync'd WAL; nofsync sets unsafe_no_fsync
 (benchmarks only: docs/operations.md). Prints one row per rung (-o json:
 every field); --plot FILE.svg draws p50 and p99 against throughput per
-configuration. Progress goes to stderr.`,
+configuration. Progress goes to stderr. weft bench kv measures weft-kv
+on the same clusters.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runBench(cmd, o) },
 	}
 	addOutput(c, &o.format, "format")
+	addBenchFlags(c, &o, slices.Clone(config.Protocols), []int{1, 32, 90, 180})
 	f := c.Flags()
-	f.IntSliceVar(&o.clients, "clients", []int{1, 32, 90, 180}, "the client ladder: closed-loop clients of each row")
-	f.DurationVar(&o.warmup, "warmup", 3*time.Second, "warm-up before each measurement window")
-	f.DurationVar(&o.window, "window", 15*time.Second, "measurement window of each row")
 	f.DurationVar(&o.interval, "interval", 0, "also report each row's window in slices of this length (throughput, latency, agents' memory; e.g. --window 10m --interval 1m)")
-	f.IntVar(&o.clientProcs, "client-procs", 2, "client processes the workers are spread over (at most one per worker)")
 	f.StringVar(&o.dest, "dest", "uniform", "destinations: uniform (groups drawn at random) or home (the worker's home group plus a rotating neighbour)")
 	f.IntSliceVar(&o.perMsg, "groups-per-msg", []int{1, 2}, "destination groups per message (one set of rows each)")
-	f.StringSliceVar(&o.durability, "durability", []string{"fsync"}, "durability modes: fsync (the WAL is fsynced) and/or nofsync (unsafe_no_fsync)")
 	f.IntVar(&o.payload, "payload", 64, "payload bytes")
-	f.IntVar(&o.replicas, "replicas", 3, "replicas per group of the fault-tolerant protocols (skeen always runs 1)")
-	f.StringSliceVar(&o.protocols, "protocols", slices.Clone(config.Protocols), "protocols to run")
 	f.StringVar(&o.plot, "plot", "", "write the throughput-latency curves to this SVG file")
-	f.StringVar(&o.dir, "dir", "", "working directory of the clusters (default: a temporary one, removed at the end)")
-	f.StringVar(&o.cpuProfile, "cpu-profile", "", "write each agent's CPU profile (the whole run of its cluster) to this directory: PROTOCOL-MODE-nodeN.pprof")
-	f.Uint64Var(&o.seed, "seed", 0, "seed of the destinations drawn (default: from the clock)")
+	c.AddCommand(benchKVCmd())
 	return c
+}
+
+// addBenchFlags adds the flags weft bench and weft bench kv share: the
+// clusters, the client ladder, the timing.
+func addBenchFlags(c *cobra.Command, o *benchOptions, protocols []string, clients []int) {
+	f := c.Flags()
+	f.IntSliceVar(&o.clients, "clients", clients, "the client ladder: closed-loop clients of each row")
+	f.DurationVar(&o.warmup, "warmup", 3*time.Second, "warm-up before each measurement window")
+	f.DurationVar(&o.window, "window", 15*time.Second, "measurement window of each row")
+	f.IntVar(&o.clientProcs, "client-procs", 2, "client processes the workers are spread over (at most one per worker)")
+	f.StringSliceVar(&o.durability, "durability", []string{"fsync"}, "durability modes: fsync (the WAL is fsynced) and/or nofsync (unsafe_no_fsync)")
+	f.IntVar(&o.replicas, "replicas", 3, "replicas per group of the fault-tolerant protocols (skeen always runs 1)")
+	f.StringSliceVar(&o.protocols, "protocols", protocols, "protocols to run")
+	f.StringVar(&o.dir, "dir", "", "working directory of the clusters (default: a temporary one, removed at the end)")
+	f.StringVar(&o.cpuProfile, "cpu-profile", "", "write each agent's CPU profile (the whole run of its cluster) to this directory: PROTOCOL-MODE[-SERVICE]-nodeN.pprof")
+	f.Uint64Var(&o.seed, "seed", 0, "seed of the draws (default: from the clock)")
 }
 
 func (o *benchOptions) validate() error {
@@ -168,63 +178,28 @@ func runBench(cmd *cobra.Command, o benchOptions) error {
 	if err := o.validate(); err != nil {
 		return err
 	}
-	if o.seed == 0 {
-		o.seed = uint64(time.Now().UnixNano())
-	}
-	exe, err := os.Executable()
+	e, done, err := newBenchEnv(cmd, &o)
 	if err != nil {
 		return err
 	}
-	ctx, cancel := signal.NotifyContext(cmd.Context(), os.Interrupt)
-	defer cancel()
-	root := o.dir
-	if root == "" {
-		if root, err = os.MkdirTemp("", "weft-bench-"); err != nil {
+	defer done()
+	var rows []benchRow
+	for _, c := range o.configs() {
+		cl, err := e.startCluster(c, "")
+		if err != nil {
 			return err
 		}
-		defer os.RemoveAll(root)
-	}
-	if o.cpuProfile != "" {
-		if err := os.MkdirAll(o.cpuProfile, 0o755); err != nil {
-			return fmt.Errorf("--cpu-profile: %w", err)
-		}
-	}
-	var rows []benchRow
-	for _, p := range o.protocols {
-		replicas, modes := o.replicas, o.durability
-		if p == "skeen" {
-			replicas, modes = 1, []string{"none"} // Skeen persists nothing
-		}
-		for _, mode := range modes {
-			dir := filepath.Join(root, p+"-"+mode)
-			if err := os.MkdirAll(dir, 0o755); err != nil {
-				return err
-			}
-			fmt.Fprintf(os.Stderr, "== bench: %s, 3 groups x %d replicas, durability %s: starting the agents in %s\n", p, replicas, mode, dir)
-			profile := ""
-			if o.cpuProfile != "" {
-				profile = filepath.Join(o.cpuProfile, p+"-"+mode)
-			}
-			cl, err := startBenchCluster(ctx, exe, dir, p, 3, replicas, mode == "nofsync", profile)
-			if err != nil {
-				return err
-			}
-			for _, k := range o.perMsg {
-				for _, n := range o.clients {
-					row := benchRow{Protocol: p, Replicas: replicas, FaultTolerant: p != "skeen", Durability: mode, Dest: o.dest,
-						GroupsPerMsg: k, Clients: n, ClientProcs: min(o.clientProcs, n), WindowS: o.window.Seconds()}
-					err := runBenchRow(ctx, exe, cl, &row, o)
-					if err != nil {
-						cl.stop()
-						return fmt.Errorf("bench %s (%s), %d group(s) per message, %d clients: %w", p, mode, k, n, err)
-					}
-					fmt.Fprintf(os.Stderr, "   %d group(s)/msg, %3d clients: %8.0f/s  p50 %.2fms  p99 %.2fms  cores: agents %.2f clients %.2f\n",
-						k, n, row.Throughput, row.P50ms, row.P99ms, row.ServerCores, row.ClientCores)
-					rows = append(rows, row)
+		for _, k := range o.perMsg {
+			for _, n := range o.clients {
+				row, err := e.multicastRow(cl, c, o.dest, k, o.payload, n)
+				if err != nil {
+					cl.stop()
+					return err
 				}
+				rows = append(rows, row)
 			}
-			cl.stop()
 		}
+		cl.stop()
 	}
 	if o.format == outJSON {
 		b, _ := json.MarshalIndent(rows, "", "  ")
@@ -241,151 +216,36 @@ func runBench(cmd *cobra.Command, o benchOptions) error {
 	return nil
 }
 
-// benchProc is one client process of a row.
-type benchProc struct {
-	cmd    *exec.Cmd
-	stdin  io.WriteCloser
-	lines  *bufio.Scanner
-	stderr bytes.Buffer
-}
-
-// runBenchRow runs one rung: row.Clients workers over row.ClientProcs
-// processes, a warm-up, the window, and fills in the row's measurements.
-func runBenchRow(ctx context.Context, exe string, cl *benchCluster, row *benchRow, o benchOptions) error {
-	var procs []*benchProc
-	defer func() {
-		for _, p := range procs {
-			p.stdin.Close()
-			p.cmd.Process.Kill()
-			p.cmd.Wait()
-		}
-	}()
-	first := 0
-	for i := range row.ClientProcs {
-		workers := row.Clients / row.ClientProcs
-		if i < row.Clients%row.ClientProcs {
-			workers++
-		}
-		spec := benchClientSpec{Cluster: "weft-bench", KeyFile: cl.keyFile, Groups: cl.topo.Groups, Nodes: cl.nodes,
-			Workers: workers, FirstWorker: first, Dest: o.dest, PerMsg: row.GroupsPerMsg, Payload: o.payload,
-			Warmup: o.warmup, Window: o.window, Interval: o.interval, Seed: o.seed}
-		first += workers
-		p := &benchProc{cmd: exec.Command(exe, "bench-client")}
-		p.cmd.Stderr = &p.stderr
-		var err error
-		if p.stdin, err = p.cmd.StdinPipe(); err != nil {
-			return err
-		}
-		out, err := p.cmd.StdoutPipe()
-		if err != nil {
-			return err
-		}
-		if err := p.cmd.Start(); err != nil {
-			return err
-		}
-		procs = append(procs, p)
-		p.lines = bufio.NewScanner(out)
-		p.lines.Buffer(make([]byte, 1<<20), 1<<30)
-		b, _ := json.Marshal(spec)
-		if _, err := fmt.Fprintf(p.stdin, "%s\n", b); err != nil {
-			return err
-		}
+// multicastRow runs one rung of raw multicasts on cl: n closed-loop
+// clients, k destination groups per message drawn by dest, payload bytes.
+func (e *benchEnv) multicastRow(cl *benchCluster, c benchConfig, dest string, k, payload, n int) (benchRow, error) {
+	o := e.o
+	row := benchRow{Protocol: c.protocol, Replicas: c.replicas, FaultTolerant: c.protocol != "skeen", Durability: c.mode, Dest: dest,
+		GroupsPerMsg: k, Clients: n, ClientProcs: min(o.clientProcs, n), WindowS: o.window.Seconds()}
+	run, err := e.runProcs(cl, n, row.ClientProcs, benchClientSpec{Dest: dest, PerMsg: k, Payload: payload})
+	if err != nil {
+		return row, fmt.Errorf("bench %s (%s), %d group(s) per message, %d clients: %w", c.protocol, c.mode, k, n, err)
 	}
-	for _, p := range procs {
-		if !p.lines.Scan() || p.lines.Text() != `{"ready":true}` {
-			return fmt.Errorf("a client process did not start: %q %s", p.lines.Text(), p.stderr.String())
-		}
-	}
-	t0 := time.Now().Add(100 * time.Millisecond)
-	for _, p := range procs {
-		fmt.Fprintf(p.stdin, "go %d\n", t0.UnixNano())
-	}
-	var clientPids []int
-	for _, p := range procs {
-		clientPids = append(clientPids, p.cmd.Process.Pid)
-	}
-	wstart, wend := t0.Add(o.warmup), t0.Add(o.warmup+o.window)
-	if err := sleepUntil(ctx, wstart); err != nil {
-		return err
-	}
-	s0, c0, at0 := sampleProcs(cl.pids()), sampleProcs(clientPids), time.Now()
-	var rss [][2]float64 // the agents' memory at the end of each interval
-	for end := wstart.Add(o.interval); o.interval > 0 && !end.After(wend); end = end.Add(o.interval) {
-		if err := sleepUntil(ctx, end); err != nil {
-			return err
-		}
-		m, s := agentsRSS(cl.pids())
-		rss = append(rss, [2]float64{m, s})
-	}
-	if err := sleepUntil(ctx, wend); err != nil {
-		return err
-	}
-	s1, c1, at1 := sampleProcs(cl.pids()), sampleProcs(clientPids), time.Now()
-	var lat []int64
-	var hists []latHist
-	for _, p := range procs {
-		if !p.lines.Scan() {
-			return fmt.Errorf("a client process ended without a result: %s", p.stderr.String())
-		}
-		var res benchClientResult
-		if err := json.Unmarshal(p.lines.Bytes(), &res); err != nil {
-			return fmt.Errorf("a client process's result: %w", err)
-		}
-		if res.Error != "" {
-			return errors.New(res.Error)
-		}
-		lat = append(lat, res.LatNs...)
-		row.Errors += res.Errors
-		for i, h := range res.Intervals {
-			if i == len(hists) {
-				hists = append(hists, newLatHist())
-			}
-			hists[i].merge(h)
-		}
-	}
-	slices.Sort(lat)
+	lat, errs := run.kind(0)
 	if o.interval > 0 {
-		row.Timeline = timeline(hists, o.interval, rss)
+		var hists []latHist
+		for _, res := range run.results {
+			for i, h := range res.Intervals {
+				if i == len(hists) {
+					hists = append(hists, newLatHist())
+				}
+				hists[i].merge(h)
+			}
+		}
+		row.Timeline = timeline(hists, o.interval, run.rss)
 	}
-	row.Completed = len(lat)
+	row.Completed, row.Errors = len(lat), errs
 	row.Throughput = float64(len(lat)) / o.window.Seconds()
-	pct := func(q float64) float64 {
-		if len(lat) == 0 {
-			return 0
-		}
-		return float64(lat[min(int(q*float64(len(lat))), len(lat)-1)]) / 1e6
-	}
-	row.P50ms, row.P90ms, row.P99ms, row.P999ms, row.MaxMs = pct(0.5), pct(0.9), pct(0.99), pct(0.999), pct(1)
-	sCPU, sSys, sCS := s1.since(s0)
-	cCPU, cSys, cCS := c1.since(c0)
-	secs := at1.Sub(at0).Seconds()
-	row.ServerCores = float64(sCPU) / clockTicks / secs
-	row.ClientCores = float64(cCPU) / clockTicks / secs
-	if n := float64(len(lat)); n > 0 {
-		// The counters cover [at0, at1], the completions the window: the
-		// same span up to the sampling's few milliseconds.
-		row.ServerCPUus = float64(sCPU) / clockTicks * 1e6 / n
-		row.ClientCPUus = float64(cCPU) / clockTicks * 1e6 / n
-		row.TotalCPUus = row.ServerCPUus + row.ClientCPUus
-		row.ServerRWSyscalls, row.ClientRWSyscalls = float64(sSys)/n, float64(cSys)/n
-		row.ServerCtxSwitches, row.ClientCtxSwitches = float64(sCS)/n, float64(cCS)/n
-	}
-	for _, p := range procs {
-		if err := p.cmd.Wait(); err != nil {
-			return fmt.Errorf("a client process: %v: %s", err, p.stderr.String())
-		}
-	}
-	procs = nil
-	return nil
-}
-
-func sleepUntil(ctx context.Context, t time.Time) error {
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-time.After(time.Until(t)):
-		return nil
-	}
+	row.P50ms, row.P90ms, row.P99ms, row.P999ms, row.MaxMs = pctMs(lat, 0.5), pctMs(lat, 0.9), pctMs(lat, 0.99), pctMs(lat, 0.999), pctMs(lat, 1)
+	row.benchCPU = run.cpu(len(lat))
+	fmt.Fprintf(os.Stderr, "   %d group(s)/msg, %3d clients: %8.0f/s  p50 %.2fms  p99 %.2fms  cores: agents %.2f clients %.2f\n",
+		k, n, row.Throughput, row.P50ms, row.P99ms, row.ServerCores, row.ClientCores)
+	return row, nil
 }
 
 // writeBenchTable prints one line per row.

@@ -41,17 +41,21 @@ type benchClientSpec struct {
 	Window      time.Duration `json:"window"`
 	Interval    time.Duration `json:"interval"` // 0: no timeline
 	Seed        uint64        `json:"seed"`
+	// KV, if set, makes the workers weft-kv clients running its mix
+	// (bench_kv_mix.go) instead of multicasting raw payloads.
+	KV *kvMixSpec `json:"kv,omitempty"`
 }
 
 // benchClientResult is a client process's answer (one JSON line on its
-// stdout): the latencies of the messages sent and answered inside the
+// stdout): by operation kind (raw multicasts: kind 0 only; weft-kv: the
+// kvKinds), the latencies of the operations sent and answered inside the
 // window, in nanoseconds, and the failures.
 type benchClientResult struct {
-	LatNs []int64 `json:"lat_ns"`
+	LatNs [][]int64 `json:"lat_ns"`
 	// Intervals holds, with an interval, the latencies of each slice of
 	// the window (by completion time) as histograms (bench_timeline.go).
 	Intervals []latHist `json:"intervals,omitempty"`
-	Errors    int       `json:"errors"`
+	Errors    []int     `json:"errors"`
 	Error     string    `json:"error,omitempty"`
 }
 
@@ -101,6 +105,13 @@ func runBenchClient(ctx context.Context, in io.Reader, out io.Writer) benchClien
 		res.Error = err.Error()
 		return res
 	}
+	var keys *kvKeys
+	if spec.KV != nil {
+		if keys, err = newKVKeys(spec.KV, topo.NumGroups()); err != nil {
+			res.Error = err.Error()
+			return res
+		}
+	}
 	clients := make([]*client.Client, spec.Workers)
 	defer func() {
 		for _, cl := range clients {
@@ -112,13 +123,29 @@ func runBenchClient(ctx context.Context, in io.Reader, out io.Writer) benchClien
 	for i := range clients {
 		// A slow tick: retries and view requests only matter under
 		// failures, and 180 clients ticking every 10ms would spend the
-		// client processes' CPU on timers.
+		// client processes' CPU on timers. A weft-kv client waits for
+		// every shard's answer (a transaction's outcome is in each).
 		if clients[i], err = client.New(client.Config{Cluster: spec.Cluster, ClusterKey: key, Topology: topo, Nodes: spec.Nodes,
-			Tick: 100 * time.Millisecond}); err != nil {
+			Tick: 100 * time.Millisecond, AllGroups: spec.KV != nil}); err != nil {
 			res.Error = err.Error()
 			return res
 		}
 	}
+	ops, kinds := make([]benchOp, len(clients)), 1
+	for i, cl := range clients {
+		w := spec.FirstWorker + i
+		rng := rand.New(rand.NewPCG(spec.Seed, uint64(w)))
+		if keys == nil {
+			ops[i] = multicastOp(cl, topo.NumGroups(), spec, w, rng)
+			continue
+		}
+		kinds = len(kvKinds)
+		if ops[i], err = kvOp(cl, topo.NumGroups(), spec.KV, keys, rng); err != nil {
+			res.Error = err.Error()
+			return res
+		}
+	}
+	res.LatNs, res.Errors = make([][]int64, kinds), make([]int, kinds)
 	fmt.Fprintln(out, `{"ready":true}`)
 	if !sc.Scan() {
 		res.Error = "bench-client: no go line on stdin"
@@ -135,13 +162,14 @@ func runBenchClient(ctx context.Context, in io.Reader, out io.Writer) benchClien
 	time.Sleep(time.Until(t0))
 	var mu sync.Mutex
 	var wg sync.WaitGroup
-	for i, cl := range clients {
-		w := spec.FirstWorker + i
+	for _, op := range ops {
 		wg.Go(func() {
-			lat, hists, errs := benchWorker(ctx, cl, topo.NumGroups(), spec, w, wstart, wend)
+			lat, hists, errs := closedLoop(ctx, op, kinds, spec, wstart, wend)
 			mu.Lock()
-			res.LatNs = append(res.LatNs, lat...)
-			res.Errors += errs
+			for k := range kinds {
+				res.LatNs[k] = append(res.LatNs[k], lat[k]...)
+				res.Errors[k] += errs[k]
+			}
 			for i, h := range hists {
 				if i == len(res.Intervals) {
 					res.Intervals = append(res.Intervals, newLatHist())
@@ -155,21 +183,38 @@ func runBenchClient(ctx context.Context, in io.Reader, out io.Writer) benchClien
 	return res
 }
 
-// benchWorker multicasts closed-loop until wend and returns the latencies
-// (call to return of Multicast) of the messages sent at or after wstart
-// and answered by wend, with spec.Interval the same as one histogram per
-// interval (by completion time), and the number of failed multicasts.
-func benchWorker(ctx context.Context, cl *client.Client, groups int, spec benchClientSpec, w int, wstart, wend time.Time) ([]int64, []latHist, int) {
-	rng := rand.New(rand.NewPCG(spec.Seed, uint64(w)))
+// benchOp runs one worker's n-th operation and returns its kind (an index
+// into the result's lists), also when it fails.
+type benchOp func(ctx context.Context, n int) (kind int, err error)
+
+// multicastOp multicasts payloads of spec.Payload bytes to spec.PerMsg
+// groups drawn by spec.Dest (benchDest): the raw multicast benchmark.
+func multicastOp(cl *client.Client, groups int, spec benchClientSpec, w int, rng *rand.Rand) benchOp {
 	payload := make([]byte, spec.Payload)
 	for i := range payload {
 		payload[i] = byte('a' + rng.IntN(26))
 	}
-	// A message still in flight at the end of the window no longer
+	home := w % groups
+	return func(ctx context.Context, n int) (int, error) {
+		dest := benchDest(spec.Dest, spec.PerMsg, groups, home, n, rng)
+		if len(payload) > 0 {
+			payload[n%len(payload)]++ // every message its own content
+		}
+		_, err := cl.Multicast(ctx, dest, payload)
+		return 0, err
+	}
+}
+
+// closedLoop runs op closed-loop until wend and returns, by kind, the
+// latencies (call to return of op) of the operations started at or after
+// wstart and answered by wend, with spec.Interval all kinds' as one
+// histogram per interval (by completion time), and the failures.
+func closedLoop(ctx context.Context, op benchOp, kinds int, spec benchClientSpec, wstart, wend time.Time) ([][]int64, []latHist, []int) {
+	// An operation still in flight at the end of the window no longer
 	// counts; give it a little while, then leave it.
 	ctx, cancel := context.WithDeadline(ctx, wend.Add(2*time.Second))
 	defer cancel()
-	var lat []int64
+	lat, errs := make([][]int64, kinds), make([]int, kinds)
 	var hists []latHist
 	if spec.Interval > 0 {
 		hists = make([]latHist, int(spec.Window/spec.Interval))
@@ -177,27 +222,21 @@ func benchWorker(ctx context.Context, cl *client.Client, groups int, spec benchC
 			hists[i] = newLatHist()
 		}
 	}
-	errs := 0
-	home := w % groups
 	for n := 0; ; n++ {
 		start := time.Now()
 		if !start.Before(wend) {
 			return lat, hists, errs
 		}
-		dest := benchDest(spec.Dest, spec.PerMsg, groups, home, n, rng)
-		if len(payload) > 0 {
-			payload[n%len(payload)]++ // every message its own content
-		}
-		_, err := cl.Multicast(ctx, dest, payload)
+		k, err := op(ctx, n)
 		done := time.Now()
 		switch {
 		case err != nil && ctx.Err() != nil:
 			return lat, hists, errs
 		case err != nil:
-			errs++
+			errs[k]++
 			time.Sleep(10 * time.Millisecond) // overloaded: back off
 		case !start.Before(wstart) && !done.After(wend):
-			lat = append(lat, int64(done.Sub(start)))
+			lat[k] = append(lat[k], int64(done.Sub(start)))
 			if len(hists) > 0 {
 				hists[min(int(done.Sub(wstart)/spec.Interval), len(hists)-1)].add(int64(done.Sub(start)))
 			}

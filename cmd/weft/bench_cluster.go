@@ -35,8 +35,9 @@ type benchCluster struct {
 
 // startBenchCluster writes the configurations and starts groups x
 // replicas agents of exe in dir.
-// With profile set, agent N writes its CPU profile to profile-nodeN.pprof.
-func startBenchCluster(ctx context.Context, exe, dir, protocol string, groups, replicas int, noFsync bool, profile string) (*benchCluster, error) {
+// service names the replicated service the agents run ("" for none: the
+// raw multicast benchmark). With profile set, agent N writes its CPU profile to profile-nodeN.pprof.
+func startBenchCluster(ctx context.Context, exe, dir, protocol string, groups, replicas int, noFsync bool, service, profile string) (*benchCluster, error) {
 	topo, err := amcast.NewTopology(groups, replicas)
 	if err != nil {
 		return nil, err
@@ -69,6 +70,9 @@ func startBenchCluster(ctx context.Context, exe, dir, protocol string, groups, r
 		cfg.ClusterKeyFile = c.keyFile
 		cfg.Groups, cfg.Nodes = topo.Groups, peers
 		cfg.UnsafeNoFsync = noFsync
+		if service != "" {
+			cfg.Service = service
+		}
 		cfg.BootstrapProbe = 0 // a new cluster: nobody to ask
 		cfg.LogLevel = "warn"
 		// Up to --clients clients, every one on loopback.
