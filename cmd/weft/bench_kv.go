@@ -85,6 +85,9 @@ that (issue #12's target: at least 0.70 with 10% transactions).`,
 const maxBenchKeys = 1_000_000
 
 func (o *kvBenchOptions) validate() error {
+	if o.mix.Value < 0 || o.mix.Value > 64<<10 {
+		return fmt.Errorf("--value %d: want 0 to 64 KiB", o.mix.Value)
+	}
 	// The raw rows are weft bench's with these (benchOptions.validate
 	// checks the rest of the shared flags).
 	o.perMsg, o.dest, o.payload = []int{1}, "uniform", o.mix.Value
@@ -101,9 +104,6 @@ func (o *kvBenchOptions) validate() error {
 	}
 	if o.mix.Keys > maxBenchKeys {
 		return fmt.Errorf("--keys %d: want at most %d", o.mix.Keys, maxBenchKeys)
-	}
-	if o.mix.Value < 0 || o.mix.Value > 64<<10 {
-		return fmt.Errorf("--value %d: want 0 to 64 KiB", o.mix.Value)
 	}
 	if _, err := kv.ParseConsistency(o.mix.Reads); err != nil {
 		return fmt.Errorf("--reads: %w", err)
