@@ -243,8 +243,8 @@ func (e *benchEnv) kvRows(c benchConfig, o *kvBenchOptions, raw map[int]float64)
 				return rows, fmt.Errorf("bench kv %s (%s), %g transactions, %d clients: %w", c.protocol, c.mode, f, n, err)
 			}
 			row.fill(run, o.window)
-			fmt.Fprintf(os.Stderr, "   txn %3.0f%%, %3d clients: %8.0f ops/s (%d txns committed, %d aborted)  p99 read %.2fms update %.2fms txn %.2fms\n",
-				100*f, n, row.Throughput, row.TxnCommitted, row.TxnAborted, row.Read.P99ms, row.Update.P99ms, row.Txn.P99ms)
+			fmt.Fprintf(os.Stderr, "   txn %3.0f%%, %3d clients: %8.0f ops/s (%d txns committed, %d aborted; %d errors)  p99 get %.2fms put %.2fms txn %.2fms\n",
+				100*f, n, row.Throughput, row.TxnCommitted, row.TxnAborted, row.Errors, row.Read.P99ms, row.Update.P99ms, row.Txn.P99ms)
 			rows = append(rows, row)
 		}
 	}
