@@ -118,11 +118,11 @@ func TestBenchKVBadFlags(t *testing.T) {
 	}
 }
 
-// TestKVKeys: the draws stay in the key space; zipfian favours the low
+// TestBenchKVKeys: the draws stay in the key space; zipfian favours the low
 // ranks (key 0 drawn about 1/zeta(n) of the time, more than key 1, and
 // the first tenth of the keys more than the rest), uniform does not; a
 // transaction's partner key is always on another shard.
-func TestKVKeys(t *testing.T) {
+func TestBenchKVKeys(t *testing.T) {
 	const n, draws = 1000, 200000
 	for _, dist := range []string{"zipfian", "uniform"} {
 		g, err := newKVKeys(&kvMixSpec{Keys: n, Dist: dist}, 3)
@@ -163,9 +163,9 @@ func TestKVKeys(t *testing.T) {
 	}
 }
 
-// TestKVBenchTable: the table has a line per row with the ratio, and a
+// TestBenchKVTable: the table has a line per row with the ratio, and a
 // note for a protocol whose gets fell back to ordered ones.
-func TestKVBenchTable(t *testing.T) {
+func TestBenchKVTable(t *testing.T) {
 	o := &kvBenchOptions{mix: kvMixSpec{Keys: 100, Dist: "zipfian", Value: 64}}
 	rows := []kvBenchRow{
 		{Protocol: "wbcast", Replicas: 3, FaultTolerant: true, Durability: "fsync", Reads: "linearizable", TxnFraction: 0.1, Clients: 32,
