@@ -11,15 +11,17 @@ import (
 	"github.com/weft-dev/weft/kv"
 )
 
-// TestBenchKV runs a tiny `weft bench kv` (WbCast, 1 replica per group, 2
-// clients, no transactions and half transactions, a 1s window) as
-// processes and checks its JSON: a raw row, a kv row per transaction
-// fraction, every kind of operation completed, transactions committed,
-// and the ratio is the kv row's throughput over the raw row's. It asserts
-// what was measured, never how fast.
+// TestBenchKV runs a tiny `weft bench kv` (WbCast and FT-Skeen, 1 replica
+// per group, 2 clients, no transactions and half transactions, a 1s
+// window) as processes and checks its JSON: a raw row per protocol, a kv
+// row per protocol and transaction fraction, every kind of operation
+// completed, transactions committed, the ratio is the kv row's throughput
+// over its protocol's raw row's, and FT-Skeen, which serves no read
+// index, ran ordered gets and says why. It asserts what was measured,
+// never how fast.
 func TestBenchKV(t *testing.T) {
 	exe := buildWeft(t)
-	cmd := exec.Command(exe, "bench", "kv", "--protocols", "wbcast", "--replicas", "1", "--clients", "2", "--client-procs", "1",
+	cmd := exec.Command(exe, "bench", "kv", "--protocols", "wbcast,ftskeen", "--replicas", "1", "--clients", "2", "--client-procs", "1",
 		"--txn-fraction", "0,0.5", "--keys", "300", "--warmup", "200ms", "--window", "1s", "-o", "json")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -34,32 +36,37 @@ func TestBenchKV(t *testing.T) {
 	if err := json.Unmarshal(out, &res); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	if len(res.Raw) != 1 || len(res.KV) != 2 {
-		t.Fatalf("%d raw rows and %d kv rows, want 1 and 2:\n%s", len(res.Raw), len(res.KV), out)
+	if len(res.Raw) != 2 || len(res.KV) != 4 {
+		t.Fatalf("%d raw rows and %d kv rows, want 2 and 4:\n%s", len(res.Raw), len(res.KV), out)
 	}
-	raw, _ := res.Raw[0]["throughput_per_s"].(float64)
-	if raw <= 0 || res.Raw[0]["groups_per_msg"] != 1.0 || res.Raw[0]["clients"] != 2.0 {
-		t.Errorf("raw row: %v", res.Raw[0])
-	}
-	for i, r := range res.KV {
+	for j, r := range res.KV {
+		i, p := j%2, j/2 // transaction fraction, protocol
+		proto, reads := []string{"wbcast", "ftskeen"}[p], []string{"linearizable", "ordered"}[p]
+		raw, _ := res.Raw[p]["throughput_per_s"].(float64)
+		if raw <= 0 || res.Raw[p]["protocol"] != proto || res.Raw[p]["groups_per_msg"] != 1.0 || res.Raw[p]["clients"] != 2.0 {
+			t.Errorf("raw row %d: %v", p, res.Raw[p])
+		}
+		if note, _ := r["reads_note"].(string); (p == 1) != (note != "") {
+			t.Errorf("kv row %d (%s): reads_note %q", j, proto, note)
+		}
 		for _, k := range []string{"protocol", "durability", "reads", "keys", "dist", "value_bytes", "txn_fraction", "clients", "window_s",
 			"completed", "errors", "throughput_per_s", "read", "update", "txn", "txn_committed", "txn_aborted", "txn_committed_per_s",
 			"server_cores", "client_cores", "total_cpu_us_per_msg", "raw_throughput_per_s", "raw_ratio"} {
 			if _, ok := r[k]; !ok {
-				t.Errorf("kv row %d lacks %q", i, k)
+				t.Errorf("kv row %d lacks %q", j, k)
 			}
 		}
-		want := map[string]any{"protocol": "wbcast", "durability": "fsync", "reads": "linearizable", "keys": 300.0, "dist": "zipfian",
+		want := map[string]any{"protocol": proto, "durability": "fsync", "reads": reads, "keys": 300.0, "dist": "zipfian",
 			"value_bytes": 64.0, "txn_fraction": []float64{0, 0.5}[i], "clients": 2.0, "window_s": 1.0, "raw_throughput_per_s": raw}
 		for k, v := range want {
 			if r[k] != v {
-				t.Errorf("kv row %d: %s = %v, want %v", i, k, r[k], v)
+				t.Errorf("kv row %d: %s = %v, want %v", j, k, r[k], v)
 			}
 		}
 		n, _ := r["completed"].(float64)
 		if n < 1 || r["throughput_per_s"] != n/1.0 || r["raw_ratio"] != n/raw {
 			t.Errorf("kv row %d: %v completed, throughput %v, ratio %v (raw %v): want some operations, throughput = completed / window, ratio = throughput / raw",
-				i, n, r["throughput_per_s"], r["raw_ratio"], raw)
+				j, n, r["throughput_per_s"], r["raw_ratio"], raw)
 		}
 		kinds := []string{"read", "update"}
 		if i == 1 {
@@ -73,20 +80,20 @@ func TestBenchKV(t *testing.T) {
 			p50, p99 := m["p50_ms"].(float64), m["p99_ms"].(float64)
 			switch {
 			case strings.Contains(strings.Join(kinds, " "), k) && (c < 1 || p50 <= 0 || p99 < p50):
-				t.Errorf("kv row %d: %s: %v: want some completed, 0 < p50 <= p99", i, k, m)
+				t.Errorf("kv row %d: %s: %v: want some completed, 0 < p50 <= p99", j, k, m)
 			case k == "txn" && i == 0 && c != 0:
-				t.Errorf("kv row 0 (no transactions): %v transactions", c)
+				t.Errorf("kv row %d (no transactions): %v transactions", j, c)
 			}
 		}
 		if sum != n {
-			t.Errorf("kv row %d: the kinds count %v operations, the row %v", i, sum, n)
+			t.Errorf("kv row %d: the kinds count %v operations, the row %v", j, sum, n)
 		}
 		if i == 1 && (r["txn_committed"].(float64) < 1 || r["txn_aborted"] != 0.0) {
-			t.Errorf("kv row 1: %v transactions committed, %v aborted: want some committed and none aborted (the condition's key was loaded)",
-				r["txn_committed"], r["txn_aborted"])
+			t.Errorf("kv row %d: %v transactions committed, %v aborted: want some committed and none aborted (the condition's key was loaded)",
+				j, r["txn_committed"], r["txn_aborted"])
 		}
 	}
-	if !strings.Contains(stderr.String(), "loaded 300 keys") {
+	if strings.Count(stderr.String(), "loaded 300 keys") != 2 {
 		t.Errorf("no load progress on stderr:\n%s", stderr.String())
 	}
 }
