@@ -379,7 +379,7 @@ func writeKVBenchTable(w io.Writer, rows []kvBenchRow, o *kvBenchOptions) {
 		}
 		raw, ratio := "-", "-"
 		if r.RawThroughput > 0 {
-			raw, ratio = fmt.Sprintf("%.0f", r.RawThroughput), fmt.Sprintf("%.2f", r.RawRatio)
+			raw, ratio = fmt.Sprintf("%.0f", r.RawThroughput), fmt.Sprintf("%.3f", r.RawRatio)
 		}
 		lat := func(k kvKindRow) string {
 			if k.Completed == 0 {

@@ -184,7 +184,7 @@ func TestBenchKVTable(t *testing.T) {
 	writeKVBenchTable(&b, rows, o)
 	out := b.String()
 	for _, want := range []string{"zipfian 0.99", "ops/s", "txn/s", "raw/s", "ratio",
-		"linearizable   10      32", "1.00/2.00ms", "4000", "0.75", "ordered†", "† ftskeen: no read index"} {
+		"linearizable   10      32", "1.00/2.00ms", "4000", "0.750", "ordered†", "† ftskeen: no read index"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the table lacks %q:\n%s", want, out)
 		}
