@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -35,7 +36,8 @@ import (
 type kvBenchOptions struct {
 	benchOptions
 	mix          kvMixSpec // Keys, Dist, Value, Reads; TxnFraction is set per row
-	txnFractions []float64
+	txnFlag      []string  // --txn-fraction as given (pflag prints float defaults as 0.000000)
+	txnFractions []float64 // parsed by validate
 	raw          bool
 }
 
@@ -71,7 +73,7 @@ that (issue #12's target: at least 0.70 with 10% transactions).`,
 	addOutput(c, &o.format, "")
 	addBenchFlags(c, &o.benchOptions, []string{"wbcast", "ftskeen", "fastcast"}, []int{1, 32, 90})
 	f := c.Flags()
-	f.Float64SliceVar(&o.txnFractions, "txn-fraction", []float64{0, 0.1, 0.5}, "the transaction ladder: the fraction of operations that are 2-shard transactions (one set of rows each)")
+	f.StringSliceVar(&o.txnFlag, "txn-fraction", []string{"0", "0.1", "0.5"}, "the transaction ladder: the fraction of operations that are 2-shard transactions (one set of rows each)")
 	f.IntVar(&o.mix.Keys, "keys", 10000, "keys in the key space (all loaded before the rows)")
 	f.StringVar(&o.mix.Dist, "dist", "zipfian", "key popularity: zipfian (theta 0.99, as YCSB) or uniform")
 	f.IntVar(&o.mix.Value, "value", 64, "value bytes (the raw rows' payload too)")
@@ -94,13 +96,16 @@ func (o *kvBenchOptions) validate() error {
 	if err := o.benchOptions.validate(); err != nil {
 		return err
 	}
-	if len(o.txnFractions) == 0 {
+	if len(o.txnFlag) == 0 {
 		return errors.New("--txn-fraction: want at least one fraction")
 	}
-	for _, f := range o.txnFractions {
-		if !(f >= 0 && f <= 1) {
-			return fmt.Errorf("--txn-fraction %v: want fractions from 0 to 1", f)
+	o.txnFractions = o.txnFractions[:0]
+	for _, a := range o.txnFlag {
+		f, err := strconv.ParseFloat(a, 64)
+		if err != nil || !(f >= 0 && f <= 1) {
+			return fmt.Errorf("--txn-fraction %q: want fractions from 0 to 1", a)
 		}
+		o.txnFractions = append(o.txnFractions, f)
 	}
 	if o.mix.Keys > maxBenchKeys {
 		return fmt.Errorf("--keys %d: want at most %d", o.mix.Keys, maxBenchKeys)

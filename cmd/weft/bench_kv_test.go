@@ -108,6 +108,7 @@ func TestBenchKVBadFlags(t *testing.T) {
 		{[]string{"--txn-fraction", "1.5"}, "--txn-fraction"},
 		{[]string{"--txn-fraction", "-0.1"}, "--txn-fraction"},
 		{[]string{"--txn-fraction", "NaN"}, "--txn-fraction"},
+		{[]string{"--txn-fraction", "tenth"}, "--txn-fraction"},
 		{[]string{"--keys", "1"}, "--keys"},
 		{[]string{"--keys", "2000000"}, "--keys"},
 		{[]string{"--dist", "pareto"}, "--dist"},
