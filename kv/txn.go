@@ -195,18 +195,26 @@ func (t *Txn) Shards(n int) []wire.GroupID {
 	return gs
 }
 
-// mayAbort reports whether t can abort: a condition or an integer write.
-// A transaction that cannot abort needs no votes.
-func (t *Txn) mayAbort() bool {
-	if len(t.If) > 0 {
-		return true
+// voters returns the shards (among n, increasing) that hold a condition or
+// an integer write of t: the parts that can make it abort, whose shards
+// vote (txn_apply.go). None: t cannot abort and needs no votes.
+func (t *Txn) voters(n int) []wire.GroupID {
+	var gs []wire.GroupID
+	add := func(k string) {
+		if g := Shard(k, n); !slices.Contains(gs, g) {
+			gs = append(gs, g)
+		}
+	}
+	for i := range t.If {
+		add(t.If[i].Key)
 	}
 	for i := range t.Then {
 		if t.Then[i].Kind == WriteAdd {
-			return true
+			add(t.Then[i].Key)
 		}
 	}
-	return false
+	slices.Sort(gs)
+	return gs
 }
 
 // Encode appends t's encoding to buf.

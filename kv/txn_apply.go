@@ -50,14 +50,19 @@ func (s *Store) txnOf(e *rsm.Entry) (Txn, error) {
 	return t, nil
 }
 
-// Exchanged implements rsm.Exchanger: a valid transaction to several
-// shards that can abort needs every shard's vote.
-func (s *Store) Exchanged(e rsm.Entry) bool {
+// Voters implements rsm.Exchanger: the shards of a valid transaction that
+// hold one of its conditions or integer writes (the parts that can make
+// it abort) vote on it; a shard with only puts, deletes and reads cannot,
+// and neither votes nor holds the others up.
+func (s *Store) Voters(e rsm.Entry) []wire.GroupID {
 	if len(e.Dest) < 2 || len(e.Payload) == 0 || Op(e.Payload[0]) != OpTxn {
-		return false
+		return nil
 	}
 	t, err := s.txnOf(&e)
-	return err == nil && t.mayAbort()
+	if err != nil {
+		return nil
+	}
+	return t.voters(s.shards)
 }
 
 // Vote implements rsm.Exchanger: yes iff this shard's conditions hold and
@@ -65,7 +70,7 @@ func (s *Store) Exchanged(e rsm.Entry) bool {
 func (s *Store) Vote(e rsm.Entry) []byte {
 	t, err := s.txnOf(&e)
 	if err != nil {
-		return voteNo // not reached: Exchanged refused it
+		return voteNo // not reached: Voters refused it
 	}
 	if x := s.evalTxn(&t); len(x.failed) == 0 && len(x.bad) == 0 {
 		return voteYes
@@ -157,7 +162,7 @@ func (s *Store) applyTxn(e *rsm.Entry) []byte {
 	commit := len(x.failed) == 0 && len(x.bad) == 0
 	if e.Votes != nil {
 		for i, g := range e.Dest {
-			if g != s.shard && !bytes.Equal(e.Votes[i], voteYes) {
+			if v := e.Votes[i]; g != s.shard && v != nil && !bytes.Equal(v, voteYes) {
 				commit = false
 			}
 		}

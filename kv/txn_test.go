@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -109,7 +110,7 @@ func TestTxnAtOneShard(t *testing.T) {
 }
 
 // TestTxnVotes: at a shard of a transaction to two, the other shard's no
-// aborts it whatever this shard's conditions say; Exchanged and Vote
+// aborts it whatever this shard's conditions say; Voters and Vote
 // answer from the entry and the state.
 func TestTxnVotes(t *testing.T) {
 	const n = 2
@@ -117,11 +118,15 @@ func TestTxnVotes(t *testing.T) {
 	s, _ := NewStore(0, n)
 	tx := Txn{If: []Cond{{Key: a, Kind: CondAbsent}}, Then: []Write{{Key: a, Kind: WritePut, Value: []byte("1")}, {Key: b, Kind: WritePut, Value: []byte("1")}}}
 	e := rsm.Entry{Dest: tx.Shards(n), Payload: tx.Encode(nil)}
-	if !s.Exchanged(e) || !bytes.Equal(s.Vote(e), voteYes) {
-		t.Fatal("a conditional transaction to two shards must be exchanged, and vote yes here")
+	if vs := s.Voters(e); !slices.Equal(vs, []wire.GroupID{0}) || !bytes.Equal(s.Vote(e), voteYes) {
+		t.Fatalf("voters %v: a transaction with a condition on shard 0 alone (shard 1 only written) has shard 0 alone vote, and yes here", vs)
 	}
-	if blind := (Txn{Then: tx.Then}); s.Exchanged(rsm.Entry{Dest: blind.Shards(n), Payload: blind.Encode(nil)}) {
+	if blind := (Txn{Then: tx.Then}); s.Voters(rsm.Entry{Dest: blind.Shards(n), Payload: blind.Encode(nil)}) != nil {
 		t.Fatal("a transaction that cannot abort needs no votes")
+	}
+	adds := Txn{If: tx.If, Then: []Write{{Key: b, Kind: WriteAdd, Delta: 1}}}
+	if vs := s.Voters(rsm.Entry{Dest: adds.Shards(n), Payload: adds.Encode(nil)}); !slices.Equal(vs, []wire.GroupID{0, 1}) {
+		t.Fatalf("voters %v: an integer write on shard 1 can fail there: both vote", vs)
 	}
 	r, err := runTxn(t, s, tx, 1, [][]byte{voteYes, voteNo})
 	if err != nil || r.committed {
@@ -139,7 +144,7 @@ func TestTxnVotes(t *testing.T) {
 	// A transaction whose destinations are not its keys' shards is refused
 	// alike at every shard (and never waits for votes).
 	wrong := rsm.Entry{ID: wire.MsgID{Client: 1, Seq: 9}, Dest: []wire.GroupID{0}, Payload: tx.Encode(nil), GTS: wire.Timestamp{T: 3}}
-	if s.Exchanged(wrong) {
+	if s.Voters(wrong) != nil {
 		t.Fatal("exchanged a refused transaction")
 	}
 	raw, _ := s.Apply([]rsm.Entry{wrong})
@@ -163,7 +168,7 @@ func FuzzDecodeTxn(f *testing.F) {
 		for g := range 3 {
 			s, _ := NewStore(wire.GroupID(g), 3)
 			e := rsm.Entry{ID: wire.MsgID{Client: 1, Seq: 1}, Dest: tx.Shards(3), Payload: b, GTS: wire.Timestamp{T: 1}}
-			if s.Exchanged(e) {
+			if len(s.Voters(e)) > 0 {
 				e.Votes = make([][]byte, len(e.Dest))
 			}
 			raw, err := s.Apply([]rsm.Entry{e})

@@ -164,7 +164,7 @@ func (d *Driver) Apply(batch []Entry) error {
 		last = e.GTS
 		p := pendingEntry{Entry: *e}
 		p.Votes = nil
-		p.exchanged = d.x.ex != nil && len(e.Dest) > 1 && d.x.ex.Exchanged(*e)
+		p.voters = d.x.votersOf(e)
 		d.in = append(d.in, p)
 	}
 	if len(d.in) == 0 {

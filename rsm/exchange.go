@@ -20,14 +20,17 @@ import (
 // groups what they read at the command's position, and every group wait for
 // it before executing the command. rsm does the same with votes:
 //
-//   - An Exchanger says which entries need votes (Exchanged, decided from
-//     the entry alone so that every destination group agrees) and casts
-//     this group's vote on the state after every entry before it (Vote).
-//   - The Driver applies entries in order up to one that needs votes, casts
-//     its own vote (TakeVotes: the node sends it to every replica of the
-//     other destination groups), and holds that entry and every later one
-//     until each destination group's vote is in (AddVote). The entry then
-//     reaches Apply with Entry.Votes, in Dest's order.
+//   - An Exchanger says which destination groups of an entry vote on it
+//     (Voters, decided from the entry alone so that every destination group
+//     agrees: none for most entries) and casts this group's vote on the
+//     state after every entry before it (Vote).
+//   - The Driver applies entries in order up to one with voters, casts its
+//     own vote if it is one (TakeVotes: the node sends it to every replica
+//     of the other destination groups), and holds that entry and every
+//     later one until every other voter's vote is in (AddVote). The entry
+//     then reaches Apply with Entry.Votes, in Dest's order (nil for a group
+//     that does not vote). A group that is the only voter waits for no one;
+//     a group that does not vote waits for the voters.
 //
 // Why it cannot deadlock: the entries held at any replica are delivered
 // messages; a group holding entry m waits only for groups that deliver m.
@@ -46,12 +49,15 @@ import (
 // every destination group's vote.
 type Exchanger interface {
 	StateMachine
-	// Exchanged reports whether e needs the destination groups' votes. It
-	// must depend on the entry alone (its payload and destinations), never
-	// on the state: every destination group must agree, or one would wait
-	// for a vote that is never cast. An entry to a single group is never
-	// exchanged.
-	Exchanged(e Entry) bool
+	// Voters returns the destination groups of e that vote on it
+	// (increasing; none: e needs no votes). It must depend on the entry
+	// alone (its payload and destinations), never on the state: every
+	// destination group must agree, or one would wait for a vote that is
+	// never cast. Groups outside e.Dest are ignored; an entry to a single
+	// group is never exchanged. A group whose part of a command cannot fail
+	// need not vote (weft-kv: a shard with only puts), so it does not hold
+	// up the others.
+	Voters(e Entry) []wire.GroupID
 	// Vote returns this group's vote on e, on the state after every entry
 	// before it. It must be deterministic (every replica of the group casts
 	// the same vote) and at most MaxVote bytes. The state must not change.
@@ -76,7 +82,7 @@ type Vote struct {
 var (
 	ErrVoteTooLarge = errors.New("rsm: vote too large")
 	ErrVoteConflict = errors.New("rsm: a second, different vote of the same group on the same message")
-	ErrVoteNotDest  = errors.New("rsm: a vote of a group that is not a destination of the message")
+	ErrVoteNotDest  = errors.New("rsm: a vote of a group that is not a voter on the message")
 	ErrVoteFull     = errors.New("rsm: too many votes held for messages not yet delivered here")
 )
 
@@ -97,8 +103,8 @@ type voteKey struct {
 // (the caller's payload is not the driver's to keep).
 type pendingEntry struct {
 	Entry
-	exchanged bool // the Exchanger said so (Apply asks once per entry)
-	cast      bool // this group's vote is cast (in votes)
+	voters []wire.GroupID // the Exchanger's Voters (Apply asks once per entry); nil: none
+	cast   bool           // this group's vote is cast (in votes)
 }
 
 // exchange is the Driver's state for votes.
@@ -154,7 +160,7 @@ func (d *Driver) feed(src []pendingEntry) (int, error) {
 	start := 0
 	for i := range src {
 		p := &src[i]
-		if !p.exchanged || p.Votes != nil {
+		if p.voters == nil || p.Votes != nil {
 			continue
 		}
 		// The vote must see the state after every entry before this one.
@@ -210,7 +216,7 @@ func (d *Driver) drain() error {
 // if every destination group's vote is in.
 func (d *Driver) collect(p *pendingEntry) bool {
 	x := &d.x
-	if !p.cast {
+	if !p.cast && slices.Contains(p.voters, x.group) {
 		v := x.ex.Vote(p.Entry)
 		if len(v) > MaxVote {
 			d.err = fmt.Errorf("%w: %d bytes on %s, the limit is %d", ErrVoteTooLarge, len(v), p.ID, MaxVote)
@@ -228,7 +234,7 @@ func (d *Driver) collect(p *pendingEntry) bool {
 		p.cast = true
 		d.stats.VotesCast++
 	}
-	for _, g := range p.Dest {
+	for _, g := range p.voters {
 		if _, ok := x.votes[voteKey{p.ID, g}]; !ok {
 			return false
 		}
@@ -236,8 +242,10 @@ func (d *Driver) collect(p *pendingEntry) bool {
 	p.Votes = make([][]byte, len(p.Dest))
 	for i, g := range p.Dest {
 		k := voteKey{p.ID, g}
-		p.Votes[i] = x.votes[k].v
-		delete(x.votes, k)
+		if v, ok := x.votes[k]; ok {
+			p.Votes[i] = v.v
+			delete(x.votes, k)
+		}
 	}
 	x.remember(p)
 	return true
@@ -292,8 +300,8 @@ func (d *Driver) AddVote(v Vote) error {
 	case held && gts != v.GTS:
 		return refuse(ErrVoteNotDest, "group %d's vote on %s at gts %s, delivered here at %s", v.G, v.ID, v.GTS, gts)
 	case held:
-		if !slices.Contains(x.pendingDest(v.ID), v.G) {
-			return refuse(ErrVoteNotDest, "group %d on %s", v.G, v.ID)
+		if !slices.Contains(x.pendingVoters(v.ID), v.G) {
+			return refuse(ErrVoteNotDest, "group %d on %s, not one of its voters", v.G, v.ID)
 		}
 	case v.GTS.LessEq(d.received):
 		return nil // delivered and applied here before any vote was needed: nothing waits for it
@@ -313,14 +321,29 @@ func (d *Driver) AddVote(v Vote) error {
 	return nil
 }
 
-// pendingDest returns the destinations of held message id.
-func (x *exchange) pendingDest(id wire.MsgID) []wire.GroupID {
+// pendingVoters returns the voters of held message id.
+func (x *exchange) pendingVoters(id wire.MsgID) []wire.GroupID {
 	for i := range x.pending {
 		if x.pending[i].ID == id {
-			return x.pending[i].Dest
+			return x.pending[i].voters
 		}
 	}
 	return nil
+}
+
+// votersOf asks the Exchanger which groups vote on e: nil unless e goes to
+// several groups and at least one of them votes; only destinations count.
+func (x *exchange) votersOf(e *Entry) []wire.GroupID {
+	if x.ex == nil || len(e.Dest) < 2 {
+		return nil
+	}
+	var vs []wire.GroupID
+	for _, g := range x.ex.Voters(*e) {
+		if slices.Contains(e.Dest, g) && !slices.Contains(vs, g) {
+			vs = append(vs, g)
+		}
+	}
+	return vs
 }
 
 // sweepEarly forgets early votes for messages at or below received: this
@@ -352,7 +375,7 @@ func (d *Driver) Waiting() (id wire.MsgID, gts wire.Timestamp, missing []wire.Gr
 		return id, gts, nil, false
 	}
 	p := &x.pending[0]
-	for _, g := range p.Dest {
+	for _, g := range p.voters {
 		if _, in := x.votes[voteKey{p.ID, g}]; !in {
 			missing = append(missing, g)
 		}

@@ -22,9 +22,17 @@ type purse struct {
 	g       wire.GroupID
 	balance int64
 	log     []string // outcome per entry, in order
+	// firstVotes: only an entry's first destination votes (the others'
+	// parts cannot fail); otherwise every destination does.
+	firstVotes bool
 }
 
-func (p *purse) Exchanged(e Entry) bool { return len(e.Dest) > 1 }
+func (p *purse) Voters(e Entry) []wire.GroupID {
+	if p.firstVotes {
+		return e.Dest[:1]
+	}
+	return e.Dest
+}
 
 func (p *purse) Vote(e Entry) []byte {
 	if p.balance >= 1 {
@@ -45,8 +53,11 @@ func (p *purse) Apply(batch []Entry) ([][]byte, error) {
 			return nil, fmt.Errorf("entry %s to %v reached Apply with %d votes", e.ID, e.Dest, len(e.Votes))
 		}
 		ok := true
-		for _, v := range e.Votes {
-			ok = ok && bytes.Equal(v, []byte{1})
+		for i, v := range e.Votes {
+			if voter := !p.firstVotes || i == 0; voter != (v != nil) {
+				return nil, fmt.Errorf("entry %s: group %d's vote is %v, voter %v", e.ID, e.Dest[i], v, voter)
+			}
+			ok = ok && (v == nil || bytes.Equal(v, []byte{1}))
 		}
 		if ok {
 			p.balance--
@@ -139,6 +150,47 @@ func TestExchangeHoldsUntilVotes(t *testing.T) {
 	}
 	if n, b := d.Backlog(); n != 0 || b != 0 {
 		t.Fatalf("backlog %d entries %d bytes after everything applied", n, b)
+	}
+}
+
+// TestExchangeOnlyVotersHold: when only an entry's first destination
+// votes, that group applies it at once (casting its vote for the others)
+// and the other group holds it until the vote comes; a vote of a group
+// that is not a voter is refused.
+func TestExchangeOnlyVotersHold(t *testing.T) {
+	d0, p0 := newPurse(t, 0, Config{})
+	d1, p1 := newPurse(t, 1, Config{})
+	p0.firstVotes, p1.firstVotes = true, true
+	p0.balance, p1.balance = 1, 0 // g1 could not pay: its part does not count
+	e := ent(1, 1, 0, 0, 1)
+	for _, d := range []*Driver{d0, d1} {
+		if err := d.Apply([]Entry{e}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if d0.Applied() != e.GTS {
+		t.Fatal("the only voter waited")
+	}
+	vs := d0.TakeVotes()
+	if len(vs) != 1 || !slices.Equal(vs[0].To, []wire.GroupID{1}) || len(d1.TakeVotes()) != 0 {
+		t.Fatalf("votes %+v: want g0's alone, to g1", vs)
+	}
+	if _, _, missing, ok := d1.Waiting(); !ok || !slices.Equal(missing, []wire.GroupID{0}) {
+		t.Fatalf("g1 waits for %v (%v), want g0", missing, ok)
+	}
+	if err := d1.AddVote(Vote{ID: e.ID, GTS: e.GTS, G: 0, Vote: []byte{1}}); err != nil {
+		t.Fatal(err)
+	}
+	if d1.Applied() != e.GTS || p1.balance != -1 || p0.balance != 0 {
+		t.Fatalf("after g0's vote: g1 applied %s, balances %d %d", d1.Applied(), p0.balance, p1.balance)
+	}
+	// To three groups, g0 voting alone: g2's vote is refused at g1.
+	e2 := ent(2, 2, 0, 0, 1, 2)
+	if err := d1.Apply([]Entry{e2}); err != nil {
+		t.Fatal(err)
+	}
+	if err := d1.AddVote(Vote{ID: e2.ID, GTS: e2.GTS, G: 2, Vote: []byte{1}}); !errors.Is(err, ErrVoteNotDest) {
+		t.Fatalf("a non-voter's vote: %v, want ErrVoteNotDest", err)
 	}
 }
 

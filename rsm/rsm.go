@@ -56,10 +56,10 @@ type Entry struct {
 	// the session up to it was answered. The Driver uses it to forget
 	// results; applications may ignore it.
 	Floor uint64
-	// Votes, for an entry an Exchanger said is Exchanged, holds every
-	// destination group's vote, in Dest's order (this group's own
-	// included): the input the other groups' states give it
-	// (exchange.go). Nil otherwise.
+	// Votes, for an entry an Exchanger gave voters, holds every voter's
+	// vote in Dest's order (this group's own included; nil for a group
+	// that does not vote): the input the other groups' states give it
+	// (exchange.go). Nil for an entry without voters.
 	Votes [][]byte
 }
 

@@ -174,7 +174,7 @@ func (d *Driver) Restore(r io.Reader) error {
 			return fmt.Errorf("%w: held entry %s at gts %s not above %s", ErrBadSnapshot, p.ID, p.GTS, d.received)
 		}
 		d.received = p.GTS
-		p.exchanged = d.x.ex != nil && len(p.Dest) > 1 && d.x.ex.Exchanged(p.Entry)
+		p.voters = d.x.votersOf(&p.Entry)
 	}
 	d.hold(held)
 	return d.drain() // casts this group's vote on the first again
