@@ -85,11 +85,16 @@ type protocolSpec struct {
 	// (Config.Rejoin; datadir.go): inert until it is replaced. nil: the
 	// protocol has no disk-loss path and the node refuses a rejoin.
 	amnesiac func(cc coreConfig, det Detector, st coreStore) (core, error)
+	// sendsBeforeSync, if set, names the messages that may leave before
+	// their Ready's records are durable (wbcast.SendsBeforeSync; ready in
+	// node.go). nil: every message waits for the sync.
+	sendsBeforeSync func(wire.Message) bool
 }
 
 var protocolSpecs = map[string]*protocolSpec{
 	ProtocolWbCast: {name: ProtocolWbCast, faultTolerant: true,
-		newStore: func() coreStore { return wbcastStore{wbcast.NewStore()} }, open: openWbCast, amnesiac: openWbCastAmnesiac},
+		newStore: func() coreStore { return wbcastStore{wbcast.NewStore()} }, open: openWbCast, amnesiac: openWbCastAmnesiac,
+		sendsBeforeSync: wbcast.SendsBeforeSync},
 	ProtocolFTSkeen: {name: ProtocolFTSkeen, faultTolerant: true,
 		newStore: func() coreStore { return rskeenStore{ftskeen.NewStore()} }, open: openFTSkeen},
 	ProtocolFastCast: {name: ProtocolFastCast, faultTolerant: true,

@@ -463,6 +463,28 @@ func (n *Node) ready() error {
 	}
 	rd := n.m.Ready()
 	n.stats.Readies++
+	// The messages that promise nothing about this Ready's records leave
+	// first, so the sync overlaps their trip and the receivers' own syncs
+	// (wbcast/pipeline.go has the argument; docs/durability.md).
+	early := n.proto.sendsBeforeSync
+	if early == nil || len(rd.Persist) == 0 {
+		early = nil
+	} else {
+		sent := false
+		for _, env := range rd.Messages {
+			if early(env.Msg) {
+				n.stats.Sent++
+				n.stats.SentBeforeSync++
+				if err := n.out.Send(env.To, env.Msg); err != nil {
+					n.stats.SendErrors++
+				}
+				sent = true
+			}
+		}
+		if sent {
+			n.out.Flush()
+		}
+	}
 	if len(rd.Persist) > 0 {
 		start := time.Now()
 		if err := n.w.AppendMessages(rd.Persist...); err != nil {
@@ -479,6 +501,9 @@ func (n *Node) ready() error {
 		}
 	}
 	for _, env := range rd.Messages {
+		if early != nil && early(env.Msg) {
+			continue // sent before the sync
+		}
 		if n.svc.holdReply(env) {
 			continue // sent with its result once the deliveries are applied
 		}

@@ -17,8 +17,11 @@ type Stats struct {
 	Steps, StepErrors, Ticks uint64
 	Readies, Syncs, Records  uint64
 	Sent, SendErrors         uint64
-	Delivered, Recovered     uint64
-	Compactions              uint64
+	// SentBeforeSync counts the messages sent while their Ready's records
+	// were being synced (wbcast/pipeline.go).
+	SentBeforeSync       uint64
+	Delivered, Recovered uint64
+	Compactions          uint64
 	// ServiceSnapshots counts the state machine's snapshots written
 	// (service.go).
 	ServiceSnapshots uint64

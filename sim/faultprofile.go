@@ -22,9 +22,10 @@ const (
 	FaultCrash FaultKind = iota + 1
 	// FaultTornCrash: replica Proc crashes in the middle of its next
 	// non-empty Ready: only the first Keep records of Ready.Persist reach
-	// its store (a random prefix if Keep < 0), none of the messages leave,
-	// and only the deliveries whose record (Delivery.Rec) is in the prefix
-	// happen.
+	// its store (a random prefix if Keep < 0), none of the messages leave
+	// but those the protocol sends before its sync
+	// (ProtocolSpec.SendsBeforeSync), and only the deliveries whose record
+	// (Delivery.Rec) is in the prefix happen.
 	FaultTornCrash
 	// FaultRestart: replica Proc restarts from its store (Restore).
 	FaultRestart

@@ -347,10 +347,16 @@ func (f *faultState) persist(p wire.ProcID, recs []wire.Message) error {
 	return nil
 }
 
-// tornCrash crashes p in the middle of handling rd: a prefix of its
-// Persist reaches the store and the deliveries made durable by it happen;
-// nothing else leaves.
-func (f *faultState) tornCrash(p wire.ProcID, rd *amcast.Ready) error {
+// tornCrash crashes p in the middle of handling rd: the messages the
+// protocol sends before its sync leave (ProtocolSpec.SendsBeforeSync), a
+// prefix of its Persist reaches the store and the deliveries made durable
+// by it happen; nothing else leaves.
+func (f *faultState) tornCrash(p wire.ProcID, rd *amcast.Ready, fg bool) error {
+	if early := f.s.spec.SendsBeforeSync; early != nil && len(rd.Persist) > 0 {
+		if err := f.s.send(rd.Messages, fg, early); err != nil {
+			return err
+		}
+	}
 	keep := f.torn[p]
 	if keep < 0 {
 		keep = f.rng.IntN(len(rd.Persist) + 1)

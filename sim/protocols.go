@@ -37,6 +37,11 @@ type ProtocolSpec struct {
 	// HandsOver: the protocol's machines implement amcast.HandOverer
 	// (FaultHandOver).
 	HandsOver bool
+	// SendsBeforeSync, if set, names the messages a node sends before its
+	// Ready's records are durable (wbcast.SendsBeforeSync): a torn crash
+	// lets them leave (FaultTornCrash), as a node crashing during its
+	// sync would have sent them.
+	SendsBeforeSync func(wire.Message) bool
 }
 
 // CrashTolerant reports whether replicas of the protocol can crash and
@@ -71,8 +76,9 @@ func wbcastSpec(tune func(*wbcast.Config)) *ProtocolSpec {
 		return cfg
 	}
 	return &ProtocolSpec{
-		Name:      "wbcast",
-		HandsOver: true,
+		Name:            "wbcast",
+		HandsOver:       true,
+		SendsBeforeSync: wbcast.SendsBeforeSync,
 		New: func(topo *amcast.Topology, id wire.ProcID) (amcast.Machine, error) {
 			return machine(wbcast.New(config(topo, id)))
 		},

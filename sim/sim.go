@@ -471,7 +471,7 @@ func (s *Sim) flush(id wire.ProcID, fg bool) error {
 	f := s.f
 	if f != nil && rep {
 		if f.torn[id] != noTorn {
-			return f.tornCrash(id, &rd)
+			return f.tornCrash(id, &rd, fg)
 		}
 		if err := f.persist(id, rd.Persist); err != nil {
 			return err
@@ -482,8 +482,42 @@ func (s *Sim) flush(id wire.ProcID, fg bool) error {
 			return err
 		}
 	}
+	if err := s.send(rd.Messages, fg, nil); err != nil {
+		return err
+	}
+	if !rep {
+		ci := int(id) - s.nrep
+		for _, d := range rd.Deliveries {
+			if d.Expired {
+				if err := s.expired(id, d.M.ID); err != nil {
+					return err
+				}
+			} else if err := s.checkReply(id, d); err != nil {
+				return err
+			}
+			s.lastProgress = s.now
+			if s.cfg.Workload.Mode == ClosedLoop {
+				s.push(event{at: s.now, kind: evIssue, arg: int32(ci), fg: true})
+			}
+		}
+	} else {
+		g, _ := s.topo.GroupOf(id)
+		for _, d := range rd.Deliveries {
+			s.recordDelivery(id, g, d)
+		}
+	}
+	m.Advance()
+	return nil
+}
+
+// send schedules msgs on their links (only those only accepts, if set).
+func (s *Sim) send(msgs []wire.Envelope, fg bool, only func(wire.Message) bool) error {
+	f := s.f
 	n := len(s.procs)
-	for _, e := range rd.Messages {
+	for _, e := range msgs {
+		if only != nil && !only(e.Msg) {
+			continue
+		}
 		s.kindCnt[e.Msg.Kind()]++
 		s.stats.Messages++
 		size := wire.Size(e.Msg)
@@ -520,28 +554,6 @@ func (s *Sim) flush(id wire.ProcID, fg bool) error {
 		ev.at = at
 		s.push(ev)
 	}
-	if !rep {
-		ci := int(id) - s.nrep
-		for _, d := range rd.Deliveries {
-			if d.Expired {
-				if err := s.expired(id, d.M.ID); err != nil {
-					return err
-				}
-			} else if err := s.checkReply(id, d); err != nil {
-				return err
-			}
-			s.lastProgress = s.now
-			if s.cfg.Workload.Mode == ClosedLoop {
-				s.push(event{at: s.now, kind: evIssue, arg: int32(ci), fg: true})
-			}
-		}
-	} else {
-		g, _ := s.topo.GroupOf(id)
-		for _, d := range rd.Deliveries {
-			s.recordDelivery(id, g, d)
-		}
-	}
-	m.Advance()
 	return nil
 }
 

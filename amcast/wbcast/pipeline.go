@@ -1,0 +1,45 @@
+package wbcast
+
+import "github.com/weft-dev/weft/wire"
+
+// Sending before the sync (issue #14 item 3; docs/durability.md).
+//
+// The Ready contract makes a process's records durable before its messages
+// leave, because a message may promise what the records hold. But some
+// messages promise nothing about the sender's own durable state; they can
+// leave while the records of the same Ready are being synced, so that the
+// leader's fsync overlaps its followers' (etcd-raft's leader does the same
+// with its log appends):
+//
+//   - ACCEPT (H1: a leader proposes a local timestamp for a message under its
+//     ballot). Safety rests on the acceptors: a message commits only once a
+//     quorum of each destination group durably accepted it and acked (an
+//     ACCEPT_ACK is sent only after the acker's sync), and every later
+//     recovery reads a quorum, which meets that one (P1, P11). The leader's
+//     own acceptance counts only once durable: the node steps the acks it
+//     receives only after the Ready's sync returned. And a leader that
+//     crashes before its records are durable never proposes under that
+//     ballot again: it restarts as a follower (Restore), so no member can
+//     hold two different proposals of one ballot for one message.
+//   - DELIVER (H4: the leader tells its followers a message committed with
+//     its gts). The commit was decided on acks already durable at a quorum;
+//     the leader's own delivery record only remembers it.
+//   - HEARTBEAT: liveness only.
+//
+// Everything else waits for the sync: every acknowledgement (ACCEPT_ACK,
+// NEW_LEADER_ACK, NEW_STATE_ACK, READ_INDEX_ACK: each promises the
+// acker's durable state), the recovery messages (NEW_LEADER carries a
+// ballot that must be durable before anyone joins it; NEW_STATE an adopted
+// state), and replies to clients. The simulator's torn crashes let exactly
+// these messages leave before the crash (sim.ProtocolSpec.SendsBeforeSync),
+// so the swarm checks the argument.
+
+// SendsBeforeSync reports whether m may leave before the records of the
+// Ready it is in are durable.
+func SendsBeforeSync(m wire.Message) bool {
+	switch m.(type) {
+	case *wire.Accept, *wire.Deliver, *wire.Heartbeat:
+		return true
+	}
+	return false
+}
