@@ -21,6 +21,12 @@ const (
 	DefaultMaxConnsPerHost     = 256
 	DefaultHandshakeTimeout    = 5 * time.Second
 	DefaultIdleTimeout         = time.Minute
+	// The service's bounds (node.ReadLimits, rsm.Config; a test in package
+	// node keeps them equal).
+	DefaultReadsPending   = 4096
+	DefaultReadsPerClient = 256
+	DefaultReadBytes      = 64 << 20
+	DefaultHeldBytes      = 64 << 20
 	// MinBudget is the smallest byte budget; MaxBudget the largest.
 	MinBudget = 64 << 10
 	MaxBudget = 1 << 40
@@ -71,6 +77,20 @@ type Limits struct {
 	// message, no ping) for this long. Key "limits.idle_timeout"; default
 	// 1m; 15s to 1h.
 	IdleTimeout time.Duration `toml:"idle_timeout"`
+	// ReadsPending, ReadsPerClient and ReadBytes bound the reads (without
+	// a multicast: docs/reads.md) a node holds, in all, of one client, and
+	// their queries' bytes; past them a read is answered OVERLOADED. Keys
+	// "limits.reads_pending" (default 4096), "limits.reads_per_client"
+	// (default 256; at most reads_pending) and "limits.read_bytes"
+	// (default 64 MiB).
+	ReadsPending   int   `toml:"reads_pending"`
+	ReadsPerClient int   `toml:"reads_per_client"`
+	ReadBytes      int64 `toml:"read_bytes"`
+	// HeldBytes bounds the deliveries the service holds while it waits
+	// for other groups' votes (a cross-shard transaction: docs/rsm.md);
+	// past it the node refuses new client MULTICASTs with OVERLOADED until
+	// they drain. Key "limits.held_bytes"; default 64 MiB.
+	HeldBytes int64 `toml:"held_bytes"`
 }
 
 func (c *Config) setLimitsDefaults(md toml.MetaData) {
@@ -80,7 +100,8 @@ func (c *Config) setLimitsDefaults(md toml.MetaData) {
 		key string
 		def int64
 	}{{&l.InboxBytes, "inbox_bytes", DefaultInboxBytes}, {&l.PeerQueueBytes, "peer_queue_bytes", DefaultPeerQueueBytes},
-		{&l.ClientInboxBytes, "client_inbox_bytes", DefaultClientInboxBytes}, {&l.ClientQueueBytes, "client_queue_bytes", DefaultClientQueueBytes}} {
+		{&l.ClientInboxBytes, "client_inbox_bytes", DefaultClientInboxBytes}, {&l.ClientQueueBytes, "client_queue_bytes", DefaultClientQueueBytes},
+		{&l.ReadBytes, "read_bytes", DefaultReadBytes}, {&l.HeldBytes, "held_bytes", DefaultHeldBytes}} {
 		if !md.IsDefined("limits", f.key) {
 			*f.v = f.def
 		}
@@ -90,7 +111,8 @@ func (c *Config) setLimitsDefaults(md toml.MetaData) {
 		key string
 		def int
 	}{{&l.ClientInboxMessages, "client_inbox_messages", DefaultClientInboxMessages}, {&l.ClientShare, "client_share", DefaultClientShare},
-		{&l.MaxConns, "max_conns", DefaultMaxConns}, {&l.MaxConnsPerHost, "max_conns_per_host", DefaultMaxConnsPerHost}} {
+		{&l.MaxConns, "max_conns", DefaultMaxConns}, {&l.MaxConnsPerHost, "max_conns_per_host", DefaultMaxConnsPerHost},
+		{&l.ReadsPending, "reads_pending", DefaultReadsPending}, {&l.ReadsPerClient, "reads_per_client", DefaultReadsPerClient}} {
 		if !md.IsDefined("limits", f.key) {
 			*f.v = f.def
 		}
@@ -111,7 +133,8 @@ func (c *Config) validateLimits() error {
 	for _, f := range []struct {
 		v   int64
 		key string
-	}{{l.InboxBytes, "inbox_bytes"}, {l.PeerQueueBytes, "peer_queue_bytes"}, {l.ClientInboxBytes, "client_inbox_bytes"}, {l.ClientQueueBytes, "client_queue_bytes"}} {
+	}{{l.InboxBytes, "inbox_bytes"}, {l.PeerQueueBytes, "peer_queue_bytes"}, {l.ClientInboxBytes, "client_inbox_bytes"}, {l.ClientQueueBytes, "client_queue_bytes"},
+		{l.ReadBytes, "read_bytes"}, {l.HeldBytes, "held_bytes"}} {
 		if f.v < MinBudget || f.v > MaxBudget {
 			return &FieldError{Field: "limits." + f.key, Msg: fmt.Sprintf("must be between %d (64 KiB) and %d bytes, got %d", MinBudget, int64(MaxBudget), f.v)}
 		}
@@ -127,6 +150,10 @@ func (c *Config) validateLimits() error {
 		return &FieldError{Field: "limits.max_conns_per_host", Msg: fmt.Sprintf("must be between 1 and max_conns (%d), got %d", l.MaxConns, l.MaxConnsPerHost)}
 	case l.HandshakeTimeout < MinHandshakeTimeout || l.HandshakeTimeout > MaxTimeout:
 		return &FieldError{Field: "limits.handshake_timeout", Msg: fmt.Sprintf("must be between %v and %v, got %v", MinHandshakeTimeout, MaxTimeout, l.HandshakeTimeout)}
+	case l.ReadsPending < 1:
+		return &FieldError{Field: "limits.reads_pending", Msg: fmt.Sprintf("must be at least 1, got %d", l.ReadsPending)}
+	case l.ReadsPerClient < 1 || l.ReadsPerClient > l.ReadsPending:
+		return &FieldError{Field: "limits.reads_per_client", Msg: fmt.Sprintf("must be between 1 and reads_pending (%d), got %d", l.ReadsPending, l.ReadsPerClient)}
 	case l.IdleTimeout < MinIdleTimeout || l.IdleTimeout > MaxTimeout:
 		return &FieldError{Field: "limits.idle_timeout", Msg: fmt.Sprintf("must be between %v (three 5 s pings) and %v, got %v", MinIdleTimeout, MaxTimeout, l.IdleTimeout)}
 	}
@@ -143,4 +170,5 @@ func (c *Config) formatLimits(sb *strings.Builder) {
 	fmt.Fprintf(sb, "client_share = %d\nclient_queue_bytes = %d\nmax_conns = %d\nmax_conns_per_host = %d\n",
 		l.ClientShare, l.ClientQueueBytes, l.MaxConns, l.MaxConnsPerHost)
 	fmt.Fprintf(sb, "handshake_timeout = %q\nidle_timeout = %q\n", l.HandshakeTimeout.String(), l.IdleTimeout.String())
+	fmt.Fprintf(sb, "reads_pending = %d\nreads_per_client = %d\nread_bytes = %d\nheld_bytes = %d\n", l.ReadsPending, l.ReadsPerClient, l.ReadBytes, l.HeldBytes)
 }

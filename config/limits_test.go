@@ -13,7 +13,8 @@ func TestLimitsDefaultsAndOverrides(t *testing.T) {
 	}
 	want := Limits{InboxBytes: 64 << 20, PeerQueueBytes: 8 << 20, ClientInboxBytes: 8 << 20, ClientInboxMessages: 1024,
 		ClientShare: 64, ClientQueueBytes: 256 << 10, MaxConns: 1024, MaxConnsPerHost: 256,
-		HandshakeTimeout: 5 * time.Second, IdleTimeout: time.Minute}
+		HandshakeTimeout: 5 * time.Second, IdleTimeout: time.Minute,
+		ReadsPending: 4096, ReadsPerClient: 256, ReadBytes: 64 << 20, HeldBytes: 64 << 20}
 	if d.Limits != want {
 		t.Errorf("defaults %+v, want %+v", d.Limits, want)
 	}
@@ -24,11 +25,12 @@ func TestLimitsDefaultsAndOverrides(t *testing.T) {
 	if s.Limits != d.Limits {
 		t.Errorf("the sample's limits %+v differ from the defaults %+v", s.Limits, d.Limits)
 	}
-	c, err := Parse(minimal+"[limits]\ninbox_bytes = 1048576\nclient_share = 8\nmax_conns_per_host = 16\nidle_timeout = \"30s\"\n", Agent)
+	c, err := Parse(minimal+"[limits]\ninbox_bytes = 1048576\nclient_share = 8\nmax_conns_per_host = 16\nidle_timeout = \"30s\"\nreads_per_client = 9\nheld_bytes = 1048576\n", Agent)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if l := c.Limits; l.InboxBytes != 1<<20 || l.ClientShare != 8 || l.MaxConnsPerHost != 16 || l.IdleTimeout != 30*time.Second || l.MaxConns != 1024 {
+	if l := c.Limits; l.InboxBytes != 1<<20 || l.ClientShare != 8 || l.MaxConnsPerHost != 16 || l.IdleTimeout != 30*time.Second || l.MaxConns != 1024 ||
+		l.ReadsPerClient != 9 || l.HeldBytes != 1<<20 || l.ReadsPending != 4096 {
 		t.Errorf("overrides: %+v", l)
 	}
 	back, err := Parse(c.Format(), Agent)
@@ -58,6 +60,10 @@ func TestLimitsErrorsNameTheField(t *testing.T) {
 		{"handshake_timeout = \"1ms\"", "limits.handshake_timeout"},
 		{"idle_timeout = \"5s\"", "limits.idle_timeout"},
 		{"idle_timeout = \"2h\"", "limits.idle_timeout"},
+		{"reads_pending = 0", "limits.reads_pending"},
+		{"reads_per_client = 5000", "limits.reads_per_client"},
+		{"read_bytes = 10", "limits.read_bytes"},
+		{"held_bytes = 0", "limits.held_bytes"},
 		{"inbox = 5", "limits.inbox"},
 		{"max_conns = \"many\"", "limits.max_conns"},
 	} {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/weft-dev/weft/client"
 	"github.com/weft-dev/weft/config"
+	"github.com/weft-dev/weft/rsm"
 	"github.com/weft-dev/weft/transport"
 	"github.com/weft-dev/weft/wire"
 )
@@ -177,6 +178,10 @@ func TestLimitsDefaultsAgree(t *testing.T) {
 		{"max_conns_per_host", config.DefaultMaxConnsPerHost, transport.DefaultMaxConnsPerHost},
 		{"handshake_timeout", int64(config.DefaultHandshakeTimeout), int64(transport.DefaultHandshakeTimeout)},
 		{"idle_timeout", int64(config.DefaultIdleTimeout), int64(transport.DefaultIdleTimeout)},
+		{"reads_pending", config.DefaultReadsPending, DefaultMaxPendingReads},
+		{"reads_per_client", config.DefaultReadsPerClient, DefaultMaxClientReads},
+		{"read_bytes", config.DefaultReadBytes, DefaultMaxReadBytes},
+		{"held_bytes", config.DefaultHeldBytes, rsm.DefaultMaxPendingBytes},
 	} {
 		if d.config != d.here {
 			t.Errorf("%s: config's default %d, the node's %d", d.name, d.config, d.here)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/weft-dev/weft/config"
 	"github.com/weft-dev/weft/node"
+	"github.com/weft-dev/weft/rsm"
 	"github.com/weft-dev/weft/storage/wal"
 )
 
@@ -167,6 +168,8 @@ func runAgent(ctx context.Context, path string, rejoin bool, logFormat string) e
 		MaxConnsPerHost:  cfg.Limits.MaxConnsPerHost,
 		HandshakeTimeout: cfg.Limits.HandshakeTimeout,
 		IdleTimeout:      cfg.Limits.IdleTimeout,
+		Reads:            node.ReadLimits{MaxPending: cfg.Limits.ReadsPending, MaxPerClient: cfg.Limits.ReadsPerClient, MaxBytes: cfg.Limits.ReadBytes},
+		RSM:              rsm.Config{MaxPendingBytes: cfg.Limits.HeldBytes},
 	})
 	if err != nil {
 		return err
