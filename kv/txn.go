@@ -176,29 +176,19 @@ func (t *Txn) Check() error {
 // Shards returns the shards t touches among n, increasing: the
 // transaction's destination groups.
 func (t *Txn) Shards(n int) []wire.GroupID {
-	var gs []wire.GroupID
-	add := func(k string) {
-		if g := Shard(k, n); !slices.Contains(gs, g) {
-			gs = append(gs, g)
-		}
-	}
-	for i := range t.If {
-		add(t.If[i].Key)
-	}
-	for _, k := range t.Reads {
-		add(k)
-	}
-	for i := range t.Then {
-		add(t.Then[i].Key)
-	}
-	slices.Sort(gs)
-	return gs
+	return t.shardsOf(n, true, func(*Write) bool { return true })
 }
 
 // voters returns the shards (among n, increasing) that hold a condition or
 // an integer write of t: the parts that can make it abort, whose shards
 // vote (txn_apply.go). None: t cannot abort and needs no votes.
 func (t *Txn) voters(n int) []wire.GroupID {
+	return t.shardsOf(n, false, func(w *Write) bool { return w.Kind == WriteAdd })
+}
+
+// shardsOf returns the shards (among n, increasing) of t's conditions'
+// keys, of its reads' if reads, and of the writes keep accepts.
+func (t *Txn) shardsOf(n int, reads bool, keep func(*Write) bool) []wire.GroupID {
 	var gs []wire.GroupID
 	add := func(k string) {
 		if g := Shard(k, n); !slices.Contains(gs, g) {
@@ -208,8 +198,13 @@ func (t *Txn) voters(n int) []wire.GroupID {
 	for i := range t.If {
 		add(t.If[i].Key)
 	}
+	if reads {
+		for _, k := range t.Reads {
+			add(k)
+		}
+	}
 	for i := range t.Then {
-		if t.Then[i].Kind == WriteAdd {
+		if keep(&t.Then[i]) {
 			add(t.Then[i].Key)
 		}
 	}
