@@ -175,6 +175,15 @@ type Config struct {
 	// the durable part of a torn crash's Ready): a replicated service's
 	// driver per replica (rsm.Driver), in tests.
 	OnDeliver func(p wire.ProcID, d amcast.Delivery)
+	// OnIssue, when set, is called with every workload message as its
+	// client first sends it (client index, message, virtual time); OnReply
+	// with every completion of one on a DELIVERED reply (not a give-up)
+	// as the client receives it: d.Replies holds the reply, whose Leader
+	// is the replica that sent it. With them a service's test knows each
+	// operation's invocation and response (kv's linearizability check).
+	// The message and the delivery are the simulator's: do not keep them.
+	OnIssue func(client int, m *wire.AppMsg, at int64)
+	OnReply func(client int, d amcast.Delivery, at int64)
 	// CheckRestore: after every Ready of every replica, a replica rebuilt
 	// by the protocol's Restore from the records persisted so far must
 	// agree with the live one on the durable state

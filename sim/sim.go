@@ -494,6 +494,8 @@ func (s *Sim) flush(id wire.ProcID, fg bool) error {
 				}
 			} else if err := s.checkReply(id, d); err != nil {
 				return err
+			} else if s.cfg.OnReply != nil {
+				s.cfg.OnReply(ci, d, s.now)
 			}
 			s.lastProgress = s.now
 			if s.cfg.Workload.Mode == ClosedLoop {

@@ -66,6 +66,9 @@ func (s *Sim) issue(i int) error {
 		}
 		s.hist.Events = append(s.hist.Events, check.Event{Ev: "multicast", ID: m.ID.Full(), Dest: d, T: s.now, Digest: check.Digest(m.Payload)})
 	}
+	if s.cfg.OnIssue != nil {
+		s.cfg.OnIssue(ci, &m, s.now)
+	}
 	if err := c.Multicast(m); err != nil {
 		return err
 	}
