@@ -18,10 +18,10 @@ import (
 
 func simSweepCmd() *cobra.Command {
 	var (
-		protocol, format string
-		seeds, jobs      int
-		start            uint64
-		forged, quorumGC bool
+		protocol, format, service string
+		seeds, jobs               int
+		start                     uint64
+		forged, quorumGC          bool
 	)
 	c := &cobra.Command{
 		Use:   "sweep",
@@ -39,7 +39,17 @@ failing seeds and the command that replays one, on any violation or panic
 inside a protocol, and, from 20 seeds on, when the sweep never reached a
 leader change, a recovery while a message was ACCEPTED, a multicast to
 2 or more groups, or (WbCast) a SNAPSHOT installed and a rejoin after a
-disk loss (the sweep is then INVALID: its faults tested nothing).`,
+disk loss (the sweep is then INVALID: its faults tested nothing).
+
+--service kv runs weft-kv on every replica instead, two runs per seed
+(package kv/kvsim): single-key commands on hot keys, whose clients' history
+porcupine checks for linearizability, and the bank (transfers between
+accounts on different shards, full-balance reads); each run also checks
+the protocol's history as above, and that the replicas of every shard
+applied the same commands with the same results and end in the same state.
+From 20 seeds on, a kv sweep whose runs never had an operation of unknown
+outcome, a state transfer, a commit, an abort, a full read or a vote lost
+and pulled is INVALID.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if seeds < 1 {
 				return fmt.Errorf("--seeds must be positive")
@@ -50,6 +60,14 @@ disk loss (the sweep is then INVALID: its faults tested nothing).`,
 			if jobs < 1 {
 				jobs = runtime.GOMAXPROCS(0)
 			}
+			switch {
+			case service == "kv" && (forged || quorumGC):
+				return fmt.Errorf("--service kv: --forged-clients and --quorum-gc apply to the protocol's own sweep only")
+			case service == "kv":
+				return kvSweep(cmd, protocol, seeds, start, jobs, format)
+			case service != "":
+				return fmt.Errorf("--service %q: want kv (or none: the protocol alone)", service)
+			}
 			began := time.Now()
 			pr := newProgress(cmd.ErrOrStderr(), seeds, began)
 			if quorumGC && protocol != "wbcast" {
@@ -57,7 +75,7 @@ disk loss (the sweep is then INVALID: its faults tested nothing).`,
 			}
 			tw := sweepTweaks{forged: forged, quorumGC: quorumGC}
 			agg := runSweep(protocol, seeds, start, jobs, tw, pr.update)
-			pr.done(agg)
+			pr.done(sweepStatus{label: "sweep " + protocol, violations: agg.Violations, failures: agg.Failures})
 			wall := time.Since(began)
 			out := cmd.OutOrStdout()
 			if format == "json" {
@@ -76,6 +94,7 @@ disk loss (the sweep is then INVALID: its faults tested nothing).`,
 	f.Uint64Var(&start, "seed-start", 1, "first seed")
 	addOutput(c, &format, "format")
 	f.IntVar(&jobs, "jobs", 0, "seeds run in parallel (default GOMAXPROCS)")
+	f.StringVar(&service, "service", "", "run a replicated service on the replicas and check it: kv (weft-kv: single-key linearizability with porcupine, and the bank)")
 	f.BoolVar(&forged, "forged-clients", false, "an adversary forges the genuine clients' ids to every replica during the fault phase")
 	f.BoolVar(&quorumGC, "quorum-gc", false, "wbcast collects what a quorum of each group delivered (Config.CollectAfterQuorum, experimental), not every member")
 	return c
@@ -88,20 +107,34 @@ type sweepTweaks struct {
 
 // runSweep runs the seeds on jobs workers and aggregates the results (the
 // aggregate does not depend on the order they finish in).
-func runSweep(protocol string, seeds int, start uint64, jobs int, tw sweepTweaks, progress func(int, *sim.SweepSummary)) *sim.SweepSummary {
+func runSweep(protocol string, seeds int, start uint64, jobs int, tw sweepTweaks, progress func(int, sweepStatus)) *sim.SweepSummary {
+	agg := &sim.SweepSummary{Protocol: protocol}
+	eachSeed(seeds, start, jobs, func(seed uint64) *sim.SweepResult {
+		cfg := sim.SwarmConfig(protocol, seed)
+		if tw.forged {
+			sim.ForgedClients(&cfg)
+		}
+		if tw.quorumGC {
+			cfg.Spec = sim.WbCastSpec(func(c *wbcast.Config) { c.CollectAfterQuorum = true })
+		}
+		return sim.RunSwarmConfig(cfg)
+	}, func(done int, r *sim.SweepResult) {
+		agg.Add(r)
+		progress(done, sweepStatus{label: "sweep " + protocol, violations: agg.Violations, failures: agg.Failures})
+	})
+	return agg
+}
+
+// eachSeed runs seed start, start+1, ... (seeds of them) on jobs workers,
+// handing each result to add, with the count done, on the caller's
+// goroutine.
+func eachSeed[R any](seeds int, start uint64, jobs int, run func(seed uint64) R, add func(done int, r R)) {
 	next := make(chan uint64)
-	results := make(chan *sim.SweepResult)
+	results := make(chan R)
 	for range min(jobs, seeds) {
 		go func() {
 			for seed := range next {
-				cfg := sim.SwarmConfig(protocol, seed)
-				if tw.forged {
-					sim.ForgedClients(&cfg)
-				}
-				if tw.quorumGC {
-					cfg.Spec = sim.WbCastSpec(func(c *wbcast.Config) { c.CollectAfterQuorum = true })
-				}
-				results <- sim.RunSwarmConfig(cfg)
+				results <- run(seed)
 			}
 		}()
 	}
@@ -111,12 +144,16 @@ func runSweep(protocol string, seeds int, start uint64, jobs int, tw sweepTweaks
 		}
 		close(next)
 	}()
-	agg := &sim.SweepSummary{Protocol: protocol}
 	for i := range seeds {
-		agg.Add(<-results)
-		progress(i+1, agg)
+		add(i+1, <-results)
 	}
-	return agg
+}
+
+// sweepStatus is what the progress line shows of a sweep.
+type sweepStatus struct {
+	label      string // "sweep wbcast"
+	violations int
+	failures   []sim.SweepFailure // in seed order
 }
 
 // progress reports a sweep's progress on stderr: a line rewritten with \r
@@ -142,17 +179,17 @@ func newProgress(w io.Writer, total int, began time.Time) *progress {
 	return p
 }
 
-func (p *progress) line(done int, agg *sim.SweepSummary) string {
+func (p *progress) line(done int, st sweepStatus) string {
 	el := time.Since(p.began).Seconds()
-	return fmt.Sprintf("sweep %s: %d/%d seeds, %d violations in %d seeds, %.1f seeds/s",
-		agg.Protocol, done, p.total, agg.Violations, len(agg.Failures), float64(done)/max(el, 1e-9))
+	return fmt.Sprintf("%s: %d/%d seeds, %d violations in %d seeds, %.1f seeds/s",
+		st.label, done, p.total, st.violations, len(st.failures), float64(done)/max(el, 1e-9))
 }
 
-func (p *progress) update(done int, agg *sim.SweepSummary) {
+func (p *progress) update(done int, st sweepStatus) {
 	// A failing seed is named at once (a long sweep may be stopped before
 	// its summary): the failures are kept in seed order, so look for the
 	// ones not named yet.
-	for _, f := range agg.Failures {
+	for _, f := range st.failures {
 		if !p.named[f.Seed] {
 			if p.named == nil {
 				p.named = map[uint64]bool{}
@@ -170,23 +207,23 @@ func (p *progress) update(done int, agg *sim.SweepSummary) {
 	}
 	p.last = now
 	if p.tty {
-		fmt.Fprintf(p.w, "\r%s\x1b[K", p.line(done, agg))
+		fmt.Fprintf(p.w, "\r%s\x1b[K", p.line(done, st))
 		p.wrote = true
 		return
 	}
 	if done < p.total {
-		fmt.Fprintln(p.w, p.line(done, agg))
+		fmt.Fprintln(p.w, p.line(done, st))
 	}
 }
 
-func (p *progress) done(agg *sim.SweepSummary) {
+func (p *progress) done(st sweepStatus) {
 	if p.tty {
 		if p.wrote {
 			fmt.Fprintln(p.w)
 		}
 		return
 	}
-	fmt.Fprintln(p.w, p.line(agg.Seeds, agg))
+	fmt.Fprintln(p.w, p.line(p.total, st))
 }
 
 // replayCommand replays one failing seed: with the sweep's tweaks (which
@@ -231,14 +268,19 @@ func printSweep(w io.Writer, agg *sim.SweepSummary, start uint64, wall time.Dura
 		fmt.Fprintf(w, "(coverage facts are required from %d seeds on)\n", sim.MinCoverageSeeds)
 	}
 	fmt.Fprintf(w, "violations         %d in %d seeds\n", agg.Violations, len(agg.Failures))
+	printFailures(w, agg.Failures, func(seed uint64) string { return replayCommand(agg.Protocol, seed, tw) })
+}
+
+// printFailures lists the first failing seeds with how to replay each.
+func printFailures(w io.Writer, failures []sim.SweepFailure, replay func(seed uint64) string) {
 	const show = 10
-	for i, f := range agg.Failures {
+	for i, f := range failures {
 		if i == show {
-			fmt.Fprintf(w, "... %d more failing seeds\n", len(agg.Failures)-show)
+			fmt.Fprintf(w, "... %d more failing seeds\n", len(failures)-show)
 			break
 		}
 		detail, _, _ := strings.Cut(f.Detail, "\n")
-		fmt.Fprintf(w, "seed %d: %s\n  replay: %s\n", f.Seed, detail, replayCommand(agg.Protocol, f.Seed, tw))
+		fmt.Fprintf(w, "seed %d: %s\n  replay: %s\n", f.Seed, detail, replay(f.Seed))
 	}
 }
 
@@ -301,10 +343,16 @@ func printSweepJSON(w io.Writer, agg *sim.SweepSummary, start uint64, wall time.
 // sweepVerdict is the sweep's exit status: an error naming the failing
 // seeds and how to replay them, or the missing coverage facts.
 func sweepVerdict(agg *sim.SweepSummary, tw sweepTweaks) error {
+	return verdict(agg.Violations, agg.Failures, agg.CoverageGaps(), func(seed uint64) string { return replayCommand(agg.Protocol, seed, tw) })
+}
+
+// verdict is a sweep's exit status from its violations, failing seeds (in
+// seed order), how to replay one, and its coverage gaps.
+func verdict(violations int, failures []sim.SweepFailure, gaps []string, replay func(seed uint64) string) error {
 	var msgs []string
-	if n := len(agg.Failures); n > 0 {
+	if n := len(failures); n > 0 {
 		var ids []string
-		for i, f := range agg.Failures {
+		for i, f := range failures {
 			if i == 10 {
 				ids = append(ids, fmt.Sprintf("... (%d in all)", n))
 				break
@@ -312,9 +360,9 @@ func sweepVerdict(agg *sim.SweepSummary, tw sweepTweaks) error {
 			ids = append(ids, fmt.Sprint(f.Seed))
 		}
 		msgs = append(msgs, fmt.Sprintf("%d violations in %d seeds: failing seeds %s; replay one with: %s",
-			agg.Violations, n, strings.Join(ids, " "), replayCommand(agg.Protocol, agg.Failures[0].Seed, tw)))
+			violations, n, strings.Join(ids, " "), replay(failures[0].Seed)))
 	}
-	if gaps := agg.CoverageGaps(); len(gaps) > 0 {
+	if len(gaps) > 0 {
 		msgs = append(msgs, "sweep INVALID (coverage facts not reached): "+strings.Join(gaps, ", "))
 	}
 	if len(msgs) > 0 {

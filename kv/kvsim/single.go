@@ -37,13 +37,13 @@ const historyBytes = 4 << 20
 // picks its expected value from.
 const recentValues = 3
 
-// hotKeys is the number of keys per shard. Fewer make more operations on
+// HotKeys is the number of keys per shard of RunKV. Fewer make more operations on
 // a key concurrent (a command waits out a partition or a failover), and
 // porcupine's search grows exponentially with them: with 3 keys per shard
 // it ran past a minute in 3 seeds of the first 100, with 8 it decides
 // every one of them in under a second, and stale reads are still caught
 // in most seeds.
-const hotKeys = 8
+const HotKeys = 8
 
 // KVOptions changes RunKV.
 type KVOptions struct {
@@ -146,7 +146,7 @@ type kvOp struct {
 }
 
 // RunKV runs cfg (a swarm configuration: sim.SwarmConfig) with single-key
-// commands (get, put, delete, compare-and-set) on hotKeys keys per shard,
+// commands (get, put, delete, compare-and-set) on HotKeys keys per shard,
 // each multicast to its key's shard alone, and checks it: the run's own
 // checks (sim.CheckResult) and convergence, that every replica of a shard
 // applied a prefix of one sequence with the same results and the replicas
@@ -163,8 +163,8 @@ func RunKV(cfg sim.Config, opt KVOptions) (KVFigures, error) {
 	}
 	k := &kvRun{replicas: rs, opt: opt, hist: kvcheck.NewHistory(historyBytes), ops: map[wire.MsgID]*kvOp{},
 		recent: map[string][]string{}}
-	k.keys, _ = keysPerShard("k", hotKeys, cfg.Groups)
-	k.fig.Keys = hotKeys * cfg.Groups
+	k.keys, _ = keysPerShard("k", HotKeys, cfg.Groups)
+	k.fig.Keys = HotKeys * cfg.Groups
 	cfg.Workload.DestMin, cfg.Workload.DestMax = 1, 1
 	r := rand.New(rand.NewPCG(cfg.Seed, 7))
 	cfg.Payload = func(_ int, dest []wire.GroupID) []byte {
@@ -198,7 +198,7 @@ func RunKV(cfg sim.Config, opt KVOptions) (KVFigures, error) {
 // the last values written to its key, or its absence: unique values let
 // porcupine tell the writes apart, which keeps its search short.
 func (k *kvRun) command(r *rand.Rand, g wire.GroupID) kv.Command {
-	c := kv.Command{Key: k.keys[g][r.IntN(hotKeys)]}
+	c := kv.Command{Key: k.keys[g][r.IntN(HotKeys)]}
 	switch r.IntN(4) {
 	case 0:
 		c.Op = kv.OpGet

@@ -60,9 +60,11 @@ type Summary struct {
 	Seeds    int
 	KV       KVFigures
 	Bank     BankFigures
-	// Failures lists the failing seeds in seed order (Detail: what
-	// failed, single-key or bank or both).
-	Failures []sim.SweepFailure
+	// Violations counts the failed workloads (up to 2 per seed); Failures
+	// lists the failing seeds in seed order (Detail: what failed,
+	// single-key or bank or both).
+	Violations int
+	Failures   []sim.SweepFailure
 }
 
 // Add accumulates one seed's result (in any order: the failures are
@@ -74,6 +76,42 @@ func (s *Summary) Add(r *SeedResult) {
 	if !r.Failed() {
 		return
 	}
+	for _, err := range []error{r.KVErr, r.BankErr} {
+		if err != nil {
+			s.Violations++
+		}
+	}
 	i, _ := slices.BinarySearchFunc(s.Failures, r.Seed, func(f sim.SweepFailure, seed uint64) int { return cmp.Compare(f.Seed, seed) })
 	s.Failures = slices.Insert(s.Failures, i, sim.SweepFailure{Seed: r.Seed, Detail: r.Detail()})
+}
+
+// CoverageGaps lists what a sweep of at least sim.MinCoverageSeeds seeds
+// failed to exercise (then its checks tested little and the sweep is
+// invalid): single-key operations checked, some of unknown outcome, and
+// a state transfer in the single-key runs; transfers committed and
+// aborted, full reads, votes lost and pulled in the bank's. Smaller
+// sweeps report none.
+func (s *Summary) CoverageGaps() []string {
+	if s.Seeds < sim.MinCoverageSeeds {
+		return nil
+	}
+	var gaps []string
+	for _, c := range []struct {
+		n    int
+		what string
+	}{
+		{s.KV.Checked, "no single-key operation checked"},
+		{s.KV.Unknown, "no single-key operation of unknown outcome"},
+		{s.KV.Installs, "no state transfer in the single-key runs"},
+		{s.Bank.Committed, "no transfer committed"},
+		{s.Bank.Aborted, "no transfer aborted"},
+		{s.Bank.FullReads, "no full read"},
+		{s.Bank.VotesLost, "no vote lost"},
+		{s.Bank.VotesPulled, "no vote pulled"},
+	} {
+		if c.n == 0 {
+			gaps = append(gaps, c.what)
+		}
+	}
+	return gaps
 }
