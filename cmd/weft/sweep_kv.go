@@ -56,8 +56,8 @@ func printKVSweep(w io.Writer, agg *kvsim.Summary, start uint64, wall time.Durat
 		kv.Commands, kvsim.HotKeys, kv.Installs)
 	fmt.Fprintf(w, "linearizable    %d operations checked with porcupine, %d of unknown outcome (%d gets of unknown outcome left out); porcupine %.1fs in all, longest run %.2fs\n",
 		kv.Checked, kv.Unknown, kv.UnknownGets, kv.CheckTime.Seconds(), kv.MaxCheckTime.Seconds())
-	fmt.Fprintf(w, "bank            %d transfers committed, %d aborted; %d full-balance reads, each at the initial total; %d state transfers\n",
-		b.Committed, b.Aborted, b.FullReads, b.Installs)
+	fmt.Fprintf(w, "bank            %d transfers committed, %d aborted; %d full-balance reads, each at the initial total; %d state transfers, %d more for votes no pull found\n",
+		b.Committed, b.Aborted, b.FullReads, b.Installs, b.Fallbacks)
 	fmt.Fprintf(w, "votes           %d sent, %d lost, %d pulled again\n", b.VotesSent, b.VotesLost, b.VotesPulled)
 	if gaps := agg.CoverageGaps(); len(gaps) > 0 {
 		fmt.Fprintf(w, "sweep INVALID: %s\n", strings.Join(gaps, ", "))
@@ -88,6 +88,7 @@ type kvSweepJSON struct {
 	VotesLost      int                `json:"votes_lost"`
 	VotesPulled    int                `json:"votes_pulled"`
 	BankInstalls   int                `json:"bank_state_transfers"`
+	Fallbacks      int                `json:"bank_state_transfers_for_votes"`
 	Violations     int                `json:"violations"`
 	Failures       []sweepFailureJSON `json:"failures"`
 	CoverageGaps   []string           `json:"coverage_gaps"`
@@ -102,7 +103,7 @@ func printKVSweepJSON(w io.Writer, agg *kvsim.Summary, start uint64, wall time.D
 		Commands: kv.Commands, Checked: kv.Checked, Unknown: kv.Unknown, UnknownGets: kv.UnknownGets,
 		CheckSeconds: kv.CheckTime.Seconds(), MaxCheck: kv.MaxCheckTime.Seconds(), KVInstalls: kv.Installs,
 		Committed: b.Committed, Aborted: b.Aborted, FullReads: b.FullReads,
-		VotesSent: b.VotesSent, VotesLost: b.VotesLost, VotesPulled: b.VotesPulled, BankInstalls: b.Installs,
+		VotesSent: b.VotesSent, VotesLost: b.VotesLost, VotesPulled: b.VotesPulled, BankInstalls: b.Installs, Fallbacks: b.Fallbacks,
 		Violations: agg.Violations, Failures: []sweepFailureJSON{}, CoverageGaps: agg.CoverageGaps(),
 	}
 	if out.CoverageGaps == nil {

@@ -105,19 +105,20 @@ func (rs *replicas) shard(g wire.GroupID) []*Replica {
 }
 
 // install replaces p's service by a copy of the member of its shard that
-// received furthest, at least to point (a node's state transfer). Received,
-// not Applied: the snapshot carries the entries held for votes
-// (rsm/exchange.go).
-func (rs *replicas) install(p wire.ProcID, point wire.Timestamp) error {
+// got furthest by reach, at least to point (a node's state transfer). The
+// protocol's SNAPSHOT goes by rsm.Driver.Received (the snapshot carries
+// the entries held for votes, rsm/exchange.go); the fallback for a vote
+// that cannot be pulled by Applied (a member past the entry).
+func (rs *replicas) install(p wire.ProcID, point wire.Timestamp, reach func(*rsm.Driver) wire.Timestamp) error {
 	g, _ := rs.topo.GroupOf(p)
 	var src *Replica
 	for _, q := range rs.topo.Members(g) {
-		if rq := rs.reps[q]; q != p && (src == nil || src.Driver.Received().Less(rq.Driver.Received())) {
+		if rq := rs.reps[q]; q != p && (src == nil || reach(src.Driver).Less(reach(rq.Driver))) {
 			src = rq
 		}
 	}
-	if src == nil || src.Driver.Received().Less(point) {
-		return fmt.Errorf("p%d installs a snapshot at %s but no member of its shard received that far", p, point)
+	if src == nil || reach(src.Driver).Less(point) {
+		return fmt.Errorf("p%d installs a snapshot at %s but no member of its shard got that far", p, point)
 	}
 	var buf bytes.Buffer
 	if err := src.Driver.Snapshot(&buf); err != nil {

@@ -225,7 +225,7 @@ func (k *kvRun) command(r *rand.Rand, g wire.GroupID) kv.Command {
 func (k *kvRun) deliver(p wire.ProcID, d amcast.Delivery) {
 	if d.Install {
 		k.fig.Installs++
-		k.fail.set(k.install(p, d.GTS))
+		k.fail.set(k.install(p, d.GTS, (*rsm.Driver).Received))
 		return
 	}
 	rp := k.reps[p]
