@@ -90,8 +90,13 @@ func (r *Reply) Outcome() (kvcheck.Output, bool, error) {
 	default:
 		return kvcheck.Output{}, false, fmt.Errorf("p%d refused %s (%s): %q", r.Replier.Proc, r.ID, r.Cmd.Op, res.Value)
 	}
+	// The model reads a value for a get and a failed compare-and-set, and
+	// Present for the latter only.
 	if r.Cmd.Op != kv.OpGet && r.Cmd.Op != kv.OpCAS {
 		out.Value = ""
+	}
+	if r.Cmd.Op != kv.OpCAS {
+		out.Present = false
 	}
 	return out, true, nil
 }
