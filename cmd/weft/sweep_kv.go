@@ -52,8 +52,8 @@ func printKVSweep(w io.Writer, agg *kvsim.Summary, start uint64, wall time.Durat
 	kv, b := &agg.KV, &agg.Bank
 	fmt.Fprintf(w, "sweep kv on %s: seeds %d..%d (%d seeds, 2 runs each) in %.1fs, %.1f seeds/s on %d jobs\n",
 		agg.Protocol, start, start+uint64(agg.Seeds)-1, agg.Seeds, wall.Seconds(), float64(agg.Seeds)/wall.Seconds(), jobs)
-	fmt.Fprintf(w, "single-key      %d commands (get, put, delete, compare-and-set) on %d hot keys per shard; %d state transfers\n",
-		kv.Commands, kvsim.HotKeys, kv.Installs)
+	fmt.Fprintf(w, "single-key      %d commands (get, put, delete, compare-and-set) on %d keys (about %d per key, so that they contend); %d state transfers\n",
+		kv.Commands, kv.Keys, kvsim.OpsPerKey, kv.Installs)
 	fmt.Fprintf(w, "linearizable    %d operations checked with porcupine, %d of unknown outcome (%d gets of unknown outcome left out); porcupine %.1fs in all, longest run %.2fs\n",
 		kv.Checked, kv.Unknown, kv.UnknownGets, kv.CheckTime.Seconds(), kv.MaxCheckTime.Seconds())
 	fmt.Fprintf(w, "bank            %d transfers committed, %d aborted; %d full-balance reads, each at the initial total; %d state transfers, %d more for votes no pull found\n",

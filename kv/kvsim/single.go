@@ -37,13 +37,21 @@ const historyBytes = 4 << 20
 // picks its expected value from.
 const recentValues = 3
 
-// HotKeys is the number of keys per shard of RunKV. Fewer make more operations on
-// a key concurrent (a command waits out a partition or a failover), and
-// porcupine's search grows exponentially with them: with 3 keys per shard
-// it ran past a minute in 3 seeds of the first 100, with 8 it decides
-// every one of them in under a second, and stale reads are still caught
-// in most seeds.
-const HotKeys = 8
+// OpsPerKey is how many commands of RunKV's workload go to each key, on
+// average: the keys per shard are the commands over OpsPerKey times the
+// shards (at least 3). More make more operations on a key concurrent (a
+// command waits out a partition or a failover, or its outcome stays
+// unknown), and porcupine's search grows exponentially with them: with 3
+// keys per shard it ran past a minute in 3 seeds of the first 100, with 8
+// in 2 of the first 164; with 10 commands per key it decides each of the
+// first 1,000 seeds in well under a second, and stale reads are still
+// caught in most seeds.
+const OpsPerKey = 10
+
+// hotKeys is the number of keys per shard of a run of cfg.
+func hotKeys(cfg *sim.Config) int {
+	return max(3, (cfg.Workload.Messages+OpsPerKey*cfg.Groups-1)/(OpsPerKey*cfg.Groups))
+}
 
 // KVOptions changes RunKV.
 type KVOptions struct {
@@ -151,7 +159,7 @@ type kvOp struct {
 }
 
 // RunKV runs cfg (a swarm configuration: sim.SwarmConfig) with single-key
-// commands (get, put, delete, compare-and-set) on HotKeys keys per shard,
+// commands (get, put, delete, compare-and-set) on a few keys per shard (OpsPerKey),
 // each multicast to its key's shard alone, and checks it: the run's own
 // checks (sim.CheckResult) and convergence, that every replica of a shard
 // applied a prefix of one sequence with the same results and the replicas
@@ -168,8 +176,8 @@ func RunKV(cfg sim.Config, opt KVOptions) (KVFigures, error) {
 	}
 	k := &kvRun{replicas: rs, opt: opt, hist: kvcheck.NewHistory(historyBytes), ops: map[wire.MsgID]*kvOp{},
 		recent: map[string][]string{}}
-	k.keys, _ = keysPerShard("k", HotKeys, cfg.Groups)
-	k.fig.Keys = HotKeys * cfg.Groups
+	k.keys, _ = keysPerShard("k", hotKeys(&cfg), cfg.Groups)
+	k.fig.Keys = len(k.keys[0]) * cfg.Groups
 	cfg.Workload.DestMin, cfg.Workload.DestMax = 1, 1
 	r := rand.New(rand.NewPCG(cfg.Seed, 7))
 	cfg.Payload = func(_ int, dest []wire.GroupID) []byte {
@@ -203,7 +211,7 @@ func RunKV(cfg sim.Config, opt KVOptions) (KVFigures, error) {
 // the last values written to its key, or its absence: unique values let
 // porcupine tell the writes apart, which keeps its search short.
 func (k *kvRun) command(r *rand.Rand, g wire.GroupID) kv.Command {
-	c := kv.Command{Key: k.keys[g][r.IntN(HotKeys)]}
+	c := kv.Command{Key: k.keys[g][r.IntN(len(k.keys[g]))]}
 	switch r.IntN(4) {
 	case 0:
 		c.Op = kv.OpGet
