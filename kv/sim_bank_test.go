@@ -19,18 +19,12 @@ import (
 // initial total, every shard of a transaction must agree whether it
 // committed, and at the end every shard's replicas hold the same state.
 func TestSimBank(t *testing.T) {
-	seeds := 40
-	if testing.Short() {
-		seeds = 8
-	}
 	var all kvsim.BankFigures
-	for seed := uint64(1); seed <= uint64(seeds); seed++ {
-		fig, err := kvsim.RunBank(sim.SwarmConfig("wbcast", seed), kvsim.BankOptions{})
-		if err != nil {
-			t.Fatalf("seed %d: %v", seed, err)
-		}
+	seeds := swarmSeeds(t, 40, func(cfg sim.Config) error {
+		fig, err := kvsim.RunBank(cfg, kvsim.BankOptions{})
 		all.Add(fig)
-	}
+		return err
+	})
 	t.Logf("%d seeds: %d transfers committed, %d aborted, %d full reads at the initial total; votes: %d sent, %d lost, %d pulled",
 		seeds, all.Committed, all.Aborted, all.FullReads, all.VotesSent, all.VotesLost, all.VotesPulled)
 	if all.Committed == 0 || all.Aborted == 0 || all.VotesPulled == 0 || all.FullReads == 0 {

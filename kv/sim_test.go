@@ -20,18 +20,12 @@ import (
 // replica still up at the end applied all of it and holds the same state,
 // and that the clients' history is linearizable (porcupine) (kvsim.RunKV).
 func TestSimKV(t *testing.T) {
-	seeds := 50
-	if testing.Short() {
-		seeds = 8
-	}
 	var all kvsim.KVFigures
-	for seed := uint64(1); seed <= uint64(seeds); seed++ {
-		fig, err := kvsim.RunKV(sim.SwarmConfig("wbcast", seed), kvsim.KVOptions{})
-		if err != nil {
-			t.Fatalf("seed %d: %v", seed, err)
-		}
+	seeds := swarmSeeds(t, 50, func(cfg sim.Config) error {
+		fig, err := kvsim.RunKV(cfg, kvsim.KVOptions{})
 		all.Add(fig)
-	}
+		return err
+	})
 	t.Logf("%d seeds: %d commands; linearizable: %d operations on %d keys, %d of unknown outcome (%d gets of unknown outcome left out); %d state transfers",
 		seeds, all.Commands, all.Checked, all.Keys, all.Unknown, all.UnknownGets, all.Installs)
 	if all.Checked+all.UnknownGets != all.Commands {
@@ -40,6 +34,21 @@ func TestSimKV(t *testing.T) {
 	if all.Checked == 0 || all.Unknown == 0 || all.Installs == 0 && !testing.Short() {
 		t.Fatal("the workload did not exercise replies, operations of unknown outcome and state transfers")
 	}
+}
+
+// swarmSeeds runs run on WbCast's swarm seeds 1..n (8 with -short), and
+// returns how many it ran.
+func swarmSeeds(t *testing.T, n int, run func(sim.Config) error) int {
+	t.Helper()
+	if testing.Short() {
+		n = 8
+	}
+	for seed := uint64(1); seed <= uint64(n); seed++ {
+		if err := run(sim.SwarmConfig("wbcast", seed)); err != nil {
+			t.Fatalf("seed %d: %v", seed, err)
+		}
+	}
+	return n
 }
 
 // staleGets is a deliberately broken reply path: a get is answered from

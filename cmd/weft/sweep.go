@@ -284,13 +284,23 @@ func printFailures(w io.Writer, failures []sim.SweepFailure, replay func(seed ui
 	}
 }
 
+// sweepRunJSON opens every sweep's JSON summary: what ran, how fast.
+type sweepRunJSON struct {
+	Protocol       string  `json:"protocol"`
+	SeedStart      uint64  `json:"seed_start"`
+	Seeds          int     `json:"seeds"`
+	WallSeconds    float64 `json:"wall_seconds"`
+	SeedsPerSecond float64 `json:"seeds_per_second"`
+	Jobs           int     `json:"jobs"`
+}
+
+func newSweepRunJSON(protocol string, start uint64, seeds int, wall time.Duration, jobs int) sweepRunJSON {
+	return sweepRunJSON{Protocol: protocol, SeedStart: start, Seeds: seeds, WallSeconds: wall.Seconds(),
+		SeedsPerSecond: float64(seeds) / wall.Seconds(), Jobs: jobs}
+}
+
 type sweepJSON struct {
-	Protocol               string             `json:"protocol"`
-	SeedStart              uint64             `json:"seed_start"`
-	Seeds                  int                `json:"seeds"`
-	WallSeconds            float64            `json:"wall_seconds"`
-	SeedsPerSecond         float64            `json:"seeds_per_second"`
-	Jobs                   int                `json:"jobs"`
+	sweepRunJSON
 	SimulatedDelta         float64            `json:"simulated_delta"`
 	Multicasts             int                `json:"multicasts"`
 	MultiGroup             int                `json:"multicasts_2plus_groups"`
@@ -319,8 +329,7 @@ type sweepFailureJSON struct {
 func printSweepJSON(w io.Writer, agg *sim.SweepSummary, start uint64, wall time.Duration, jobs int, tw sweepTweaks) error {
 	gaps := agg.CoverageGaps()
 	out := sweepJSON{
-		Protocol: agg.Protocol, SeedStart: start, Seeds: agg.Seeds, WallSeconds: wall.Seconds(),
-		SeedsPerSecond: float64(agg.Seeds) / wall.Seconds(), Jobs: jobs,
+		sweepRunJSON:   newSweepRunJSON(agg.Protocol, start, agg.Seeds, wall, jobs),
 		SimulatedDelta: float64(agg.SimTime) / float64(max(agg.Delta, 1)),
 		Multicasts:     agg.Multicasts, MultiGroup: agg.MultiGroup, Deliveries: agg.Deliveries,
 		Messages: agg.Messages, Lost: agg.Lost, Faults: agg.Faults, LeaderChanges: agg.LeaderChanges,

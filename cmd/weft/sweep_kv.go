@@ -67,39 +67,33 @@ func printKVSweep(w io.Writer, agg *kvsim.Summary, start uint64, wall time.Durat
 }
 
 type kvSweepJSON struct {
-	Service        string             `json:"service"`
-	Protocol       string             `json:"protocol"`
-	SeedStart      uint64             `json:"seed_start"`
-	Seeds          int                `json:"seeds"`
-	WallSeconds    float64            `json:"wall_seconds"`
-	SeedsPerSecond float64            `json:"seeds_per_second"`
-	Jobs           int                `json:"jobs"`
-	Commands       int                `json:"single_key_commands"`
-	Checked        int                `json:"linearizability_operations_checked"`
-	Unknown        int                `json:"linearizability_unknown_outcome"`
-	UnknownGets    int                `json:"linearizability_unknown_gets_left_out"`
-	CheckSeconds   float64            `json:"porcupine_seconds"`
-	MaxCheck       float64            `json:"porcupine_longest_run_seconds"`
-	KVInstalls     int                `json:"single_key_state_transfers"`
-	Committed      int                `json:"transfers_committed"`
-	Aborted        int                `json:"transfers_aborted"`
-	FullReads      int                `json:"full_reads"`
-	VotesSent      int                `json:"votes_sent"`
-	VotesLost      int                `json:"votes_lost"`
-	VotesPulled    int                `json:"votes_pulled"`
-	BankInstalls   int                `json:"bank_state_transfers"`
-	Fallbacks      int                `json:"bank_state_transfers_for_votes"`
-	Violations     int                `json:"violations"`
-	Failures       []sweepFailureJSON `json:"failures"`
-	CoverageGaps   []string           `json:"coverage_gaps"`
-	Valid          bool               `json:"valid"`
+	Service string `json:"service"`
+	sweepRunJSON
+	Commands     int                `json:"single_key_commands"`
+	Checked      int                `json:"linearizability_operations_checked"`
+	Unknown      int                `json:"linearizability_unknown_outcome"`
+	UnknownGets  int                `json:"linearizability_unknown_gets_left_out"`
+	CheckSeconds float64            `json:"porcupine_seconds"`
+	MaxCheck     float64            `json:"porcupine_longest_run_seconds"`
+	KVInstalls   int                `json:"single_key_state_transfers"`
+	Committed    int                `json:"transfers_committed"`
+	Aborted      int                `json:"transfers_aborted"`
+	FullReads    int                `json:"full_reads"`
+	VotesSent    int                `json:"votes_sent"`
+	VotesLost    int                `json:"votes_lost"`
+	VotesPulled  int                `json:"votes_pulled"`
+	BankInstalls int                `json:"bank_state_transfers"`
+	Fallbacks    int                `json:"bank_state_transfers_for_votes"`
+	Violations   int                `json:"violations"`
+	Failures     []sweepFailureJSON `json:"failures"`
+	CoverageGaps []string           `json:"coverage_gaps"`
+	Valid        bool               `json:"valid"`
 }
 
 func printKVSweepJSON(w io.Writer, agg *kvsim.Summary, start uint64, wall time.Duration, jobs int) error {
 	kv, b := &agg.KV, &agg.Bank
 	out := kvSweepJSON{
-		Service: "kv", Protocol: agg.Protocol, SeedStart: start, Seeds: agg.Seeds, WallSeconds: wall.Seconds(),
-		SeedsPerSecond: float64(agg.Seeds) / wall.Seconds(), Jobs: jobs,
+		Service: "kv", sweepRunJSON: newSweepRunJSON(agg.Protocol, start, agg.Seeds, wall, jobs),
 		Commands: kv.Commands, Checked: kv.Checked, Unknown: kv.Unknown, UnknownGets: kv.UnknownGets,
 		CheckSeconds: kv.CheckTime.Seconds(), MaxCheck: kv.MaxCheckTime.Seconds(), KVInstalls: kv.Installs,
 		Committed: b.Committed, Aborted: b.Aborted, FullReads: b.FullReads,
