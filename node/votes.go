@@ -20,8 +20,9 @@ import (
 //     it knows (another vote of the same group, a gts other than the
 //     delivered one).
 //   - A replica that waits for votes longer than votePullAfter asks again
-//     (VOTE_PULL) the replicas of the missing groups and of its own group
-//     (which keep the votes of recent messages: rsm.Config.VoteCache);
+//     (VOTE_PULL) the replicas of every destination group of the message
+//     (the voters cast them, every destination received them; they keep
+//     the votes of recent messages: rsm.Config.VoteCache);
 //     after votePullGiveUp without them it fetches its group's application
 //     state instead (transfer.go), which its members hold past the entry.
 //   - While the entries held for votes are over rsm.Config.MaxPendingBytes
@@ -142,16 +143,15 @@ func (n *Node) tickVotes(now time.Time) {
 		n.startTransfer(gts)
 		return
 	}
+	dest := n.svc.d.HeldDest(id)
 	for _, g := range missing {
 		pull := &wire.VotePull{ID: id, GTS: gts, G: g}
-		for _, q := range n.cfg.Topology.Members(g) {
-			n.stats.Votes.Pulls++
-			n.sendCounted(q, pull)
-		}
-		for _, q := range n.cfg.Topology.Members(n.group) {
-			if q != n.cfg.ID {
-				n.stats.Votes.Pulls++
-				n.sendCounted(q, pull)
+		for _, h := range dest {
+			for _, q := range n.cfg.Topology.Members(h) {
+				if q != n.cfg.ID {
+					n.stats.Votes.Pulls++
+					n.sendCounted(q, pull)
+				}
 			}
 		}
 	}

@@ -321,6 +321,18 @@ func (d *Driver) AddVote(v Vote) error {
 	return nil
 }
 
+// HeldDest returns the destinations of held message id (nil if it is not
+// held): the node pulls a missing vote from every one of them, since every
+// destination's replicas receive every voter's vote.
+func (d *Driver) HeldDest(id wire.MsgID) []wire.GroupID {
+	for i := range d.x.pending {
+		if d.x.pending[i].ID == id {
+			return d.x.pending[i].Dest
+		}
+	}
+	return nil
+}
+
 // pendingVoters returns the voters of held message id.
 func (x *exchange) pendingVoters(id wire.MsgID) []wire.GroupID {
 	for i := range x.pending {

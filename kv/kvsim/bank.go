@@ -187,14 +187,19 @@ func (b *bankRun) pull() bool {
 		if !ok {
 			continue
 		}
-		own, _ := b.topo.GroupOf(wire.ProcID(p))
+		// As a node does (node/votes.go): every destination's replicas.
+		var asked []wire.ProcID
+		for _, h := range rp.Driver.HeldDest(id) {
+			asked = append(asked, b.topo.Members(h)...)
+		}
+	votes:
 		for _, g := range missing {
-			for _, q := range append(slices.Clone(b.topo.Members(g)), b.topo.Members(own)...) {
+			for _, q := range asked {
 				if v, ok := b.reps[q].Driver.VoteOf(id, g); ok && v.GTS == gts && int(q) != p {
 					b.fig.VotesPulled++
 					b.add(wire.ProcID(p), v)
 					found = true
-					break
+					continue votes
 				}
 			}
 		}
