@@ -155,8 +155,11 @@ type Config struct {
 	// for long.
 	OnDeliver func(Delivery)
 	// loseVote, in tests, drops the votes it returns true for instead of
-	// sending them (a message lost on the way: votes.go pulls it again).
-	loseVote func(to wire.ProcID, v *wire.Vote) bool
+	// sending them (a message lost on the way: votes.go pulls it again);
+	// pulled: the vote answers a pull.
+	loseVote func(to wire.ProcID, v *wire.Vote, pulled bool) bool
+	// votePullGiveUp, in tests, replaces votePullGiveUp (votes.go).
+	votePullGiveUp time.Duration
 	// StateMachine, if set, is the replicated service this node runs
 	// (package rsm; docs/rsm.md): every delivery is applied to it exactly
 	// once, across restarts, and clients are answered with its results

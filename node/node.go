@@ -461,6 +461,9 @@ func (n *Node) ready() error {
 	if n.svc != nil && n.svc.d.Err() != nil { // failed applying on a vote (votes.go)
 		return fmt.Errorf("%w: %w", errServiceFailed, n.svc.d.Err())
 	}
+	if n.svc != nil && n.svc.failed != nil {
+		return n.svc.failed
+	}
 	rd := n.m.Ready()
 	n.stats.Readies++
 	// The messages that promise nothing about this Ready's records leave

@@ -68,6 +68,9 @@ type service struct {
 	wait    voteWait
 	own     []ownReply
 	maxHeld int64
+	// failed is a failure outside a Ready (a replay after a transfer was
+	// called off): the node stops at its next Ready.
+	failed error
 }
 
 // ownReply is a reply this group's leader owes a client (replyOwn) once

@@ -54,6 +54,9 @@ type appTransfer struct {
 	total  uint64
 	f      vfs.File // DataDir/rsm.transfer, open while chunks arrive
 	asked  time.Time
+	// forVotes: started because a held entry's votes could not be had
+	// (votes.go); called off if they come meanwhile.
+	forVotes bool
 }
 
 // appServe is the snapshot file a member serves (the answering side).
@@ -77,6 +80,35 @@ func (n *Node) startTransfer(point wire.Timestamp) {
 	n.log.Warn("state transfer: this member's core installed a snapshot of its group's delivered prefix (the group collected what it had not delivered); "+
 		"fetching the application state from a member", "point", point)
 	n.askTransfer()
+}
+
+// startVoteTransfer begins the fetch of the application state past point,
+// the gts of a held entry whose votes could not be had (votes.go).
+func (n *Node) startVoteTransfer(point wire.Timestamp) {
+	s := n.svc
+	if s.xfer != nil {
+		return
+	}
+	s.xfer = &appTransfer{point: point, forVotes: true}
+	n.stats.StateTransfers++
+	n.askTransfer()
+}
+
+// cancelVoteTransfer calls off a fetch started for votes that came after
+// all: the service applies again, from the deliveries the log kept while
+// it waited.
+func (n *Node) cancelVoteTransfer() {
+	s := n.svc
+	if s.xfer.f != nil {
+		s.xfer.f.Close()
+	}
+	s.xfer = nil
+	if err := n.replayLog(); err != nil {
+		s.failed = fmt.Errorf("%w: replaying the log after a state transfer was called off: %w", errServiceFailed, err)
+		return
+	}
+	n.stats.Votes.CalledOff++
+	n.log.Info("state transfer called off: the votes came", "applied_gts", s.d.Applied())
 }
 
 // askTransfer sends the next request of the fetch, to the member asked, or
@@ -268,6 +300,13 @@ func (n *Node) restoreService() error {
 	if err != nil {
 		return fmt.Errorf("restoring the state machine from %s: %w", s.path, err)
 	}
+	return n.replayLog()
+}
+
+// replayLog hands the state machine the deliveries the log holds above
+// what it received; they must reach the core's last delivery.
+func (n *Node) replayLog() error {
+	s := n.svc
 	recs, _, err := restoreSnapshot(n.w)
 	if err != nil {
 		return err
@@ -286,7 +325,7 @@ func (n *Node) restoreService() error {
 		return err
 	}
 	if last := n.m.maxDelivered(); s.d.Received().Less(last) {
-		return errors.New("the fetched state and the log's deliveries above it do not reach the last delivery " + last.String())
+		return errors.New("the state and the log's deliveries above it do not reach the last delivery " + last.String())
 	}
 	return nil
 }

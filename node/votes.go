@@ -53,8 +53,9 @@ type VoteStats struct {
 	Refused uint64
 	// Shed counts client MULTICASTs refused while the held entries were
 	// over their bound; Fallbacks the state transfers started because a
-	// vote could not be had.
-	Shed, Fallbacks uint64
+	// vote could not be had, CalledOff those of them called off because
+	// the votes came after all.
+	Shed, Fallbacks, CalledOff uint64
 }
 
 // sendVotes sends the votes the driver cast.
@@ -64,7 +65,7 @@ func (n *Node) sendVotes() {
 		for _, g := range v.To {
 			for _, p := range n.cfg.Topology.Members(g) {
 				n.stats.Votes.Sent++
-				if n.cfg.loseVote != nil && n.cfg.loseVote(p, msg) {
+				if n.cfg.loseVote != nil && n.cfg.loseVote(p, msg, false) {
 					continue
 				}
 				n.sendCounted(p, msg)
@@ -81,7 +82,7 @@ func (n *Node) stepVote(env wire.Envelope, m *wire.Vote) {
 		n.log.Debug("refused a vote", "from", uint32(env.From), "msg", wire.Describe(m), "reason", "not a replica of the voting group or of this one")
 		return
 	}
-	if n.transferring() {
+	if n.transferring() && !n.voteTransfer() {
 		return // the state is about to be replaced; what it needs is pulled after
 	}
 	n.stats.Votes.Received++
@@ -91,6 +92,28 @@ func (n *Node) stepVote(env wire.Envelope, m *wire.Vote) {
 		n.log.Debug("refused a vote", "from", uint32(env.From), "msg", wire.Describe(m), "err", err)
 	}
 	n.afterApply() // a sticky failure stops the node at its next Ready
+	n.callOffVoteTransfer()
+}
+
+// voteTransfer reports whether the state transfer in progress was started
+// for votes (it is called off if they come: callOffVoteTransfer).
+func (n *Node) voteTransfer() bool {
+	return n.svc != nil && n.svc.xfer != nil && n.svc.xfer.forVotes
+}
+
+// callOffVoteTransfer ends a transfer started for the votes of a held
+// entry once that entry no longer waits: the votes came after all. Else a
+// group whose every member waited (another group down for a while) would
+// fetch from one another for ever.
+func (n *Node) callOffVoteTransfer() {
+	if !n.voteTransfer() {
+		return
+	}
+	if id, _, missing, ok := n.svc.d.Waiting(); ok && id == n.svc.wait.id && len(missing) > 0 {
+		return
+	}
+	n.cancelVoteTransfer()
+	n.afterApply()
 }
 
 // stepVotePull answers a VOTE_PULL with the vote if this replica holds it.
@@ -103,8 +126,12 @@ func (n *Node) stepVotePull(env wire.Envelope, m *wire.VotePull) {
 	if !ok || v.GTS != m.GTS {
 		return
 	}
+	msg := &wire.Vote{ID: v.ID, GTS: v.GTS, G: v.G, Vote: v.Vote}
+	if n.cfg.loseVote != nil && n.cfg.loseVote(env.From, msg, true) {
+		return
+	}
 	n.stats.Votes.PullsAnswered++
-	n.sendCounted(env.From, &wire.Vote{ID: v.ID, GTS: v.GTS, G: v.G, Vote: v.Vote})
+	n.sendCounted(env.From, msg)
 }
 
 // afterApply sends what entries applied outside a Ready (on a vote)
@@ -117,7 +144,8 @@ func (n *Node) afterApply() {
 // tickVotes pulls missing votes, and falls back to a state transfer when
 // they cannot be had.
 func (n *Node) tickVotes(now time.Time) {
-	if n.svc == nil || n.transferring() {
+	n.callOffVoteTransfer()
+	if n.svc == nil || (n.transferring() && !n.voteTransfer()) {
 		return
 	}
 	id, gts, missing, ok := n.svc.d.Waiting()
@@ -135,13 +163,17 @@ func (n *Node) tickVotes(now time.Time) {
 	}
 	w.pulled = now
 	w.pulls++
-	if now.Sub(w.since) >= votePullGiveUp && w.fallbackForGTS != gts {
+	giveUp := votePullGiveUp
+	if n.cfg.votePullGiveUp > 0 {
+		giveUp = n.cfg.votePullGiveUp
+	}
+	if now.Sub(w.since) >= giveUp && w.fallbackForGTS != gts {
 		w.fallbackForGTS = gts
 		n.stats.Votes.Fallbacks++
-		n.log.Warn("the votes a held entry needs could not be had from any replica; fetching the group's application state instead",
+		n.log.Warn("the votes a held entry needs could not be had from any replica; fetching the group's application state instead "+
+			"(and pulling on: the fetch is called off if they come)",
 			"id", id.String(), "gts", gts, "missing", missing, "waited", now.Sub(w.since).Round(time.Millisecond))
-		n.startTransfer(gts)
-		return
+		n.startVoteTransfer(gts)
 	}
 	dest := n.svc.d.HeldDest(id)
 	for _, g := range missing {

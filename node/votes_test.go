@@ -235,8 +235,8 @@ func TestVotesPulled(t *testing.T) {
 	var lost atomic.Int64
 	c, k := kvVoteCluster(t, nil, func(cfg *Config) {
 		victim = cfg.Topology.Members(0)[2] // a follower of group 0
-		cfg.loseVote = func(to wire.ProcID, v *wire.Vote) bool {
-			if to == victim && v.G == 1 {
+		cfg.loseVote = func(to wire.ProcID, v *wire.Vote, pulled bool) bool {
+			if to == victim && v.G == 1 && !pulled {
 				lost.Add(1)
 				return true
 			}
@@ -337,5 +337,110 @@ func TestVotesAfterRestarts(t *testing.T) {
 	res, err := k.Txn(ctx, kv.Txn{Reads: []string{a, b}})
 	if err != nil || string(res.Reads[0].Value) != "40" || string(res.Reads[1].Value) != "60" {
 		t.Fatalf("balances: %+v %v", res, err)
+	}
+}
+
+// TestVotesFallBackToTransfer: one replica of group 0 never gets group 1's
+// votes (sent or pulled: a test hook drops them); after the give-up time it
+// fetches its group's application state, whose members applied the
+// transfers, and ends with their state.
+func TestVotesFallBackToTransfer(t *testing.T) {
+	var victim wire.ProcID
+	c, k := kvVoteCluster(t, nil, func(cfg *Config) {
+		victim = cfg.Topology.Members(0)[2]
+		cfg.votePullGiveUp = 300 * time.Millisecond
+		cfg.loseVote = func(to wire.ProcID, v *wire.Vote, _ bool) bool { return to == victim && v.G == 1 }
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	a, b := keysOn()
+	if err := k.Put(ctx, a, []byte("100")); err != nil {
+		t.Fatal(err)
+	}
+	for range 10 {
+		if res, err := k.Txn(ctx, transfer(a, b, 3)); err != nil || !res.Committed {
+			t.Fatalf("transfer: %+v %v", res, err)
+		}
+	}
+	leader := c.topo.Members(0)[0]
+	waitVotes(t, c, func() bool {
+		st, ref := c.nodes[victim].Status(), c.nodes[leader].Status()
+		return st.Service.AppliedGTS == ref.Service.AppliedGTS && st.Service.Held == 0 && st.Stats.Votes.Fallbacks > 0 && st.Stats.StateTransfers > 0
+	})
+}
+
+// TestVotesTransferCalledOff: every replica of group 0 misses group 1's
+// votes for a while (as when group 1 is down), so each gives up and starts
+// fetching its group's state, which no member can serve (none applied the
+// transfer); once the votes come again the fetches are called off and the
+// group applies everything.
+func TestVotesTransferCalledOff(t *testing.T) {
+	var lose atomic.Bool
+	lose.Store(true)
+	c, k := kvVoteCluster(t, nil, func(cfg *Config) {
+		cfg.votePullGiveUp = 300 * time.Millisecond
+		cfg.loseVote = func(to wire.ProcID, v *wire.Vote, _ bool) bool {
+			g, _ := cfg.Topology.GroupOf(to)
+			return lose.Load() && g == 0 && v.G == 1
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	a, b := keysOn()
+	if err := k.Put(ctx, a, []byte("100")); err != nil {
+		t.Fatal(err)
+	}
+	// The transfer's condition is on shard 0 and its add on shard 1: both
+	// vote, so shard 0 waits for shard 1's vote.
+	done := make(chan error, 1)
+	go func() {
+		res, err := k.Txn(ctx, transfer(a, b, 3))
+		if err == nil && !res.Committed {
+			err = errors.New("aborted")
+		}
+		done <- err
+	}()
+	g0 := c.topo.Members(0)
+	waitVotes(t, c, func() bool {
+		for _, p := range g0 {
+			if c.nodes[p].Status().Stats.Votes.Fallbacks == 0 {
+				return false
+			}
+		}
+		return true
+	})
+	lose.Store(false)
+	if err := <-done; err != nil {
+		t.Fatalf("the transfer once the votes came: %v", err)
+	}
+	waitVotes(t, c, func() bool {
+		ref := c.nodes[g0[0]].Status().Service.AppliedGTS
+		for _, p := range g0 {
+			if st := c.nodes[p].Status(); st.Service.AppliedGTS != ref || st.Service.Held > 0 || st.Stats.Votes.CalledOff == 0 {
+				return false
+			}
+		}
+		return true
+	})
+	res, err := k.Txn(ctx, kv.Txn{Reads: []string{a, b}})
+	if err != nil || string(res.Reads[0].Value) != "97" || string(res.Reads[1].Value) != "3" {
+		t.Fatalf("balances: %+v %v", res, err)
+	}
+}
+
+// waitVotes waits up to 20 s for cond, logging every node's vote counters
+// if it never holds.
+func waitVotes(t *testing.T, c *cluster, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			for p, n := range c.nodes {
+				st := n.Status()
+				t.Logf("p%d: applied %s held %d transfers %d votes %+v", p, st.Service.AppliedGTS, st.Service.Held, st.Stats.StateTransfers, st.Stats.Votes)
+			}
+			t.Fatal("the condition never held")
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
