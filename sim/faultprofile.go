@@ -304,6 +304,11 @@ type FaultStats struct {
 	Permanent      int // replicas left down for good at GST
 	DiskLosses     int // crashes that wiped the store
 	HandOvers      int // leaders asked to hand over (that could: a live successor)
+	// Withheld counts the crashes the nemesis held back, and the members
+	// it did not leave down for good at GST, because members behind their
+	// group's floor (being caught up) counted against its budget
+	// (budget.go).
+	Withheld int
 }
 
 // Add accumulates o into st.
@@ -318,9 +323,10 @@ func (st *FaultStats) Add(o FaultStats) {
 	st.Permanent += o.Permanent
 	st.DiskLosses += o.DiskLosses
 	st.HandOvers += o.HandOvers
+	st.Withheld += o.Withheld
 }
 
 func (st FaultStats) String() string {
-	return fmt.Sprintf("crashes %d (torn %d, disk lost %d)  restarts %d  partitions %d (+%d one-way)  link resets %d  delay spikes %d  down for good %d  hand-overs %d",
-		st.Crashes, st.TornCrashes, st.DiskLosses, st.Restarts, st.Partitions, st.AsymPartitions, st.LinkResets, st.Spikes, st.Permanent, st.HandOvers)
+	return fmt.Sprintf("crashes %d (torn %d, disk lost %d)  restarts %d  partitions %d (+%d one-way)  link resets %d  delay spikes %d  down for good %d  hand-overs %d  withheld for members behind the floor %d",
+		st.Crashes, st.TornCrashes, st.DiskLosses, st.Restarts, st.Partitions, st.AsymPartitions, st.LinkResets, st.Spikes, st.Permanent, st.HandOvers, st.Withheld)
 }

@@ -39,7 +39,8 @@ type faultState struct {
 	auto      []bool // per replica: crashed by the nemesis (restarts by itself)
 	inc       []int  // per replica: crashes so far (stale restart events)
 	permanent []bool
-	wiped     []bool // per replica: lost its disk (restarts through ProtocolSpec.Amnesiac from then on)
+	wiped     []bool           // per replica: lost its disk (restarts through ProtocolSpec.Amnesiac from then on)
+	floors    []wire.Timestamp // per group: the highest delivered floor a member reported (budget.go)
 
 	gstDone    bool
 	scriptLeft int
@@ -63,6 +64,7 @@ func newFaultState(s *Sim) *faultState {
 		inc:       make([]int, s.nrep),
 		permanent: make([]bool, s.nrep),
 		wiped:     make([]bool, s.nrep),
+		floors:    make([]wire.Timestamp, s.cfg.Groups),
 	}
 	for i := range f.torn {
 		f.torn[i] = noTorn
@@ -479,10 +481,13 @@ func (f *faultState) gst() error {
 	}
 	s.lastProgress = s.now
 	for g := range s.topo.Groups {
-		kept := 0
+		kept, behind := 0, 0
 		for _, p := range s.topo.Members(wire.GroupID(g)) {
-			if f.inert(p) || (!s.up[p] && f.permanent[p]) {
+			switch {
+			case f.inert(p) || (!s.up[p] && f.permanent[p]):
 				kept++ // an amnesiac member is as good as down
+			case s.up[p] && f.behind(p):
+				behind++ // and so is one being caught up (budget.go)
 			}
 		}
 		for _, p := range s.topo.Members(wire.GroupID(g)) {
@@ -490,10 +495,14 @@ func (f *faultState) gst() error {
 				continue
 			}
 			if kept < f.cfg.MaxDown && f.rng.Float64() < f.cfg.PermanentProb {
-				f.permanent[p] = true
-				f.stats.Permanent++
-				kept++
-				continue
+				if kept+behind >= f.cfg.MaxDown {
+					f.stats.Withheld++ // it restarts instead
+				} else {
+					f.permanent[p] = true
+					f.stats.Permanent++
+					kept++
+					continue
+				}
 			}
 			if err := f.restart(p); err != nil {
 				return err
@@ -590,28 +599,19 @@ func (f *faultState) random(k FaultKind) error {
 }
 
 // randomCrash crashes a replica of a group with fewer than MaxDown
-// replicas down (or about to be), a leader with probability LeaderBias.
+// replicas unavailable (down, about to be, or behind the floor: budget.go),
+// a leader with probability LeaderBias.
 func (f *faultState) randomCrash() {
 	s := f.s
-	var groups []wire.GroupID
-	for g := range s.topo.Groups {
-		down := 0
-		for _, p := range s.topo.Members(wire.GroupID(g)) {
-			if !s.up[p] || f.torn[p] != noTorn || f.inert(p) {
-				down++
-			}
-		}
-		if down < f.cfg.MaxDown {
-			groups = append(groups, wire.GroupID(g))
-		}
-	}
+	groups := f.groupsUnderBudget()
 	if len(groups) == 0 {
 		return
 	}
 	g := groups[f.rng.IntN(len(groups))]
 	var cands []wire.ProcID
 	for _, p := range s.topo.Members(g) {
-		if s.up[p] && f.torn[p] == noTorn && !f.inert(p) {
+		// A member behind the floor may crash (it is counted already).
+		if !f.down(p) {
 			cands = append(cands, p)
 		}
 	}

@@ -564,6 +564,9 @@ func (s *Sim) observe(id wire.ProcID) {
 	if r := s.obs[id].Retained(); r > s.peakRetained {
 		s.peakRetained = r
 	}
+	if s.f != nil {
+		s.f.noteFloor(id)
+	}
 	l := s.obs[id].IsLeader()
 	if l == s.leader[id] {
 		return

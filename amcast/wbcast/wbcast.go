@@ -325,6 +325,11 @@ func (p *Process) Clock() uint64 { return p.clock }
 // MaxDelivered returns the global timestamp of the last delivery.
 func (p *Process) MaxDelivered() wire.Timestamp { return p.maxDelivered }
 
+// Floor returns the group's delivered floor as this process knows it:
+// what its group may have collected (gc.go). A member whose MaxDelivered
+// is below it can be caught up only by a SNAPSHOT (transfer.go).
+func (p *Process) Floor() wire.Timestamp { return p.linf[p.g] }
+
 func (p *Process) send(to wire.ProcID, m wire.Message) {
 	if to == p.id {
 		p.local = append(p.local, wire.Envelope{From: p.id, To: p.id, Msg: m})
