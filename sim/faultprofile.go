@@ -109,7 +109,7 @@ type Faults struct {
 
 	CrashEvery    int64
 	DownFor       int64   // mean downtime of a crashed replica (default 10δ)
-	MaxDown       int     // replicas of a group down at once, at most (default f = (Replicas-1)/2)
+	MaxDown       int     // replicas of a group unavailable at once (down, or behind its floor: budget.go), at most (default f = (Replicas-1)/2)
 	LeaderBias    float64 // probability that a crash, isolation or spike targets a current leader
 	TornProb      float64 // probability that a crash is torn (FaultTornCrash)
 	PermanentProb float64 // at GST: probability that a crashed replica stays down for good
