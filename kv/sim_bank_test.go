@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/weft-dev/weft/kv"
-	"github.com/weft-dev/weft/kv/kvsim"
+	"github.com/weft-dev/weft/internal/kvsim"
 	"github.com/weft-dev/weft/rsm"
 	"github.com/weft-dev/weft/sim"
 	"github.com/weft-dev/weft/wire"

@@ -6,7 +6,7 @@ import (
 
 	"github.com/weft-dev/weft/internal/kvcheck"
 	"github.com/weft-dev/weft/kv"
-	"github.com/weft-dev/weft/kv/kvsim"
+	"github.com/weft-dev/weft/internal/kvsim"
 	"github.com/weft-dev/weft/sim"
 )
 

@@ -42,7 +42,7 @@ leader change, a recovery while a message was ACCEPTED, a multicast to
 disk loss (the sweep is then INVALID: its faults tested nothing).
 
 --service kv runs weft-kv on every replica instead, two runs per seed
-(package kv/kvsim): single-key commands on hot keys, whose clients' history
+(package internal/kvsim): single-key commands on hot keys, whose clients' history
 porcupine checks for linearizability, and the bank (transfers between
 accounts on different shards, full-balance reads); each run also checks
 the protocol's history as above, and that the replicas of every shard

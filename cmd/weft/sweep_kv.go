@@ -9,11 +9,11 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/weft-dev/weft/kv/kvsim"
+	"github.com/weft-dev/weft/internal/kvsim"
 )
 
 // weft sim sweep --service kv: the swarm sweep with weft-kv on the
-// replicas (kv/kvsim). A flag of the sweep rather than a command of its
+// replicas (internal/kvsim). A flag of the sweep rather than a command of its
 // own: the seeds, their configurations and faults, --jobs, the progress
 // line, the failing seeds named at once and the exit status are the
 // sweep's; the service adds its checks and its totals.

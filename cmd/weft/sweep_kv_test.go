@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/weft-dev/weft/kv/kvsim"
+	"github.com/weft-dev/weft/internal/kvsim"
 )
 
 // TestSimSweepKV: the kv sweep runs both workloads per seed, prints their

@@ -19,6 +19,10 @@
 // far, as a node does. RunSeed runs both workloads on one swarm seed and
 // Summary adds seeds up: `weft sim sweep --service kv` and package kv's
 // tests use them.
+//
+// It is a checking harness, not a protocol core (purity_test.go does not
+// scan it): it runs porcupine, a third-party checker, and times it with
+// the wall clock for its report; the runs themselves are deterministic.
 package kvsim
 
 import (
