@@ -4,8 +4,8 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/weft-dev/weft/kv"
 	"github.com/weft-dev/weft/internal/kvsim"
+	"github.com/weft-dev/weft/kv"
 	"github.com/weft-dev/weft/rsm"
 	"github.com/weft-dev/weft/sim"
 	"github.com/weft-dev/weft/wire"

@@ -5,8 +5,8 @@ import (
 	"testing"
 
 	"github.com/weft-dev/weft/internal/kvcheck"
-	"github.com/weft-dev/weft/kv"
 	"github.com/weft-dev/weft/internal/kvsim"
+	"github.com/weft-dev/weft/kv"
 	"github.com/weft-dev/weft/sim"
 )
 
