@@ -245,15 +245,7 @@ func TestVotesPulled(t *testing.T) {
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	a, b := keysOn()
-	if err := k.Put(ctx, a, []byte("100")); err != nil {
-		t.Fatal(err)
-	}
-	for range 20 {
-		if res, err := k.Txn(ctx, transfer(a, b, 3)); err != nil || !res.Committed {
-			t.Fatalf("transfer: %+v %v", res, err)
-		}
-	}
+	fundAndTransfer(ctx, t, k, 20)
 	leader := c.topo.Members(0)[0]
 	deadline := time.Now().Add(20 * time.Second)
 	for {
@@ -353,15 +345,7 @@ func TestVotesFallBackToTransfer(t *testing.T) {
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	a, b := keysOn()
-	if err := k.Put(ctx, a, []byte("100")); err != nil {
-		t.Fatal(err)
-	}
-	for range 10 {
-		if res, err := k.Txn(ctx, transfer(a, b, 3)); err != nil || !res.Committed {
-			t.Fatalf("transfer: %+v %v", res, err)
-		}
-	}
+	fundAndTransfer(ctx, t, k, 10)
 	leader := c.topo.Members(0)[0]
 	waitVotes(t, c, func() bool {
 		st, ref := c.nodes[victim].Status(), c.nodes[leader].Status()
@@ -425,6 +409,21 @@ func TestVotesTransferCalledOff(t *testing.T) {
 	res, err := k.Txn(ctx, kv.Txn{Reads: []string{a, b}})
 	if err != nil || string(res.Reads[0].Value) != "97" || string(res.Reads[1].Value) != "3" {
 		t.Fatalf("balances: %+v %v", res, err)
+	}
+}
+
+// fundAndTransfer puts 100 in a key of shard 0, then runs n transfers of
+// 3 from it to a key of shard 1, each of which must commit.
+func fundAndTransfer(ctx context.Context, t *testing.T, k *kv.Client, n int) {
+	t.Helper()
+	a, b := keysOn()
+	if err := k.Put(ctx, a, []byte("100")); err != nil {
+		t.Fatal(err)
+	}
+	for range n {
+		if res, err := k.Txn(ctx, transfer(a, b, 3)); err != nil || !res.Committed {
+			t.Fatalf("transfer: %+v %v", res, err)
+		}
 	}
 }
 
