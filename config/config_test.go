@@ -184,3 +184,22 @@ func TestUnsafeNoFsync(t *testing.T) {
 		t.Errorf("a string value: %v, want an error naming unsafe_no_fsync", err)
 	}
 }
+
+// TestGCByQuorum: the key round-trips through Format, and is refused for
+// a protocol other than WbCast.
+func TestGCByQuorum(t *testing.T) {
+	c, err := Parse(Sample, Agent)
+	if err != nil || c.GCByQuorum {
+		t.Fatalf("sample: %v, gc_by_quorum %v", err, c.GCByQuorum)
+	}
+	c.GCByQuorum = true
+	back, err := Parse(c.Format(), Agent)
+	if err != nil || !back.GCByQuorum {
+		t.Fatalf("round trip: %v, gc_by_quorum %v\n%s", err, back.GCByQuorum, c.Format())
+	}
+	text := strings.Replace(strings.Replace(Sample, "gc_by_quorum = false", "gc_by_quorum = true", 1), `protocol = "wbcast"`, `protocol = "ftskeen"`, 1)
+	var fe *FieldError
+	if _, err := Parse(text, Agent); !errors.As(err, &fe) || fe.Field != "gc_by_quorum" {
+		t.Errorf("gc_by_quorum with ftskeen: %v, want a FieldError naming gc_by_quorum", err)
+	}
+}

@@ -68,7 +68,8 @@ type coreConfig struct {
 	Topology                                  *amcast.Topology
 	ID                                        wire.ProcID
 	HeartbeatTicks, ElectionTicks, RetryTicks int
-	SessionTicks                              int // wbcast only
+	SessionTicks                              int  // wbcast only
+	CollectAfterQuorum                        bool // wbcast only
 }
 
 // protocolSpec describes how a node runs one protocol.
@@ -224,7 +225,8 @@ func (s wbcastStore) snapshot() ([]wire.Message, bool) {
 
 func wbcastConfig(cc coreConfig, det Detector) wbcast.Config {
 	cfg := wbcast.Config{Topology: cc.Topology, ID: cc.ID, HeartbeatTicks: cc.HeartbeatTicks,
-		ElectionTicks: cc.ElectionTicks, RetryTicks: cc.RetryTicks, SessionTicks: cc.SessionTicks}
+		ElectionTicks: cc.ElectionTicks, RetryTicks: cc.RetryTicks, SessionTicks: cc.SessionTicks,
+		CollectAfterQuorum: cc.CollectAfterQuorum}
 	if det != nil {
 		cfg.Detector = det
 	}

@@ -251,7 +251,8 @@ func (n *Node) open() error {
 	n.stats.RestoredRecords = len(recs)
 	n.stats.RestoredSnapshotBytes = int(snapBytes)
 	n.cc = coreConfig{Topology: cfg.Topology, ID: cfg.ID, HeartbeatTicks: cfg.HeartbeatTicks,
-		ElectionTicks: cfg.ElectionTicks, RetryTicks: cfg.RetryTicks, SessionTicks: cfg.SessionTicks}
+		ElectionTicks: cfg.ElectionTicks, RetryTicks: cfg.RetryTicks, SessionTicks: cfg.SessionTicks,
+		CollectAfterQuorum: cfg.CollectAfterQuorum}
 	if mode == startAmnesiac {
 		// The store was lost: this directory's log holds only what the
 		// member persisted since (nothing until it rejoined).
