@@ -46,7 +46,7 @@ import (
 // catches up by state transfer from its own group instead (docs/rsm.md).
 
 // Exchanger is a StateMachine some of whose entries to several groups need
-// every destination group's vote.
+// the votes of some of their destination groups (Voters).
 type Exchanger interface {
 	StateMachine
 	// Voters returns the destination groups of e that vote on it
@@ -187,9 +187,14 @@ func (d *Driver) hold(src []pendingEntry) {
 		for _, g := range p.Dest { // its early votes are early no more
 			k := voteKey{p.ID, g}
 			if v, ok := x.votes[k]; ok && v.early {
+				x.early--
+				if !slices.Contains(p.voters, g) || v.gts != p.GTS {
+					delete(x.votes, k) // a vote it does not take (AddVote refuses these once held)
+					d.stats.VotesRefused++
+					continue
+				}
 				v.early = false
 				x.votes[k] = v
-				x.early--
 			}
 		}
 	}
@@ -241,9 +246,8 @@ func (d *Driver) collect(p *pendingEntry) bool {
 	}
 	p.Votes = make([][]byte, len(p.Dest))
 	for i, g := range p.Dest {
-		k := voteKey{p.ID, g}
-		if v, ok := x.votes[k]; ok {
-			p.Votes[i] = v.v
+		if k := (voteKey{p.ID, g}); slices.Contains(p.voters, g) {
+			p.Votes[i] = x.votes[k].v
 			delete(x.votes, k)
 		}
 	}
@@ -300,7 +304,7 @@ func (d *Driver) AddVote(v Vote) error {
 	case held && gts != v.GTS:
 		return refuse(ErrVoteNotDest, "group %d's vote on %s at gts %s, delivered here at %s", v.G, v.ID, v.GTS, gts)
 	case held:
-		if !slices.Contains(x.pendingVoters(v.ID), v.G) {
+		if !slices.Contains(x.held(v.ID).voters, v.G) {
 			return refuse(ErrVoteNotDest, "group %d on %s, not one of its voters", v.G, v.ID)
 		}
 	case v.GTS.LessEq(d.received):
@@ -325,19 +329,20 @@ func (d *Driver) AddVote(v Vote) error {
 // held): the node pulls a missing vote from every one of them, since every
 // destination's replicas receive every voter's vote.
 func (d *Driver) HeldDest(id wire.MsgID) []wire.GroupID {
-	for i := range d.x.pending {
-		if d.x.pending[i].ID == id {
-			return d.x.pending[i].Dest
-		}
+	if p := d.x.held(id); p != nil {
+		return p.Dest
 	}
 	return nil
 }
 
-// pendingVoters returns the voters of held message id.
-func (x *exchange) pendingVoters(id wire.MsgID) []wire.GroupID {
+// held returns held message id's entry, or nil.
+func (x *exchange) held(id wire.MsgID) *pendingEntry {
+	if _, ok := x.ids[id]; !ok {
+		return nil
+	}
 	for i := range x.pending {
 		if x.pending[i].ID == id {
-			return x.pending[i].voters
+			return &x.pending[i]
 		}
 	}
 	return nil

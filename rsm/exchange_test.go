@@ -184,13 +184,26 @@ func TestExchangeOnlyVotersHold(t *testing.T) {
 	if d1.Applied() != e.GTS || p1.balance != -1 || p0.balance != 0 {
 		t.Fatalf("after g0's vote: g1 applied %s, balances %d %d", d1.Applied(), p0.balance, p1.balance)
 	}
-	// To three groups, g0 voting alone: g2's vote is refused at g1.
-	e2 := ent(2, 2, 0, 0, 1, 2)
-	if err := d1.Apply([]Entry{e2}); err != nil {
+	// To three groups, g0 voting alone: g2's vote is refused at g1, once
+	// the message is held; arrived before, it is dropped when the message
+	// comes, and never reaches Apply (purse fails on a non-voter's vote).
+	e2, e3 := ent(2, 2, 0, 0, 1, 2), ent(3, 3, 0, 0, 1, 2)
+	if err := d1.AddVote(Vote{ID: e3.ID, GTS: e3.GTS, G: 2, Vote: []byte{1}}); err != nil {
+		t.Fatalf("an early vote: %v", err)
+	}
+	if err := d1.Apply([]Entry{e2, e3}); err != nil {
 		t.Fatal(err)
 	}
 	if err := d1.AddVote(Vote{ID: e2.ID, GTS: e2.GTS, G: 2, Vote: []byte{1}}); !errors.Is(err, ErrVoteNotDest) {
 		t.Fatalf("a non-voter's vote: %v, want ErrVoteNotDest", err)
+	}
+	for _, e := range []Entry{e2, e3} {
+		if err := d1.AddVote(Vote{ID: e.ID, GTS: e.GTS, G: 0, Vote: []byte{1}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if d1.Applied() != e3.GTS || d1.Err() != nil {
+		t.Fatalf("applied %s, err %v", d1.Applied(), d1.Err())
 	}
 }
 
