@@ -62,12 +62,10 @@ type service struct {
 	xfer           *appTransfer
 	serve          *appServe
 	pendingInstall wire.Timestamp
-	// The vote exchange (votes.go): the wait in progress, this leader's
-	// own replies held until their entries are applied, and the bound on
-	// held entries past which clients are refused.
-	wait    voteWait
-	own     []ownReply
-	maxHeld int64
+	// The vote exchange (votes.go): the wait in progress, and this
+	// leader's own replies held until their entries are applied.
+	wait voteWait
+	own  []ownReply
 	// failed is a failure outside a Ready (a replay after a transfer was
 	// called off): the node stops at its next Ready.
 	failed error
@@ -76,7 +74,7 @@ type service struct {
 // ownReply is a reply this group's leader owes a client (replyOwn) once
 // the entry is applied.
 type ownReply struct {
-	m   wire.AppMsg
+	id  wire.MsgID
 	gts wire.Timestamp
 }
 
@@ -110,10 +108,7 @@ func (n *Node) openService(durable []*wire.RecDelivered, floor, install wire.Tim
 	if err != nil {
 		return fmt.Errorf("node: %w", err)
 	}
-	s := &service{d: d, fs: cfg.FS, path: filepath.Join(cfg.DataDir, serviceSnapshotFile), maxHeld: rcfg.MaxPendingBytes}
-	if s.maxHeld == 0 {
-		s.maxHeld = rsm.DefaultMaxPendingBytes
-	}
+	s := &service{d: d, fs: cfg.FS, path: filepath.Join(cfg.DataDir, serviceSnapshotFile)}
 	n.svc = s
 	if amnesiac && install.IsZero() {
 		return nil // nothing delivered yet: its state comes with its first install (transfer.go)
@@ -210,7 +205,7 @@ func (n *Node) applyService(ds []amcast.Delivery) error {
 	if n.m.leader() {
 		for i := range ds {
 			if m := &ds[i].M; !ds[i].Install && n.owesReply(m) {
-				s.own = append(s.own, ownReply{m: *m, gts: ds[i].GTS})
+				s.own = append(s.own, ownReply{id: m.ID, gts: ds[i].GTS})
 			}
 		}
 	}
@@ -249,7 +244,7 @@ func (n *Node) flushReplies() {
 		case !o.gts.LessEq(applied):
 			keep = append(keep, o)
 		case leader: // else the new leader answers the client's retry
-			n.replyOwn(&o.m, o.gts)
+			n.replyOwn(o.id, o.gts)
 		}
 	}
 	clear(s.own[len(keep):])
@@ -263,15 +258,11 @@ func (n *Node) owesReply(m *wire.AppMsg) bool {
 	return len(m.Dest) >= 2 && m.Dest[0] != n.group && m.DestIndex(n.group) >= 0 && !n.cfg.Topology.IsReplica(m.ID.Client)
 }
 
-// replyOwn answers m's client with this group's result when this group is
-// a destination but not the designated replier (whose answer the core
-// sends).
-func (n *Node) replyOwn(m *wire.AppMsg, gts wire.Timestamp) {
-	if !n.owesReply(m) {
-		return
-	}
-	res, ok := n.svc.d.Result(m.ID)
-	n.sendCounted(m.ID.Client, &wire.Delivered{ID: m.ID, G: n.group, GTS: gts, Leader: n.cfg.ID, HasResult: ok, Result: res})
+// replyOwn answers message id's client with this group's result (the
+// caller checked owesReply).
+func (n *Node) replyOwn(id wire.MsgID, gts wire.Timestamp) {
+	res, ok := n.svc.d.Result(id)
+	n.sendCounted(id.Client, &wire.Delivered{ID: id, G: n.group, GTS: gts, Leader: n.cfg.ID, HasResult: ok, Result: res})
 }
 
 // handleRetry answers a client's MULTICAST of a message this group already
@@ -282,12 +273,12 @@ func (n *Node) handleRetry(env wire.Envelope) {
 	if n.svc == nil || !ok || !n.m.leader() || env.From != mc.M.ID.Client {
 		return
 	}
-	if _, applied := n.svc.d.Result(mc.M.ID); !applied {
+	if _, applied := n.svc.d.Result(mc.M.ID); !applied || !n.owesReply(&mc.M) {
 		return
 	}
 	// The gts is not kept with the result: zero means "delivered; the
 	// timestamp is not remembered", as for a collected message (wire.Delivered).
-	n.replyOwn(&mc.M, wire.Timestamp{})
+	n.replyOwn(mc.M.ID, wire.Timestamp{})
 }
 
 // sendCounted sends msg to a client, counting it like the Ready's sends.

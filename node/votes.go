@@ -196,7 +196,7 @@ func (n *Node) shedForVotes(env wire.Envelope) bool {
 	if !ok || n.svc == nil || n.cfg.Topology.IsReplica(env.From) || n.svc.d.Holds(mc.M.ID) {
 		return false // a retry of a held message is delivered already: never "shed"
 	}
-	if _, bytes := n.svc.d.Backlog(); bytes <= n.svc.maxHeld {
+	if !n.svc.d.OverBacklog() {
 		return false
 	}
 	n.stats.Votes.Shed++

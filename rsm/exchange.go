@@ -432,3 +432,7 @@ func (d *Driver) Received() wire.Timestamp { return d.received }
 // Config.MaxPendingBytes: the held entries are deliveries (already
 // durable) and cannot be refused.
 func (d *Driver) Backlog() (int, int64) { return len(d.x.pending), d.x.bytes }
+
+// OverBacklog reports whether the entries held for votes are over
+// Config.MaxPendingBytes.
+func (d *Driver) OverBacklog() bool { return d.x.bytes > d.cfg.MaxPendingBytes }
