@@ -3,7 +3,6 @@ package sim
 import (
 	"testing"
 
-	"github.com/weft-dev/weft/amcast/wbcast"
 	"github.com/weft-dev/weft/wire"
 )
 
@@ -34,7 +33,6 @@ func TestSendBeforeSyncCaught(t *testing.T) {
 			t.Fatalf("seed %d with wbcast.SendsBeforeSync: %s", seed, r.Failure())
 		}
 	}
-	_ = wbcast.SendsBeforeSync
 }
 
 // tornHeavy is swarm seed seed with frequent crashes of followers, every
