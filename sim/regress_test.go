@@ -50,7 +50,15 @@ var forgedRegressionSeeds = []uint64{300493, 303008, 303407, 300768, 301315, 303
 //     candidate gave its ballot up as behind a floor that only the dead
 //     members had reported to earlier candidacies (a livelock). A
 //     candidate now gives up only on its own quorum's reports.
-var quorumGCRegressionSeeds = []uint64{302706, 311782}
+//   - 509452 (link resets only): a candidate merged only the highest
+//     cballot's states, which carried a message committed under an earlier
+//     ballot as ACCEPTED; it re-ran the message's ACCEPT phase, and another
+//     group, which had collected the message once this group's quorum
+//     delivered it, proposed a new timestamp for it (two gts for one
+//     message). The merge now takes every ack's commits (commitsOf).
+//   - 500529: livelocked an attempted fix of 509452 that counted only
+//     members at the leader's cballot towards the floor.
+var quorumGCRegressionSeeds = []uint64{302706, 311782, 509452, 500529}
 
 func TestSwarmRegressionSeeds(t *testing.T) {
 	for _, seed := range regressionSeeds {

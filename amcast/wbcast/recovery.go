@@ -181,14 +181,19 @@ func (p *Process) onNewLeaderAck(from wire.ProcID, a *wire.NewLeaderAck) error {
 		senders = append(senders, q)
 	}
 	slices.Sort(senders) // deterministic merge order
-	var states [][]wire.MsgState
+	var states, commits [][]wire.MsgState
 	for _, q := range senders {
-		// P11: only the most recently synchronised members count.
+		// P11: only the most recently synchronised members count, but for
+		// what they committed (commitsOf).
 		if x := c.acks[q]; x.CBallot == cmax || p.mut(MutMergeAllCBallots) {
 			states = append(states, x.State)
+		} else if cs := commitsOf(x.State); len(cs) > 0 {
+			commits = append(commits, cs)
 		}
 	}
-	state := p.mergeStates(states, cmax)
+	// The highest cballot's states first: a commit from a lower one then
+	// only raises an entry's phase (mergeStates folds in list order).
+	state := p.mergeStates(append(states, commits...), cmax)
 	c.acks, c.partial = nil, nil // the merged state replaces them (memory)
 	p.cballot = c.b
 	p.adopt(c.b, clock, state)
@@ -312,6 +317,32 @@ func (p *Process) mergeStates(states [][]wire.MsgState, cmax wire.Ballot) []wire
 			}
 		}
 	}
+}
+
+// commitsOf returns the committed entries of a lower cballot's state.
+//
+// A commit is a decision: its gts is final under every ballot (INV-5), so
+// the merge may learn it from any member, however stale its other entries.
+// It must, once groups collect by a quorum (Config.CollectAfterQuorum): a
+// message committed here under an earlier ballot, that this group's quorum
+// then delivered, may be carried by the highest cballot's states only as
+// ACCEPTED (the recovery that made that cballot saw its acceptance, not its
+// commit). Re-running its ACCEPT phase needs every destination group's
+// local timestamp again, and a group that collected the message has
+// forgotten it: it would take the message for a new one and propose
+// another timestamp, a second gts for one message (swarm seed 509452 with
+// forged clients). A member of this quorum delivered it (the quorum that
+// delivered it and this one intersect); unless that member collected it
+// too (then its floor makes this candidate give up if it is behind,
+// transfer.go), its ack lists the message as COMMITTED.
+func commitsOf(st []wire.MsgState) []wire.MsgState {
+	var out []wire.MsgState
+	for i := range st {
+		if st[i].Phase == wire.PhaseCommitted {
+			out = append(out, st[i])
+		}
+	}
+	return out
 }
 
 // mergeAcc folds s's per-group ACCEPTs into cur, keeping the higher ballot

@@ -202,27 +202,38 @@ func (p *Process) checkState(what string, st []wire.MsgState) error {
 	return nil
 }
 
-// checkMerge refuses a NEW_LEADER_ACK that disagrees with an ack of the same
-// cballot already held: the merge (H8, P11) combines the acks of the highest
-// cballot, which correct members never make disagree about a message's
-// destinations, payload, local timestamp (INV-4) or committed gts (INV-5).
-// Acks of different cballots are never merged with each other.
+// checkMerge refuses a NEW_LEADER_ACK that disagrees with an ack already
+// held. The merge (H8, P11) combines the acks of the highest cballot, which
+// correct members never make disagree about a message's destinations,
+// payload, local timestamp (INV-4) or committed gts (INV-5); it also takes
+// every commit a lower cballot's ack reports (commitsOf), so a committed
+// entry must agree with every ack's entry for its message whatever the
+// cballot: a commit is decided once, under any ballot, and every later
+// ballot's state carries the message it decided (or has delivered it).
 func (p *Process) checkMerge(c *candidate, a *wire.NewLeaderAck) error {
-	var held map[wire.MsgID][]*wire.MsgState
+	type heldState struct {
+		s    *wire.MsgState
+		same bool // of a's cballot
+	}
+	var held map[wire.MsgID][]heldState
 	for _, x := range c.acks {
-		if x.CBallot != a.CBallot {
-			continue
-		}
-		if held == nil {
-			held = map[wire.MsgID][]*wire.MsgState{}
-		}
+		same := x.CBallot == a.CBallot
 		for i := range x.State {
-			held[x.State[i].M.ID] = append(held[x.State[i].M.ID], &x.State[i])
+			if held == nil {
+				held = map[wire.MsgID][]heldState{}
+			}
+			id := x.State[i].M.ID
+			held[id] = append(held[id], heldState{&x.State[i], same})
 		}
 	}
 	for i := range a.State {
 		s := &a.State[i]
-		for _, cur := range held[s.M.ID] {
+		for _, h := range held[s.M.ID] {
+			cur := h.s
+			committed := s.Phase == wire.PhaseCommitted || cur.Phase == wire.PhaseCommitted
+			if !h.same && !committed {
+				continue // never merged with each other
+			}
 			if !slices.Equal(s.M.Dest, cur.M.Dest) {
 				return p.rejects.Reject("dest_mismatch", "NEW_LEADER_ACK lists %s with destinations %v, another ack with %v", s.M.ID, s.M.Dest, cur.M.Dest)
 			}
@@ -231,8 +242,8 @@ func (p *Process) checkMerge(c *candidate, a *wire.NewLeaderAck) error {
 			}
 			switch {
 			case s.Phase == wire.PhaseCommitted && cur.Phase == wire.PhaseCommitted && s.GTS != cur.GTS:
-				return p.rejects.Reject("merge_conflict", "%s committed at %s and at %s under cballot %s (INV-5)", s.M.ID, s.GTS, cur.GTS, a.CBallot)
-			case s.Phase == cur.Phase && s.Phase != wire.PhaseCommitted && s.LTS != cur.LTS:
+				return p.rejects.Reject("merge_conflict", "%s committed at %s and at %s (INV-5)", s.M.ID, s.GTS, cur.GTS)
+			case h.same && s.Phase == cur.Phase && s.Phase != wire.PhaseCommitted && s.LTS != cur.LTS:
 				return p.rejects.Reject("merge_conflict", "%s accepted with local timestamps %s and %s under cballot %s (INV-4)", s.M.ID, s.LTS, cur.LTS, a.CBallot)
 			}
 		}
