@@ -121,6 +121,16 @@ const (
 )
 
 // Services lists the values of the "service" key, the default first.
+// The values of the agent key "gc" (Config.GC).
+const (
+	GCQuorum = "quorum" // collect what a quorum of each group delivered
+	GCAll    = "all"    // collect what every member delivered
+)
+
+// CollectAfterAll reports whether WbCast waits for every member before it
+// collects (gc = "all").
+func (c *Config) CollectAfterAll() bool { return c.GC == GCAll }
+
 var Services = []string{ServiceNone, ServiceKV}
 
 // Service names.
@@ -241,14 +251,15 @@ type Config struct {
 	// --unsafe-no-fsync. The agent logs a warning at start. Key
 	// "unsafe_no_fsync"; default false.
 	UnsafeNoFsync bool `toml:"unsafe_no_fsync"`
-	// GCByQuorum (EXPERIMENTAL, WbCast only) makes a group collect a
-	// delivered message once a quorum of its members delivered it, not
-	// every member, so a member down for good no longer pins memory;
-	// members the floor passes catch up by state transfer. A swarm sweep
-	// of 10,000 seeds with it has one open liveness failure
-	// (docs/disk-loss.md). Every member of a group must agree. Key
-	// "gc_by_quorum"; default false.
-	GCByQuorum bool `toml:"gc_by_quorum"`
+	// GC is how a WbCast group garbage-collects a delivered message:
+	// "quorum" (the default) once a quorum of its members delivered it, so
+	// a member down for good does not pin memory and members the floor
+	// passes catch up by state transfer; "all" once every member did, as
+	// WbCast's paper does (memory grows while one is down). With "quorum"
+	// a group must not lose the disks of f+1 members counting those still
+	// catching up (docs/disk-loss.md). Every member of a group must agree;
+	// other protocols refuse the key. Key "gc"; default "quorum".
+	GC string `toml:"gc"`
 	// Service is the replicated service the node runs on the order
 	// (docs/rsm.md): "none" (only the deliveries log and clients' gts) or
 	// "kv" (weft-kv: every group is a shard of a key-value store). Every
@@ -511,8 +522,11 @@ func (c *Config) validate(kind Kind) error {
 	if c.CompactBytes < 0 {
 		return &FieldError{Field: "compact_bytes", Msg: fmt.Sprintf("must be 0 (no compaction) or positive, got %d", c.CompactBytes)}
 	}
-	if c.GCByQuorum && c.Protocol != "" && c.Protocol != "wbcast" {
-		return &FieldError{Field: "gc_by_quorum", Msg: fmt.Sprintf("only WbCast collects by a quorum; protocol is %q", c.Protocol)}
+	switch {
+	case c.GC != "" && c.GC != GCQuorum && c.GC != GCAll:
+		return &FieldError{Field: "gc", Msg: fmt.Sprintf("must be %q or %q, got %q", GCQuorum, GCAll, c.GC)}
+	case c.GC != "" && c.Protocol != "" && c.Protocol != "wbcast":
+		return &FieldError{Field: "gc", Msg: fmt.Sprintf("only WbCast collects by a floor; protocol is %q", c.Protocol)}
 	}
 	if !slices.Contains(Services, c.Service) {
 		return &FieldError{Field: "service", Msg: fmt.Sprintf("must be one of %s, got %q", strings.Join(Services, ", "), c.Service)}
@@ -703,8 +717,8 @@ func (c *Config) Format() string {
 	if c.UnsafeNoFsync {
 		sb.WriteString("unsafe_no_fsync = true\n")
 	}
-	if c.GCByQuorum {
-		sb.WriteString("gc_by_quorum = true\n")
+	if c.GC != "" {
+		fmt.Fprintf(&sb, "gc = %s\n", q(c.GC))
 	}
 	if c.Service != "" {
 		fmt.Fprintf(&sb, "service = %s\n", q(c.Service))

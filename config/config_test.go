@@ -185,21 +185,26 @@ func TestUnsafeNoFsync(t *testing.T) {
 	}
 }
 
-// TestGCByQuorum: the key round-trips through Format, and is refused for
-// a protocol other than WbCast.
-func TestGCByQuorum(t *testing.T) {
+// TestGC: the key "gc" round-trips through Format, defaults to
+// collection by a quorum, and is refused with another value or for a
+// protocol other than WbCast.
+func TestGC(t *testing.T) {
 	c, err := Parse(Sample, Agent)
-	if err != nil || c.GCByQuorum {
-		t.Fatalf("sample: %v, gc_by_quorum %v", err, c.GCByQuorum)
+	if err != nil || c.GC != GCQuorum || c.CollectAfterAll() {
+		t.Fatalf("sample: %v, gc %q", err, c.GC)
 	}
-	c.GCByQuorum = true
+	c.GC = GCAll
 	back, err := Parse(c.Format(), Agent)
-	if err != nil || !back.GCByQuorum {
-		t.Fatalf("round trip: %v, gc_by_quorum %v\n%s", err, back.GCByQuorum, c.Format())
+	if err != nil || !back.CollectAfterAll() {
+		t.Fatalf("round trip: %v, gc %q\n%s", err, back.GC, c.Format())
 	}
-	text := strings.Replace(strings.Replace(Sample, "gc_by_quorum = false", "gc_by_quorum = true", 1), `protocol = "wbcast"`, `protocol = "ftskeen"`, 1)
 	var fe *FieldError
-	if _, err := Parse(text, Agent); !errors.As(err, &fe) || fe.Field != "gc_by_quorum" {
-		t.Errorf("gc_by_quorum with ftskeen: %v, want a FieldError naming gc_by_quorum", err)
+	for _, text := range []string{
+		strings.Replace(Sample, `gc = "quorum"`, `gc = "some"`, 1),
+		strings.Replace(Sample, `protocol = "wbcast"`, `protocol = "ftskeen"`, 1),
+	} {
+		if _, err := Parse(text, Agent); !errors.As(err, &fe) || fe.Field != "gc" {
+			t.Errorf("%v, want a FieldError naming gc", err)
+		}
 	}
 }

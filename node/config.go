@@ -106,9 +106,9 @@ type Config struct {
 	HeartbeatTicks, RetryTicks int
 	// SessionTicks is passed to WbCast's Config (0: its default).
 	SessionTicks int
-	// CollectAfterQuorum is passed to WbCast's Config (experimental:
-	// docs/disk-loss.md).
-	CollectAfterQuorum bool
+	// CollectAfterAll is passed to WbCast's Config: collection waits for
+	// every member of a group, not a quorum (docs/disk-loss.md).
+	CollectAfterAll bool
 	// MaxBatch bounds the inputs stepped before one Ready (default
 	// DefaultMaxBatch).
 	MaxBatch int

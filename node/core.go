@@ -69,7 +69,7 @@ type coreConfig struct {
 	ID                                        wire.ProcID
 	HeartbeatTicks, ElectionTicks, RetryTicks int
 	SessionTicks                              int  // wbcast only
-	CollectAfterQuorum                        bool // wbcast only
+	CollectAfterAll                           bool // wbcast only
 }
 
 // protocolSpec describes how a node runs one protocol.
@@ -226,7 +226,7 @@ func (s wbcastStore) snapshot() ([]wire.Message, bool) {
 func wbcastConfig(cc coreConfig, det Detector) wbcast.Config {
 	cfg := wbcast.Config{Topology: cc.Topology, ID: cc.ID, HeartbeatTicks: cc.HeartbeatTicks,
 		ElectionTicks: cc.ElectionTicks, RetryTicks: cc.RetryTicks, SessionTicks: cc.SessionTicks,
-		CollectAfterQuorum: cc.CollectAfterQuorum}
+		CollectAfterAll: cc.CollectAfterAll}
 	if det != nil {
 		cfg.Detector = det
 	}

@@ -252,7 +252,7 @@ func (n *Node) open() error {
 	n.stats.RestoredSnapshotBytes = int(snapBytes)
 	n.cc = coreConfig{Topology: cfg.Topology, ID: cfg.ID, HeartbeatTicks: cfg.HeartbeatTicks,
 		ElectionTicks: cfg.ElectionTicks, RetryTicks: cfg.RetryTicks, SessionTicks: cfg.SessionTicks,
-		CollectAfterQuorum: cfg.CollectAfterQuorum}
+		CollectAfterAll: cfg.CollectAfterAll}
 	if mode == startAmnesiac {
 		// The store was lost: this directory's log holds only what the
 		// member persisted since (nothing until it rejoined).

@@ -54,8 +54,8 @@ func TestServiceStateTransfer(t *testing.T) {
 	}
 	// The other two restart: their delivery chains start again at their
 	// last deliveries, so only a snapshot can catch back up, whoever leads
-	// (with wbcast.Config.CollectAfterQuorum the group would also have
-	// collected what back missed).
+	// (collecting by a quorum, the group may also have collected what back
+	// missed).
 	for _, p := range []wire.ProcID{leader, wiped} {
 		c.stop(p)
 		c.restart(p)

@@ -6,9 +6,9 @@ import "github.com/weft-dev/weft/wire"
 // members of a group unavailable at once, and leaves at most that many
 // down for good at GST. Unavailable is more than down. A member that is
 // behind its group's delivered floor holds no copy of the prefix its group
-// may have collected. With collection by a quorum
-// (wbcast.Config.CollectAfterQuorum) that prefix survives on the members
-// at or above the floor only, so a member behind it, being caught up by a
+// may have collected. With collection by a quorum (wbcast's default;
+// not with wbcast.Config.CollectAfterAll) that prefix survives on the
+// members at or above the floor only, so a member behind it, being caught up by a
 // SNAPSHOT, is as good as down until it caught up. A member that lost its disk is behind from its wipe (it is
 // down, then inert until it rejoined, then behind until it installed a
 // snapshot). Without this rule the swarm could wipe a group's last

@@ -167,15 +167,13 @@ func TestBudgetGSTDownForGood(t *testing.T) {
 	}
 }
 
-// TestBudgetSwarmWithholds: in swarm runs of WbCast collecting by a
-// quorum, members fall behind their group's floor and the nemesis holds
+// TestBudgetSwarmWithholds: in swarm runs of WbCast (collecting by a
+// quorum, the default), members fall behind their group's floor and the nemesis holds
 // crashes back for them (the rule is live, fed by wbcast's Floor).
 func TestBudgetSwarmWithholds(t *testing.T) {
 	withheld := 0
 	for seed := uint64(400000); seed < 400010 && withheld == 0; seed++ {
-		cfg := SwarmConfig("wbcast", seed)
-		cfg.Spec = WbCastSpec(func(c *wbcast.Config) { c.CollectAfterQuorum = true })
-		r := RunSwarmConfig(cfg)
+		r := RunSwarm("wbcast", seed)
 		if r.Violations() > 0 {
 			t.Fatalf("seed %d: %s", seed, r.Failure())
 		}

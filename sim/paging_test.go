@@ -10,8 +10,8 @@ import (
 
 // largeStateConfig: one group of three. p2 is partitioned from the other
 // two from the start, and collection waits for every member
-// (the default; with wbcast.Config.CollectAfterQuorum a quorum suffices
-// and p2 would get a SNAPSHOT), so nothing is garbage-collected and p0 and p1
+// (wbcast.Config.CollectAfterAll; by default a quorum suffices and p2
+// would get a SNAPSHOT), so nothing is garbage-collected and p0 and p1
 // retain every one of n messages of payload bytes. Once the workload is done the leader p0
 // crashes and restarts: a new leader must be elected from states of n
 // messages. Then the partition heals and p2 must be caught up.
@@ -40,6 +40,7 @@ func runLargeState(t *testing.T, n, payload int, wcfg wbcast.Config, checkRestor
 	t.Helper()
 	cfg := largeStateConfig(n, payload, wbcastSpec(func(c *wbcast.Config) {
 		c.MaxMsgBytes, c.MaxStatePages, c.CatchUpBatch = wcfg.MaxMsgBytes, wcfg.MaxStatePages, wcfg.CatchUpBatch
+		c.CollectAfterAll = true
 	}))
 	cfg.CheckRestore = checkRestore
 	res, err := Run(cfg)

@@ -40,7 +40,8 @@ var regressionSeeds = []uint64{6, 44, 116, 189, 14089, 28437}
 var forgedRegressionSeeds = []uint64{300493, 303008, 303407, 300768, 301315, 303260, 304004, 304771, 304973}
 
 // quorumGCRegressionSeeds are such seeds of sweeps with ForgedClients and
-// collection by a quorum (wbcast.Config.CollectAfterQuorum):
+// collection by a quorum (the default since; wbcast.Config.CollectAfterAll
+// off):
 //   - 302706 (with hand-overs): a candidate behind its group's floor gave
 //     its ballot up while alive; the leader of the ballot below waited for
 //     it to be suspected before re-establishing, the third member waited
@@ -60,26 +61,37 @@ var forgedRegressionSeeds = []uint64{300493, 303008, 303407, 300768, 301315, 303
 //     members at the leader's cballot towards the floor.
 var quorumGCRegressionSeeds = []uint64{302706, 311782, 509452, 500529}
 
+// TestSwarmRegressionSeeds runs each regression seed as it was found, and
+// the seeds found collecting after every member also with the default
+// (collection by a quorum).
 func TestSwarmRegressionSeeds(t *testing.T) {
-	for _, seed := range regressionSeeds {
-		cfg := SwarmConfig("wbcast", seed)
-		cfg.Faults.HandOverEvery = 0 // the scenario as it was found
-		if r := RunSwarmConfig(cfg); r.Violations() > 0 {
-			t.Errorf("seed %d: %s", seed, r.Failure())
+	all := WbCastSpec(func(c *wbcast.Config) { c.CollectAfterAll = true })
+	for _, spec := range []*ProtocolSpec{all, nil} {
+		mode := "collection by a quorum"
+		if spec != nil {
+			mode = "collection after every member"
 		}
-	}
-	for _, seed := range forgedRegressionSeeds {
-		cfg := SwarmConfig("wbcast", seed)
-		cfg.Faults.HandOverEvery = 0
-		ForgedClients(&cfg)
-		if r := RunSwarmConfig(cfg); r.Violations() > 0 {
-			t.Errorf("seed %d (forged clients): %s", seed, r.Failure())
+		for _, seed := range regressionSeeds {
+			cfg := SwarmConfig("wbcast", seed)
+			cfg.Faults.HandOverEvery = 0 // the scenario as it was found
+			cfg.Spec = spec
+			if r := RunSwarmConfig(cfg); r.Violations() > 0 {
+				t.Errorf("seed %d (%s): %s", seed, mode, r.Failure())
+			}
+		}
+		for _, seed := range forgedRegressionSeeds {
+			cfg := SwarmConfig("wbcast", seed)
+			cfg.Faults.HandOverEvery = 0
+			cfg.Spec = spec
+			ForgedClients(&cfg)
+			if r := RunSwarmConfig(cfg); r.Violations() > 0 {
+				t.Errorf("seed %d (forged clients, %s): %s", seed, mode, r.Failure())
+			}
 		}
 	}
 	for _, seed := range quorumGCRegressionSeeds {
 		cfg := SwarmConfig("wbcast", seed)
 		ForgedClients(&cfg)
-		cfg.Spec = WbCastSpec(func(c *wbcast.Config) { c.CollectAfterQuorum = true })
 		if r := RunSwarmConfig(cfg); r.Violations() > 0 {
 			t.Errorf("seed %d (forged clients, collection by a quorum): %s", seed, r.Failure())
 		}

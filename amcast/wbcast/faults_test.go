@@ -19,7 +19,7 @@ func newEnv(t *testing.T, topology string) *amcasttest.Env {
 	t.Helper()
 	env := amcasttest.New(sim.NewReplica)
 	env.DefaultProtocol = "wbcast"
-	env.Durability = durability
+	env.Durability = durability(false)
 	env.Do(t, topology)
 	return env
 }

@@ -15,7 +15,7 @@ import (
 func handOverEnv(t *testing.T) *amcasttest.Env {
 	env := amcasttest.New(sim.NewReplica)
 	env.DefaultProtocol = "wbcast"
-	env.Durability = durability
+	env.Durability = durability(false)
 	env.Commands["handover"] = cmdHandOver
 	env.Do(t, "topology groups=1 replicas=3")
 	env.Do(t, "multicast dest=0 payload=m1")

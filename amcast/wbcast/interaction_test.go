@@ -19,22 +19,40 @@ import (
 )
 
 // durability gives WbCast replicas a wbcast.Store each and restarts them
-// with wbcast.Restore and the default configuration (the one
-// sim.NewReplica uses), with a fresh failure detector.
-var durability = &amcasttest.Durability{
-	NewStore: func(protocol string, _ *amcast.Topology, _ wire.ProcID) (amcast.Store, error) {
-		if protocol != "wbcast" {
-			return nil, nil
-		}
-		return wbcast.NewStore(), nil
-	},
-	Restore: func(protocol string, topo *amcast.Topology, id wire.ProcID, st amcast.Store) (amcast.Machine, error) {
-		ws, ok := st.(*wbcast.Store)
-		if protocol != "wbcast" || !ok {
-			return nil, fmt.Errorf("cannot restore a %s replica from %T", protocol, st)
-		}
-		return wbcast.Restore(wbcast.Config{Topology: topo, ID: id}, ws)
-	},
+// with wbcast.Restore and the configuration they were built with (see
+// config), with a fresh failure detector.
+func durability(all bool) *amcasttest.Durability {
+	return &amcasttest.Durability{
+		NewStore: func(protocol string, _ *amcast.Topology, _ wire.ProcID) (amcast.Store, error) {
+			if protocol != "wbcast" {
+				return nil, nil
+			}
+			return wbcast.NewStore(), nil
+		},
+		Restore: func(protocol string, topo *amcast.Topology, id wire.ProcID, st amcast.Store) (amcast.Machine, error) {
+			ws, ok := st.(*wbcast.Store)
+			if protocol != "wbcast" || !ok {
+				return nil, fmt.Errorf("cannot restore a %s replica from %T", protocol, st)
+			}
+			return wbcast.Restore(config(topo, id, all), ws)
+		},
+	}
+}
+
+// config is the default configuration (the one sim.NewReplica uses), with
+// collection waiting for every member if all.
+func config(topo *amcast.Topology, id wire.ProcID, all bool) wbcast.Config {
+	return wbcast.Config{Topology: topo, ID: id, CollectAfterAll: all}
+}
+
+// collectAll lists the scripts written when garbage collection waited for
+// every member (each says so): they show DELIVER catch-up and recovery
+// with every message still held, which collection by a quorum (the
+// default) would replace by a SNAPSHOT; they run with
+// wbcast.Config.CollectAfterAll. The others run with the default.
+var collectAll = map[string]bool{
+	"asymmetric_partition": true, "clock_after_recovery": true, "deposed_leader": true,
+	"follower_restart_catchup": true, "leader_crash_before_deliver": true,
 }
 
 // TestInteraction runs the golden scripts in testdata (see package
@@ -52,9 +70,19 @@ func TestInteraction(t *testing.T) {
 			continue
 		}
 		t.Run(f.Name(), func(t *testing.T) {
-			env := amcasttest.New(sim.NewReplica)
+			all := collectAll[f.Name()]
+			env := amcasttest.New(func(protocol string, topo *amcast.Topology, id wire.ProcID) (amcast.Machine, error) {
+				if protocol != "wbcast" {
+					return sim.NewReplica(protocol, topo, id)
+				}
+				p, err := wbcast.New(config(topo, id, all))
+				if err != nil {
+					return nil, err
+				}
+				return p, nil
+			})
 			env.DefaultProtocol = "wbcast"
-			env.Durability = durability
+			env.Durability = durability(all)
 			env.Commands["rejected"] = cmdRejected
 			env.Commands["handover"] = cmdHandOver
 			datadriven.RunTest(t, filepath.Join("testdata", f.Name()), env.Handle)

@@ -141,8 +141,9 @@ func (p *Process) catchUp(i int) {
 // updateGroupLinf (leader) raises the group's delivered floor to the
 // highest timestamp a quorum of its members delivered (this leader
 // included): garbage collection waits for a quorum, not for every member,
-// and a member the floor passes is caught up by a SNAPSHOT (transfer.go).
-// A member that rejoins after losing its disk is not counted: what it
+// and a member the floor passes is caught up by a SNAPSHOT (transfer.go);
+// with Config.CollectAfterAll it waits for every member. A member that
+// rejoins after losing its disk is not counted: what it
 // reported before is gone.
 func (p *Process) updateGroupLinf() {
 	ds := make([]wire.Timestamp, 0, len(p.peers))
@@ -155,7 +156,7 @@ func (p *Process) updateGroupLinf() {
 		}
 	}
 	q := p.topo.Quorum(p.g)
-	if !p.cfg.CollectAfterQuorum {
+	if p.cfg.CollectAfterAll {
 		q = len(p.peers)
 	}
 	if len(ds) < q {

@@ -24,9 +24,11 @@
 // a new leader re-sends ACCEPTED messages with their old local timestamps;
 // DELIVERs are chained (each names the previous delivery) so a lost one is
 // noticed and re-sent from the leader's delivery log; stuck messages are
-// re-multicast (H12); delivered messages are garbage-collected once every
-// process of every destination group delivered them, keeping their ids so
-// retries are never delivered twice; every promise and delivery is a
+// re-multicast (H12); delivered messages are garbage-collected once a
+// quorum of every destination group delivered them (every process with
+// Config.CollectAfterAll), keeping their ids so retries are never
+// delivered twice, and members the floor passed get a SNAPSHOT
+// (transfer.go); every promise and delivery is a
 // durable record (store.go) from which a crashed process restarts.
 package wbcast
 
@@ -100,16 +102,17 @@ type Config struct {
 	// activity for this many ticks is forgotten (default 1000; see
 	// docs/sessions.md for the timing assumption it rests on).
 	SessionTicks int
-	// CollectAfterQuorum lets garbage collection go on when a quorum of
-	// each destination group delivered a message (updateGroupLinf), not
-	// every member: a member down for good no longer pins memory, and a
-	// member the floor passed is caught up by a SNAPSHOT. EXPERIMENTAL,
-	// off by default: sweeps with it (weft sim sweep --quorum-gc
-	// --forged-clients) found two stalls, fixed (regression seeds 302706
-	// and 311782, docs/disk-loss.md); it stays off until a sweep as large
-	// as the default mode's passes with it. Off, collection waits for
-	// every member, as before.
-	CollectAfterQuorum bool
+	// CollectAfterAll makes garbage collection wait until every member of
+	// each destination group delivered a message, as WbCast's paper does
+	// (spec §6, P14). By default (false) a quorum of each group suffices
+	// (updateGroupLinf): a member down for good no longer pins memory, and
+	// a member the floor passed is caught up by a SNAPSHOT (transfer.go).
+	// The price is where a collected prefix lives: on the members at or
+	// above the floor only, so a group must not lose the disks of f+1
+	// members counting those still catching up (docs/disk-loss.md). With
+	// CollectAfterAll every member holds every message until all
+	// delivered it; memory grows while one is down.
+	CollectAfterAll bool
 	// MaxPendingReads bounds the read-index requests held at a leader
 	// (readindex.go; default 4096): past it a read fails with
 	// amcast.ErrReadOverloaded.

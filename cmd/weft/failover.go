@@ -7,7 +7,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/weft-dev/weft/amcast/wbcast"
 	"github.com/weft-dev/weft/sim"
 	"github.com/weft-dev/weft/wire"
 )
@@ -64,7 +63,7 @@ func simGCCmd() *cobra.Command {
 		seed         uint64
 		sessionEvery int
 		downForGood  int
-		quorumGC     bool
+		gc           gcFlags
 		format       string
 	)
 	c := &cobra.Command{
@@ -75,10 +74,10 @@ groups, 8 closed-loop clients) while a group leader crashes about every
 --crash-every δ and restarts ~30δ later, and each client starts a new
 session (a client restarted with the same id) every --session-every of its
 messages. With --down-for-good N, replica N crashes at the start and never
-comes back; with --quorum-gc, garbage collection needs only a quorum of
-each group (wbcast.Config.CollectAfterQuorum, experimental), so memory
-stays bounded without it (by default collection waits for every member
-and memory grows while one is down). Prints the peak number of entries any replica held in memory
+comes back: garbage collection needs only a quorum of each group (--gc
+quorum, the default), so memory stays bounded without it; with --gc all it
+waits for every member (wbcast.Config.CollectAfterAll) and memory grows
+while one is down. Prints the peak number of entries any replica held in memory
 (messages, client sessions and the collected ids they remember), leader
 changes, the messages collected and the sessions expired. Runs over 200,000 messages skip recording the history (and so
 the order checkers) to bound the simulator's own memory; termination is
@@ -87,8 +86,12 @@ still checked by the simulator.`,
 			start := time.Now()
 			cfg := sim.LeaderChurnConfig(messages, seed, crashEvery)
 			cfg.Workload.SessionEvery = sessionEvery
-			if quorumGC {
-				cfg.Spec = sim.WbCastSpec(func(c *wbcast.Config) { c.CollectAfterQuorum = true })
+			all, err := gc.all(cmd, cfg.Protocol)
+			if err != nil {
+				return err
+			}
+			if all {
+				cfg.Spec = collectAllSpec()
 			}
 			if downForGood >= 0 {
 				if downForGood >= cfg.Groups*cfg.Replicas {
@@ -143,7 +146,7 @@ still checked by the simulator.`,
 	c.Flags().Uint64Var(&seed, "seed", 1, "PRNG seed")
 	c.Flags().IntVar(&sessionEvery, "session-every", 10, "messages per client session (0: one session per client)")
 	c.Flags().IntVar(&downForGood, "down-for-good", -1, "replica that crashes at the start and never restarts (-1: none)")
-	c.Flags().BoolVar(&quorumGC, "quorum-gc", false, "collect once a quorum of each group delivered (experimental; default: every member)")
+	addGCFlags(c, &gc)
 	addOutput(c, &format, "")
 	return c
 }

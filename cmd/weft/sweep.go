@@ -12,7 +12,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/weft-dev/weft/amcast"
-	"github.com/weft-dev/weft/amcast/wbcast"
 	"github.com/weft-dev/weft/sim"
 )
 
@@ -21,7 +20,8 @@ func simSweepCmd() *cobra.Command {
 		protocol, format, service string
 		seeds, jobs               int
 		start                     uint64
-		forged, quorumGC          bool
+		forged                    bool
+		gc                        gcFlags
 	)
 	c := &cobra.Command{
 		Use:   "sweep",
@@ -49,7 +49,11 @@ the protocol's history as above, and that the replicas of every shard
 applied the same commands with the same results and end in the same state.
 From 20 seeds on, a kv sweep whose runs never had an operation of unknown
 outcome, a state transfer, a commit, an abort, a full read or a vote lost
-and pulled is INVALID.`,
+and pulled is INVALID.
+
+WbCast collects what a quorum of each group delivered (--gc quorum, the
+default; the swarm then counts members behind their group's floor against
+its failure budget, sim/budget.go); --gc all makes it wait for every member.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if seeds < 1 {
 				return fmt.Errorf("--seeds must be positive")
@@ -61,8 +65,8 @@ and pulled is INVALID.`,
 				jobs = runtime.GOMAXPROCS(0)
 			}
 			switch {
-			case service == "kv" && (forged || quorumGC):
-				return fmt.Errorf("--service kv: --forged-clients and --quorum-gc apply to the protocol's own sweep only")
+			case service == "kv" && (forged || cmd.Flags().Changed("gc") || gc.quorumGC):
+				return fmt.Errorf("--service kv: --forged-clients and --gc apply to the protocol's own sweep only")
 			case service == "kv":
 				return kvSweep(cmd, protocol, seeds, start, jobs, format)
 			case service != "":
@@ -70,10 +74,11 @@ and pulled is INVALID.`,
 			}
 			began := time.Now()
 			pr := newProgress(cmd.ErrOrStderr(), seeds, began)
-			if quorumGC && protocol != "wbcast" {
-				return fmt.Errorf("--quorum-gc: only wbcast collects by a quorum")
+			all, err := gc.all(cmd, protocol)
+			if err != nil {
+				return err
 			}
-			tw := sweepTweaks{forged: forged, quorumGC: quorumGC}
+			tw := sweepTweaks{forged: forged, gcAll: all}
 			agg := runSweep(protocol, seeds, start, jobs, tw, pr.update)
 			pr.done(sweepStatus{label: "sweep " + protocol, violations: agg.Violations, failures: agg.Failures})
 			wall := time.Since(began)
@@ -96,13 +101,13 @@ and pulled is INVALID.`,
 	f.IntVar(&jobs, "jobs", 0, "seeds run in parallel (default GOMAXPROCS)")
 	f.StringVar(&service, "service", "", "run a replicated service on the replicas and check it: kv (weft-kv: single-key linearizability with porcupine, and the bank)")
 	f.BoolVar(&forged, "forged-clients", false, "an adversary forges the genuine clients' ids to every replica during the fault phase")
-	f.BoolVar(&quorumGC, "quorum-gc", false, "wbcast collects what a quorum of each group delivered (Config.CollectAfterQuorum, experimental), not every member")
+	addGCFlags(c, &gc)
 	return c
 }
 
 // sweepTweaks change every seed's configuration.
 type sweepTweaks struct {
-	forged, quorumGC bool
+	forged, gcAll bool
 }
 
 // runSweep runs the seeds on jobs workers and aggregates the results (the
@@ -114,8 +119,8 @@ func runSweep(protocol string, seeds int, start uint64, jobs int, tw sweepTweaks
 		if tw.forged {
 			sim.ForgedClients(&cfg)
 		}
-		if tw.quorumGC {
-			cfg.Spec = sim.WbCastSpec(func(c *wbcast.Config) { c.CollectAfterQuorum = true })
+		if tw.gcAll {
+			cfg.Spec = collectAllSpec()
 		}
 		return sim.RunSwarmConfig(cfg)
 	}, func(done int, r *sim.SweepResult) {
@@ -229,13 +234,13 @@ func (p *progress) done(st sweepStatus) {
 // replayCommand replays one failing seed: with the sweep's tweaks (which
 // weft sim run does not take), as a one-seed sweep.
 func replayCommand(protocol string, seed uint64, tw sweepTweaks) string {
-	if tw.forged || tw.quorumGC {
+	if tw.forged || tw.gcAll {
 		flags := ""
 		if tw.forged {
 			flags += " --forged-clients"
 		}
-		if tw.quorumGC {
-			flags += " --quorum-gc"
+		if tw.gcAll {
+			flags += " --gc all"
 		}
 		return fmt.Sprintf("weft sim sweep --protocol %s --seeds 1 --seed-start %d%s", protocol, seed, flags)
 	}
