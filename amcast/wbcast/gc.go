@@ -8,8 +8,9 @@ import (
 
 // collect is garbage collection (spec §6, P14): a message delivered here
 // whose global timestamp is at or below the delivered floor of every one of
-// its destination groups has been delivered by every process that will
-// ever need it; its record is dropped and its id kept in its session's
+// its destination groups has been delivered by a quorum of each (by every
+// member with Config.CollectAfterAll; a member behind gets a SNAPSHOT,
+// transfer.go); its record is dropped and its id kept in its session's
 // duplicate-suppression state (sessions.go).
 func (p *Process) collect() {
 	var ids []wire.MsgID
