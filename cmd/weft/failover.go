@@ -75,9 +75,9 @@ groups, 8 closed-loop clients) while a group leader crashes about every
 session (a client restarted with the same id) every --session-every of its
 messages. With --down-for-good N, replica N crashes at the start and never
 comes back: garbage collection needs only a quorum of each group (--gc
-quorum, the default), so memory stays bounded without it; with --gc all it
-waits for every member (wbcast.Config.CollectAfterAll) and memory grows
-while one is down. Prints the peak number of entries any replica held in memory
+quorum, the default), so memory stays bounded without that member; with
+--gc all it waits for every member (wbcast.Config.CollectAfterAll) and
+memory grows while one is down. Prints the peak number of entries any replica held in memory
 (messages, client sessions and the collected ids they remember), leader
 changes, the messages collected and the sessions expired. Runs over 200,000 messages skip recording the history (and so
 the order checkers) to bound the simulator's own memory; termination is
