@@ -323,7 +323,7 @@ func (p *Process) mergeStates(states [][]wire.MsgState, cmax wire.Ballot) []wire
 //
 // A commit is a decision: its gts is final under every ballot (INV-5), so
 // the merge may learn it from any member, however stale its other entries.
-// It must, once groups collect by a quorum (Config.CollectAfterQuorum): a
+// It must, as groups collect by a quorum (unless Config.CollectAfterAll): a
 // message committed here under an earlier ballot, that this group's quorum
 // then delivered, may be carried by the highest cballot's states only as
 // ACCEPTED (the recovery that made that cballot saw its acceptance, not its
