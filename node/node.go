@@ -52,6 +52,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/weft-dev/weft/amcast"
 	"github.com/weft-dev/weft/storage/wal"
 	"github.com/weft-dev/weft/transport"
 	"github.com/weft-dev/weft/wire"
@@ -68,19 +69,20 @@ const (
 
 // Node runs one process of Config.Protocol. See the package documentation.
 type Node struct {
-	cfg   Config
-	log   *slog.Logger
-	group wire.GroupID
-	proto *protocolSpec
-	m     core     // the process, with its durable image (mirrored to write snapshots)
-	lock  *dirLock // the data directory's lock, held until Close
-	ident identity // the data directory's identity
-	w     *wal.WAL
-	tr    *transport.Transport
-	out   *transport.Batch // the loop's sends (ready, replies), flushed once a pass
-	dlog  *deliveryLog
-	svc   *service  // the replicated service (service.go); nil without Config.StateMachine
-	reads readQueue // clients' linearizable reads pending (reads.go)
+	cfg     Config
+	log     *slog.Logger
+	group   wire.GroupID
+	proto   *protocolSpec
+	m       core     // the process, with its durable image (mirrored to write snapshots)
+	lock    *dirLock // the data directory's lock, held until Close
+	ident   identity // the data directory's identity
+	w       *wal.WAL
+	tr      *transport.Transport
+	out     *transport.Batch // the loop's sends (ready, replies), flushed once a pass
+	sendBuf []wire.Envelope  // scratch for a Ready's messages (send)
+	dlog    *deliveryLog
+	svc     *service  // the replicated service (service.go); nil without Config.StateMachine
+	reads   readQueue // clients' linearizable reads pending (reads.go)
 	// The inboxes (inbox.go): protocol messages from nodes, clients'
 	// MULTICASTs, the side queue, which carries gossip past the protocol's
 	// backlog (a deep inbox must not delay heartbeat arrivals into phi
@@ -417,6 +419,19 @@ func (n *Node) run() {
 
 func (n *Node) step(env wire.Envelope) {
 	switch m := env.Msg.(type) {
+	case *wire.Batch:
+		// Another replica's messages of one Ready (amcast.Coalesce), each
+		// stepped as if it had come alone; a batch from elsewhere is
+		// refused whole.
+		if !n.cfg.Topology.IsReplica(env.From) {
+			n.stats.StepErrors++
+			n.log.Debug("refused a batch from a non-replica", "from", uint32(env.From))
+			return
+		}
+		for e := range amcast.Unbatch(env) {
+			n.step(e)
+		}
+		return
 	case *wire.Gossip:
 		if n.gossip != nil {
 			if err := n.gossip.step(env.From, m); err != nil {
@@ -474,20 +489,19 @@ func (n *Node) ready() error {
 	if early == nil || len(rd.Persist) == 0 {
 		early = nil
 	} else {
-		sent := false
+		out := n.sendBuf[:0]
 		for _, env := range rd.Messages {
 			if early(env.Msg) {
-				n.stats.Sent++
-				n.stats.SentBeforeSync++
-				if err := n.out.Send(env.To, env.Msg); err != nil {
-					n.stats.SendErrors++
-				}
-				sent = true
+				out = append(out, env)
 			}
 		}
-		if sent {
+		n.stats.SentBeforeSync += uint64(len(out))
+		if len(out) > 0 {
+			n.send(out)
 			n.out.Flush()
 		}
+		clear(out)
+		n.sendBuf = out[:0]
 	}
 	if len(rd.Persist) > 0 {
 		start := time.Now()
@@ -504,6 +518,7 @@ func (n *Node) ready() error {
 			return err
 		}
 	}
+	out := n.sendBuf[:0]
 	for _, env := range rd.Messages {
 		if early != nil && early(env.Msg) {
 			continue // sent before the sync
@@ -511,11 +526,11 @@ func (n *Node) ready() error {
 		if n.svc.holdReply(env) {
 			continue // sent with its result once the deliveries are applied
 		}
-		n.stats.Sent++
-		if err := n.out.Send(env.To, env.Msg); err != nil {
-			n.stats.SendErrors++
-		}
+		out = append(out, env)
 	}
+	n.send(out)
+	clear(out)
+	n.sendBuf = out[:0]
 	n.out.Flush() // before the deliveries: the other processes wait on these
 	if len(rd.Deliveries) > 0 {
 		now := time.Now()
@@ -559,6 +574,22 @@ func (n *Node) ready() error {
 	n.serveReads(rd.Reads) // after the deliveries: a read waits for its index
 	n.m.Advance()
 	return n.maybeCompact()
+}
+
+// send queues a Ready's messages on the transport's batch, those to each
+// other replica combined into BATCH messages (amcast.Coalesce: one frame,
+// decode and inbox hand-off per peer and Ready, not per message).
+func (n *Node) send(msgs []wire.Envelope) {
+	n.stats.Sent += uint64(len(msgs))
+	for _, env := range amcast.Coalesce(msgs, n.cfg.Topology.IsReplica, 0) {
+		if b, ok := env.Msg.(*wire.Batch); ok {
+			n.stats.Batches++
+			n.stats.Batched += uint64(len(b.Msgs))
+		}
+		if err := n.out.Send(env.To, env.Msg); err != nil {
+			n.stats.SendErrors++
+		}
+	}
 }
 
 // coreAmnesiac reports whether the core still waits to rejoin after a

@@ -380,6 +380,19 @@ func TestNodeDeliversAndSurvivesLeaderRestart(t *testing.T) {
 	if st := c.nodes[old].Status(); st.Stats.RestoredRecords == 0 {
 		t.Errorf("restarted node restored nothing")
 	}
+	// Eight clients at once: some Ready held several messages for one peer,
+	// which left as one BATCH (amcast.Coalesce) and was stepped message by
+	// message at the other end.
+	var batches, batched uint64
+	for _, n := range c.nodes {
+		st := n.Status()
+		batches += st.Stats.Batches
+		batched += st.Stats.Batched
+	}
+	t.Logf("%d batches carried %d messages", batches, batched)
+	if batches == 0 || batched < 2*batches {
+		t.Errorf("%d batches carrying %d messages: want some, of 2 messages or more", batches, batched)
+	}
 	rep := check.Check(c.history(t), check.Options{Termination: check.TermAll})
 	if !rep.OK() {
 		t.Fatal(rep.Error())

@@ -19,7 +19,10 @@ type Stats struct {
 	Sent, SendErrors         uint64
 	// SentBeforeSync counts the messages sent while their Ready's records
 	// were being synced (wbcast/pipeline.go).
-	SentBeforeSync       uint64
+	SentBeforeSync uint64
+	// Batches counts the BATCH messages sent (amcast.Coalesce), Batched
+	// the messages they carried (counted in Sent too).
+	Batches, Batched     uint64
 	Delivered, Recovered uint64
 	Compactions          uint64
 	// ServiceSnapshots counts the state machine's snapshots written

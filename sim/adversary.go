@@ -3,6 +3,7 @@ package sim
 import (
 	"math/rand/v2"
 
+	"github.com/weft-dev/weft/amcast"
 	"github.com/weft-dev/weft/internal/check"
 	"github.com/weft-dev/weft/wire"
 )
@@ -110,7 +111,9 @@ func (s *Sim) inject() error {
 		if int(env.To) >= len(s.procs) || !s.up[env.To] {
 			continue
 		}
-		_ = s.procs[env.To].Step(env)
+		for e := range amcast.Unbatch(env) {
+			_ = s.procs[env.To].Step(e)
+		}
 		if err := s.flush(env.To, false); err != nil {
 			return err
 		}

@@ -191,6 +191,13 @@ type Config struct {
 	// the run with an error. It costs a Restore per Ready with records and
 	// a comparison per Ready, about 10x the run, so it is opt-in.
 	CheckRestore bool
+	// Batch: each Ready's messages from one replica to another travel as
+	// BATCH messages (amcast.Coalesce, what a node does), and a replica
+	// steps a batch's messages one by one (amcast.Unbatch). A fault then
+	// strikes a batch whole. Stats.Messages counts what travelled (a batch
+	// is one); ByKind counts the messages inside batches by their kinds,
+	// and the batches as BATCH.
+	Batch bool
 }
 
 func (c *Config) validate(ps *ProtocolSpec) error {

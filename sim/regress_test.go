@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/weft-dev/weft/amcast/wbcast"
@@ -61,10 +62,23 @@ var forgedRegressionSeeds = []uint64{300493, 303008, 303407, 300768, 301315, 303
 //     members at the leader's cballot towards the floor.
 var quorumGCRegressionSeeds = []uint64{302706, 311782, 509452, 500529}
 
-// TestSwarmRegressionSeeds runs each regression seed as it was found, and
-// the seeds found collecting after every member also with the default
-// (collection by a quorum).
+// TestSwarmRegressionSeeds runs each regression seed as it was found
+// (without batches, which came later: Config.Batch), the seeds found
+// collecting after every member also with the default (collection by a
+// quorum), and every seed also as the swarm draws it today.
 func TestSwarmRegressionSeeds(t *testing.T) {
+	for _, batch := range []bool{false, true} {
+		t.Run(fmt.Sprintf("batch=%v", batch), func(t *testing.T) { regressionSeedsRun(t, batch) })
+	}
+}
+
+func regressionSeedsRun(t *testing.T, drawn bool) {
+	// SwarmConfig's draw, or no batches (the seed as it was found).
+	SwarmConfig := func(protocol string, seed uint64) Config {
+		cfg := SwarmConfig(protocol, seed)
+		cfg.Batch = cfg.Batch && drawn
+		return cfg
+	}
 	all := WbCastSpec(func(c *wbcast.Config) { c.CollectAfterAll = true })
 	for _, spec := range []*ProtocolSpec{all, nil} {
 		mode := "collection by a quorum"

@@ -426,9 +426,11 @@ func (s *Sim) handleMsg(ev *event) error {
 	if err != nil {
 		return fmt.Errorf("sim: p%d->p%d: %w", ev.from, ev.to, err)
 	}
-	s.stats.Handled[ev.to]++
-	if err := s.procs[ev.to].Step(wire.Envelope{From: ev.from, To: ev.to, Msg: msg}); err != nil {
-		return fmt.Errorf("sim: t=%d p%d refused %s from p%d: %w", s.now, ev.to, wire.Describe(msg), ev.from, err)
+	for env := range amcast.Unbatch(wire.Envelope{From: ev.from, To: ev.to, Msg: msg}) {
+		s.stats.Handled[ev.to]++
+		if err := s.procs[ev.to].Step(env); err != nil {
+			return fmt.Errorf("sim: t=%d p%d refused %s from p%d: %w", s.now, ev.to, wire.Describe(env.Msg), ev.from, err)
+		}
 	}
 	return s.flush(ev.to, ev.fg)
 }
@@ -516,11 +518,25 @@ func (s *Sim) flush(id wire.ProcID, fg bool) error {
 func (s *Sim) send(msgs []wire.Envelope, fg bool, only func(wire.Message) bool) error {
 	f := s.f
 	n := len(s.procs)
-	for _, e := range msgs {
-		if only != nil && !only(e.Msg) {
-			continue
+	if only != nil {
+		var sel []wire.Envelope
+		for _, e := range msgs {
+			if only(e.Msg) {
+				sel = append(sel, e)
+			}
 		}
+		msgs = sel
+	}
+	if s.cfg.Batch && len(msgs) > 1 && int(msgs[0].From) < s.nrep { // replicas batch, clients do not
+		msgs = amcast.Coalesce(msgs, func(to wire.ProcID) bool { return int(to) < s.nrep }, 0)
+	}
+	for _, e := range msgs {
 		s.kindCnt[e.Msg.Kind()]++
+		if b, ok := e.Msg.(*wire.Batch); ok {
+			for _, m := range b.Msgs {
+				s.kindCnt[m.Kind()]++
+			}
+		}
 		s.stats.Messages++
 		size := wire.Size(e.Msg)
 		if size > s.cfg.MaxFrame {

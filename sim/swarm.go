@@ -62,6 +62,10 @@ func SwarmConfig(protocol string, seed uint64) Config {
 	if rs.IntN(4) > 0 {
 		cfg.Workload.SessionEvery = 1 + rs.IntN(20)
 	}
+	// A node batches its messages between replicas (amcast.Coalesce): so
+	// do three seeds of four, drawn from a stream of their own so every
+	// other part of a seed is what it was before batching existed.
+	cfg.Batch = rand.New(rand.NewPCG(seed, 0x4241_5443_4845_5321)).IntN(4) > 0 // "BATCHES!"
 	f := Faults{GST: gst, LeaderBias: 0.3 + 0.6*r.Float64(), SpikeMin: 5, SpikeMax: 20}
 	// rate draws whether a kind is present (with probability p) and, if so,
 	// a mean time between faults giving 1..maxN of them before GST.

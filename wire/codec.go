@@ -39,6 +39,8 @@ import (
 // Version 3: MsgID gained Digest (a message's identity is its content).
 // Version 4: NEW_LEADER_ACK gained Linf; SNAPSHOT, REJOIN and REC_INSTALL
 // (state transfer).
+// New kinds are appended without a new version (HAND_OVER, READ, VOTE,
+// BATCH, ...): every earlier encoding still decodes the same.
 const Version = 4
 
 // Size caps enforced by Decode before it allocates anything.
@@ -207,7 +209,9 @@ func Append(buf []byte, m Message) []byte {
 			if buf, ok = appendNodeMsg(buf, m); !ok {
 				if buf, ok = appendTransfer(buf, m); !ok {
 					if buf, ok = appendRead(buf, m); !ok {
-						buf, _ = appendVote(buf, m)
+						if buf, ok = appendVote(buf, m); !ok {
+							buf, _ = appendBatch(buf, m)
+						}
 					}
 				}
 			}
@@ -491,6 +495,9 @@ func Decode(b []byte) (Message, error) {
 		}
 		if !ok {
 			x, ok = d.decodeVote()
+		}
+		if !ok {
+			x, ok = d.decodeBatch()
 		}
 		if !ok {
 			return nil, fmt.Errorf("%w: kind byte %d", ErrUnknownKind, b[1])

@@ -157,6 +157,8 @@ func samples() []struct {
 			`READ_REPLY 7.4 g=1 NOT_LEADER leader=p4 err="deposed"`},
 		{&Vote{ID: MsgID{Client: 7, Seq: 4}, GTS: Timestamp{5, 1}, G: 2, Vote: []byte{1}}, `VOTE 7.4 gts=5.g1 g=2 vote=1B`},
 		{&VotePull{ID: MsgID{Client: 7, Seq: 4}, GTS: Timestamp{5, 1}, G: 2}, `VOTE_PULL 7.4 gts=5.g1 g=2`},
+		{&Batch{Msgs: []Message{&NewLeader{B: Ballot{2, 1}}, &VotePull{ID: MsgID{Client: 7, Seq: 4}, GTS: Timestamp{5, 1}, G: 2}}},
+			`BATCH msgs=2 [NEW_LEADER b=2.p1; VOTE_PULL 7.4 gts=5.g1 g=2]`},
 	}
 }
 
@@ -539,6 +541,16 @@ func randMessage(r *rand.Rand, k Kind) Message {
 		return &Vote{ID: randID(r), GTS: randTS(r), G: GroupID(randNum(r, 32)), Vote: randBytes(r)}
 	case KindVotePull:
 		return &VotePull{ID: randID(r), GTS: randTS(r), G: GroupID(randNum(r, 32))}
+	case KindBatch:
+		b := &Batch{}
+		for range 2 + r.IntN(4) {
+			k := KindBatch
+			for k == KindBatch {
+				k = Kind(1 + r.IntN(int(kindEndMessages-1)))
+			}
+			b.Msgs = append(b.Msgs, randMessage(r, k))
+		}
+		return b
 	}
 	panic("randMessage: kind " + k.String())
 }
@@ -606,7 +618,7 @@ func TestDecodeErrors(t *testing.T) {
 		{"version 2 (before content digests)", v2, ErrVersion, "version byte 2"},
 		{"version 0", zeroVersion, ErrVersion, "version byte 0"},
 		{"kind 0", raw(Version, KindInvalid), ErrUnknownKind, "kind byte 0"},
-		{"kind end of messages", raw(Version, kindEndMessages), ErrUnknownKind, "kind byte 35"},
+		{"kind end of messages", raw(Version, kindEndMessages), ErrUnknownKind, "kind byte 36"},
 		{"kind 99", raw(Version, 99), ErrUnknownKind, "kind byte 99"},
 		{"kind end of records", raw(Version, kindEndRecords), ErrUnknownKind, "kind byte 110"},
 		{"kind 255", raw(Version, 255), ErrUnknownKind, "kind byte 255"},

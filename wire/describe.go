@@ -144,7 +144,7 @@ func describe(sb *strings.Builder, m Message) {
 		descStates(sb, m.State)
 		descPaged(sb, m.Paged)
 	default:
-		if !describePaxos(sb, m) && !describeNodeMsg(sb, m) && !describeTransfer(sb, m) && !describeRead(sb, m) && !describeVote(sb, m) {
+		if !describePaxos(sb, m) && !describeNodeMsg(sb, m) && !describeTransfer(sb, m) && !describeRead(sb, m) && !describeVote(sb, m) && !describeBatch(sb, m) {
 			fmt.Fprintf(sb, " %T", m)
 		}
 	}
@@ -190,7 +190,7 @@ func isNilPtr(m Message) bool {
 	case *RecSnapshot:
 		return m == nil
 	}
-	return isNilPaxos(m) || isNilNodeMsg(m) || isNilTransfer(m) || isNilRead(m) || isNilVote(m)
+	return isNilPaxos(m) || isNilNodeMsg(m) || isNilTransfer(m) || isNilRead(m) || isNilVote(m) || isNilBatch(m)
 }
 
 func descID(sb *strings.Builder, id MsgID) {

@@ -130,6 +130,9 @@ func Size(m Message) int {
 		if b, ok := sizeVote(m); ok {
 			return n + b
 		}
+		if b, ok := sizeBatch(m); ok {
+			return n + b
+		}
 		panic("wire: encoding unknown message type " + fmt.Sprintf("%T", m))
 	}
 	panic("wire: encoding a nil " + m.Kind().String() + " pointer")

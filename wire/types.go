@@ -307,6 +307,7 @@ const (
 	KindReadReply
 	KindVote
 	KindVotePull
+	KindBatch
 	kindEndMessages
 )
 
@@ -371,6 +372,7 @@ var kindNames = map[Kind]string{
 	KindReadReply:       "READ_REPLY",
 	KindVote:            "VOTE",
 	KindVotePull:        "VOTE_PULL",
+	KindBatch:           "BATCH",
 }
 
 func (k Kind) String() string {

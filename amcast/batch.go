@@ -1,0 +1,170 @@
+package amcast
+
+import (
+	"iter"
+
+	"github.com/weft-dev/weft/wire"
+)
+
+// Protocol-level batching (issue #14 item 2).
+//
+// A driver (the simulator, a node) that handles one Ready sends its
+// messages through Coalesce: the messages of the Ready from one replica to
+// another become one wire.Batch, in their order. Nothing waits for a batch
+// to fill: a batch is exactly what one Ready holds, and a Ready is closed
+// when the machine's input queue is drained (the node steps what arrived
+// while the previous Ready was being handled, up to its MaxBatch, then
+// handles the Ready). At low load a Ready holds one message per peer and
+// nothing changes (no batch, no delay): the latency stays 3δ / 5δ. At high
+// load a leader's ACCEPTs for every MULTICAST it took in one pass reach each
+// member as one BATCH, the member's ACCEPT_ACKs for that batch come back as
+// one, and the DELIVERs of a pass leave as one: the per-message costs of a
+// frame, a decode call, an inbox hand-off and a loop wake-up are paid once
+// per batch.
+//
+// A batch is a container, not a protocol message: the receiver steps its
+// messages one by one (Unbatch), each with the batch's sender, as if they
+// had arrived back to back on the link, which FIFO links allow; losing a
+// batch is losing each of its messages, a loss the protocols already
+// tolerate. No protocol core changes, so the baselines batch the same way
+// and the comparison stays fair.
+
+// DefaultBatchBytes bounds the encoded messages of one batch: well under
+// the transport's frame cap (wire.DefaultMaxFrame), so a batch never comes
+// near it, and small enough that one batch does not hold a link for long.
+const DefaultBatchBytes = 256 << 10
+
+// batchEntryOverhead is the most a message adds to a batch's encoding
+// beyond its own size: its length prefix (a uvarint of at most 5 bytes for
+// a frame-sized message).
+const batchEntryOverhead = 5
+
+// Coalesce returns msgs with the messages to each recipient that batch
+// reports true for (replicas: clients do not take batches) combined into
+// wire.Batch messages, each at most maxBytes (DefaultBatchBytes if 0)
+// encoded, in their order. A recipient with a single message (or a message
+// too large to share a batch) gets it as it was. Each recipient's batches
+// take the place of its first message, so recipients stay in the order
+// they first appear; when consecutive recipients get the same messages (a
+// leader's ACCEPTs and DELIVERs to every member of its group), they get
+// the same *wire.Batch, which a driver encodes once (transport.Batch).
+//
+// msgs is not modified; the result is a new slice unless nothing batches,
+// when it is msgs itself.
+func Coalesce(msgs []wire.Envelope, batch func(to wire.ProcID) bool, maxBytes int) []wire.Envelope {
+	if len(msgs) < 2 {
+		return msgs
+	}
+	if maxBytes <= 0 {
+		maxBytes = DefaultBatchBytes
+	}
+	// Each recipient's messages, in order, by its first appearance.
+	type dest struct {
+		from, to wire.ProcID
+		msgs     []wire.Message
+	}
+	var dests []dest
+	index := make(map[[2]wire.ProcID]int)
+	batched := false
+	for _, e := range msgs {
+		if !batch(e.To) {
+			continue
+		}
+		k := [2]wire.ProcID{e.From, e.To}
+		i, ok := index[k]
+		if !ok {
+			i = len(dests)
+			index[k] = i
+			dests = append(dests, dest{from: e.From, to: e.To})
+		} else {
+			batched = true
+		}
+		dests[i].msgs = append(dests[i].msgs, e.Msg)
+	}
+	if !batched {
+		return msgs // no recipient has two messages
+	}
+	// Each recipient's output: its batches (or lone messages).
+	outs := make([][]wire.Message, len(dests))
+	for i := range dests {
+		if i > 0 && sameMessages(dests[i].msgs, dests[i-1].msgs) {
+			outs[i] = outs[i-1] // the same values, encoded once downstream
+			continue
+		}
+		outs[i] = chunk(dests[i].msgs, maxBytes)
+	}
+	out := make([]wire.Envelope, 0, len(msgs))
+	done := make([]bool, len(dests))
+	for _, e := range msgs {
+		if !batch(e.To) {
+			out = append(out, e)
+			continue
+		}
+		i := index[[2]wire.ProcID{e.From, e.To}]
+		if done[i] {
+			continue
+		}
+		done[i] = true
+		for _, m := range outs[i] {
+			out = append(out, wire.Envelope{From: e.From, To: e.To, Msg: m})
+		}
+	}
+	return out
+}
+
+// chunk splits msgs into batches of at most maxBytes encoded (a batch of
+// one is its message alone).
+func chunk(msgs []wire.Message, maxBytes int) []wire.Message {
+	var out []wire.Message
+	start, size := 0, 0
+	cut := func(end int) {
+		switch end - start {
+		case 0:
+		case 1:
+			out = append(out, msgs[start])
+		default:
+			out = append(out, &wire.Batch{Msgs: msgs[start:end:end]})
+		}
+		start, size = end, 0
+	}
+	for i, m := range msgs {
+		n := wire.Size(m) + batchEntryOverhead
+		if size+n > maxBytes || i-start == wire.MaxBatchMsgs {
+			cut(i)
+		}
+		size += n
+	}
+	cut(len(msgs))
+	return out
+}
+
+// sameMessages reports whether a and b hold the same message values (the
+// same pointers) in the same order.
+func sameMessages(a, b []wire.Message) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// Unbatch yields the messages env carries, each as an envelope from env's
+// sender: a batch's messages in order, any other message as it is.
+func Unbatch(env wire.Envelope) iter.Seq[wire.Envelope] {
+	return func(yield func(wire.Envelope) bool) {
+		b, ok := env.Msg.(*wire.Batch)
+		if !ok {
+			yield(env)
+			return
+		}
+		for _, m := range b.Msgs {
+			if !yield(wire.Envelope{From: env.From, To: env.To, Msg: m}) {
+				return
+			}
+		}
+	}
+}
