@@ -26,15 +26,16 @@ import (
 //	ftskeen  accept-lower-ballot     seed 6    refusal: PAXOS_PROMISE contradicts a chosen value (decided_mismatch)
 //	ftskeen  ignore-accepted         seed 6    refusal: PAXOS_DECIDED contradicts a chosen value (decided_mismatch)
 //	fastcast skip-delivery-blocking  seed 1    order (per-group prefix)
-//	fastcast skip-final-clock        seed 8    order (per-group prefix)
+//	fastcast skip-final-clock        seed 2    order, termination
 //	fastcast fast-path-mismatch      seed 6    gts (groups disagree on a message's gts)
 //	fastcast accept-lower-ballot     seed 6    refusal: HARD_TS contradicts the group's chosen one (ts_mismatch)
 //	fastcast ignore-accepted         seed 6    refusal: PAXOS_DECIDED contradicts a chosen value (decided_mismatch)
-//	fastcast stale-assign-ts         seed 139  order, gts, agreement, termination (seed 115 before the
-//	                                           swarm restarted clients with messages in flight)
+//	fastcast stale-assign-ts         seed 201  order, agreement, termination (seed 115 before the
+//	                                           swarm restarted clients with messages in flight,
+//	                                           139 before it sent batches)
 //
 // maxSeeds leaves room for small changes of the protocols' message flow;
-// stale-assign-ts starts at seed 121 to keep the test short. The paxos knob
+// stale-assign-ts starts at seed 181 to keep the test short. The paxos knob
 // MutForgetPromise (promises not persisted) is NOT caught by the swarm in
 // 250 seeds of either protocol: the hazard needs a member that promised a
 // ballot, crashed before accepting in it, and then voted for a deposed
@@ -60,7 +61,7 @@ var baselineKnobs = []baselineKnob{
 	{"fastcast", "fast-path-mismatch", fastcast.MutFastPathMismatch, 1, 12},
 	{"fastcast", "accept-lower-ballot", fastcast.MutAcceptLowerBallot, 1, 12},
 	{"fastcast", "ignore-accepted", fastcast.MutIgnoreAccepted, 1, 12},
-	{"fastcast", "stale-assign-ts", fastcast.MutStaleAssignTS, 121, 30},
+	{"fastcast", "stale-assign-ts", fastcast.MutStaleAssignTS, 181, 30},
 }
 
 // mutantSpec builds and restores replicas of protocol (ftskeen or
