@@ -285,6 +285,8 @@ var (
 	descRetained = desc("weft_retained_entries", "State entries the protocol holds in memory (Retained: messages, sessions, remembered ids).")
 	descSyncs    = desc("weft_wal_syncs_total", "WAL group commits (one fdatasync each).")
 	descRecords  = desc("weft_wal_records_total", "Records appended to the WAL.")
+	descBatches  = desc("weft_batches_sent_total", "BATCH messages sent to other replicas (a Ready's messages to one peer in one frame; docs/batching.md).")
+	descBatched  = desc("weft_batched_messages_total", "Protocol messages sent inside BATCH messages.")
 	descCompact  = desc("weft_compactions_total", "Log compactions, by result.", "result")
 	descInboxN   = desc("weft_inbox_messages", "Messages queued for the node's loop, by inbox.", "inbox")
 	descInboxB   = desc("weft_inbox_bytes", "Encoded bytes queued for the node's loop, by inbox.", "inbox")
@@ -322,7 +324,7 @@ var (
 
 var allDescs = []*prometheus.Desc{descInfo, descLeader, descBallot, descBallotCh, descRecStart, descRecDone, descRetried, descRemc,
 	descCatchUp, descColl, descHandOver, descRetries, descRecv, descShed, descDeliv, descUntrack, descRetained, descSyncs, descRecords, descCompact,
-	descInboxN, descInboxB, descInboxPk, descSideDrop, descViewDrop, descInboxW, descStepErr, descRejected, descPeerQN, descPeerQB, descPeerUp, descCliQB,
+	descBatches, descBatched, descInboxN, descInboxB, descInboxPk, descSideDrop, descViewDrop, descInboxW, descStepErr, descRejected, descPeerQN, descPeerQB, descPeerUp, descCliQB,
 	descClients, descConns, descBytes, descDrops, descHsRej, descDialF, descConnE, descPhi, descMemUp, descFlaps, descConv,
 	descReviv, descRounds, descLive, descProbes, descProbeCv, descVerdictD, descGossRej, descReady, descLag}
 
@@ -364,6 +366,8 @@ func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descRetained, float64(st.Retained))
 	counter(descSyncs, float64(s.Syncs))
 	counter(descRecords, float64(s.Records))
+	counter(descBatches, float64(s.Batches))
+	counter(descBatched, float64(s.Batched))
 	counter(descCompact, float64(s.Compactions), "done")
 	counter(descCompact, float64(s.CompactionErrors), "failed")
 	gauge(descInboxN, float64(s.InboxQueued), "peer")
