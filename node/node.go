@@ -48,6 +48,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -395,6 +396,17 @@ func (n *Node) run() {
 			n.expireReads()
 			n.drain(0, 0)
 			tick = true
+		}
+		if n.m.HasReady() {
+			// Yield once before the Ready (not a timer: with nothing else
+			// runnable it returns at once) so the readers that woke while
+			// this pass stepped queue their messages, and step them too:
+			// one Ready, one sync and one batch per peer (docs/batching.md)
+			// for them instead of a pass each. Measured: 10% to 20% more
+			// multicasts/s at 90 clients, 0.3 to 0.8 fewer read/write
+			// system calls per multicast, the same at 1 client.
+			runtime.Gosched()
+			n.drain(0, 0)
 		}
 		if n.m.HasReady() {
 			if err = n.ready(); err != nil {
