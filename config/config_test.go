@@ -190,9 +190,18 @@ func TestUnsafeNoFsync(t *testing.T) {
 // protocol other than WbCast.
 func TestGC(t *testing.T) {
 	c, err := Parse(Sample, Agent)
-	if err != nil || c.GC != GCQuorum || c.CollectAfterAll() {
+	if err != nil || c.CollectAfterAll() {
 		t.Fatalf("sample: %v, gc %q", err, c.GC)
 	}
+	if !strings.Contains(Sample, `# gc = "quorum"`) {
+		t.Error(`the sample does not show gc = "quorum", the default`)
+	}
+	// Left out, the key means "quorum" for WbCast and nothing for the
+	// other protocols, so the sample runs them all.
+	if _, err := Parse(strings.Replace(Sample, `protocol = "wbcast"`, `protocol = "ftskeen"`, 1), Agent); err != nil {
+		t.Errorf("the sample with ftskeen: %v", err)
+	}
+	withGC := strings.Replace(Sample, `# gc = "quorum"`, `gc = "quorum"`, 1)
 	c.GC = GCAll
 	back, err := Parse(c.Format(), Agent)
 	if err != nil || !back.CollectAfterAll() {
@@ -200,8 +209,8 @@ func TestGC(t *testing.T) {
 	}
 	var fe *FieldError
 	for _, text := range []string{
-		strings.Replace(Sample, `gc = "quorum"`, `gc = "some"`, 1),
-		strings.Replace(Sample, `protocol = "wbcast"`, `protocol = "ftskeen"`, 1),
+		strings.Replace(withGC, `gc = "quorum"`, `gc = "some"`, 1),
+		strings.Replace(withGC, `protocol = "wbcast"`, `protocol = "ftskeen"`, 1),
 	} {
 		if _, err := Parse(text, Agent); !errors.As(err, &fe) || fe.Field != "gc" {
 			t.Errorf("%v, want a FieldError naming gc", err)
