@@ -54,7 +54,7 @@ func (e *Env) cmdTopology(t *testing.T, d *datadriven.TestData, w *strings.Build
 		NewReplica: e.NewReplica, DefaultProtocol: e.DefaultProtocol, Commands: e.Commands,
 		Durability: e.Durability, Unordered: e.Unordered, Protocol: protocol, Topo: topo,
 		queues: map[link][]wire.Envelope{}, msgs: map[wire.MsgID]wire.AppMsg{},
-		cut: map[link]cutMode{},
+		cut: map[link]cutMode{}, batch: d.HasArg("batch"),
 	}
 	for id := wire.ProcID(0); id < next; id++ {
 		m, err := e.NewReplica(protocol, topo, id)
@@ -280,6 +280,48 @@ func (e *Env) deliverEach(t *testing.T, f filter, notes *strings.Builder, emit f
 		}
 	}
 	return count
+}
+
+// cmdPass is one pass of a node's loop at process to=P: every message
+// queued to it that deliver would take (links FIFO, held and cut links as
+// there) is stepped, and only then is its Ready handled, once: what the
+// pass sent leaves together (as batches with topology's batch).
+func (e *Env) cmdPass(t *testing.T, d *datadriven.TestData, w *strings.Builder) {
+	f := e.parseFilter(t, d)
+	if len(f.to) != 1 {
+		d.Fatalf(t, "pass needs one to=P")
+	}
+	to := f.to[0]
+	if int(to) < len(e.down) && e.down[to] {
+		d.Fatalf(t, "pass: %s is down", e.Name(to))
+	}
+	m := e.Machine(to)
+	n := 0
+	for _, l := range e.links() {
+		if l.to != to || e.cut[l] == cutHold {
+			continue
+		}
+		for len(e.queues[l]) > 0 && f.match(e.queues[l][0]) && (f.n == 0 || n < f.n) {
+			env := e.queues[l][0]
+			e.pop(l)
+			n++
+			w.WriteString(wire.DescribeEnvelope(env))
+			w.WriteByte('\n')
+			if e.cut[l] == cutDrop {
+				fmt.Fprintf(w, "  dropped: link %s->%s is cut\n", e.Name(l.from), e.Name(l.to))
+				continue
+			}
+			if err := stepAll(m, env); err != "" {
+				fmt.Fprintf(w, "  error: %s\n", err)
+			}
+		}
+	}
+	if n == 0 {
+		w.WriteString("no messages to deliver\n")
+		return
+	}
+	w.WriteString("then its Ready:\n")
+	writeLines(w, "  ", e.drain(t, to))
 }
 
 func (e *Env) pop(l link) {

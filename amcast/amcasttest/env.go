@@ -183,6 +183,10 @@ type Env struct {
 	stores []amcast.Store   // per process; nil entries keep nothing
 	down   []bool           // crashed and not restarted
 	cut    map[link]cutMode // partitioned directed links
+	// batch: each Ready's messages from one replica to another travel as
+	// BATCH messages, as a node sends them (amcast.Coalesce; topology's
+	// batch argument), and a replica steps a batch's messages in order.
+	batch bool
 }
 
 // cutMode is what a partitioned link does with the messages on it.
@@ -231,6 +235,8 @@ func (e *Env) Handle(t *testing.T, d *datadriven.TestData) string {
 			if e.deliverMatching(t, f, &w) == 0 && w.Len() == 0 {
 				w.WriteString("no messages to deliver\n")
 			}
+		case "pass":
+			e.cmdPass(t, d, &w)
 		case "drop":
 			e.cmdDrop(t, d, &w)
 		case "stabilize":
@@ -440,11 +446,21 @@ func (e *Env) step(t *testing.T, env wire.Envelope) *stepResult {
 		r.err = fmt.Sprintf("no process %d", env.To)
 		return r
 	}
-	if err := m.Step(env); err != nil {
-		r.err = err.Error()
-	}
+	r.err = stepAll(m, env)
 	r.out = e.drain(t, env.To)
 	return r
+}
+
+// stepAll steps env into m, a batch message by message (amcast.Unbatch);
+// it returns the refusals, "" if none.
+func stepAll(m amcast.Machine, env wire.Envelope) string {
+	var errs []string
+	for x := range amcast.Unbatch(env) {
+		if err := m.Step(x); err != nil {
+			errs = append(errs, err.Error())
+		}
+	}
+	return strings.Join(errs, "; ")
 }
 
 // Drain handles process id's Ready until it has none, printing each record,
@@ -482,7 +498,11 @@ func (e *Env) drain(t *testing.T, id wire.ProcID) []outLine {
 				}
 			}
 		}
-		for _, env := range rd.Messages {
+		msgs := rd.Messages
+		if e.batch && e.Topo.IsReplica(id) {
+			msgs = amcast.Coalesce(msgs, e.Topo.IsReplica, 0)
+		}
+		for _, env := range msgs {
 			if env.From != id {
 				t.Fatalf("%s: Ready message with sender p%d: %s", e.Name(id), env.From, wire.DescribeEnvelope(env))
 			}
