@@ -88,7 +88,7 @@ func (p *purse) Restore(r io.Reader) error {
 	return nil
 }
 
-func newPurse(t *testing.T, g wire.GroupID, cfg Config) (*Driver, *purse) {
+func newPurse(t testing.TB, g wire.GroupID, cfg Config) (*Driver, *purse) {
 	t.Helper()
 	p := &purse{g: g}
 	cfg.Group = g
@@ -429,6 +429,138 @@ func FuzzAddVote(f *testing.F) {
 			if d.Err() != nil {
 				t.Fatalf("the driver failed on a remote vote: %v", d.Err())
 			}
+		}
+	})
+}
+
+// TestExchangeSnapshotCarriesVotes: the votes kept for pulls travel in the
+// snapshot (format WEFTRSM4), so a replica restarted from it, or a member
+// that installed it, still answers pulls for them; a driver with a smaller
+// VoteCache keeps the newest; a snapshot of the older format (WEFTRSM3,
+// no votes section) still restores, with none kept.
+func TestExchangeSnapshotCarriesVotes(t *testing.T) {
+	d, _ := newPurse(t, 0, Config{VoteCache: 3})
+	for i := uint64(1); i <= 5; i++ {
+		e := ent(i, i, 0, 0, 1)
+		if err := d.Apply([]Entry{e}); err != nil {
+			t.Fatal(err)
+		}
+		if err := d.AddVote(Vote{ID: e.ID, GTS: e.GTS, G: 1, Vote: []byte{byte(i)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var buf bytes.Buffer
+	if err := d.Snapshot(&buf); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		cache int
+		kept  []uint64
+	}{{3, []uint64{3, 4, 5}}, {2, []uint64{4, 5}}, {10, []uint64{3, 4, 5}}, {-1, nil}} {
+		d2, _ := newPurse(t, 0, Config{VoteCache: tc.cache})
+		if err := d2.Restore(bytes.NewReader(buf.Bytes())); err != nil {
+			t.Fatalf("cache %d: %v", tc.cache, err)
+		}
+		for i := uint64(1); i <= 5; i++ {
+			id := wire.MsgID{Client: 50, Seq: i}
+			v, ok := d2.VoteOf(id, 1)
+			want := slices.Contains(tc.kept, i)
+			if ok != want || (ok && (v.GTS != wire.Timestamp{T: i} || !bytes.Equal(v.Vote, []byte{byte(i)}))) {
+				t.Errorf("cache %d: VoteOf(%d, g1) = %+v, %v; want kept %v", tc.cache, i, v, ok, want)
+			}
+			if own, ok := d2.VoteOf(id, 0); ok != want || (ok && !bytes.Equal(own.Vote, []byte{0})) {
+				t.Errorf("cache %d: its own vote on %d: %+v, %v", tc.cache, i, own, ok)
+			}
+		}
+		// It goes on remembering from there, oldest out first.
+		e := ent(6, 6, 0, 0, 1)
+		if err := d2.Apply([]Entry{e}); err != nil {
+			t.Fatal(err)
+		}
+		if err := d2.AddVote(Vote{ID: e.ID, GTS: e.GTS, G: 1, Vote: []byte{6}}); err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := d2.VoteOf(e.ID, 1); ok != (tc.cache > 0) {
+			t.Errorf("cache %d: the next vote kept: %v", tc.cache, ok)
+		}
+		if len(tc.kept) > 0 && tc.cache == len(tc.kept) {
+			if _, ok := d2.VoteOf(wire.MsgID{Client: 50, Seq: tc.kept[0]}, 1); ok {
+				t.Errorf("cache %d: the oldest vote (%d) outlived a new one", tc.cache, tc.kept[0])
+			}
+		}
+	}
+
+	// The older format: the same sections without the votes kept.
+	var old bytes.Buffer
+	cw := &chunkWriter{w: &old}
+	var b []byte
+	b = append(b, snapMagic3...)
+	b = binary.AppendUvarint(b, 5) // applied gts T
+	b = binary.AppendUvarint(b, 0) // G
+	b = binary.AppendUvarint(b, 5) // applied count
+	b = binary.AppendUvarint(b, 0) // results
+	b = binary.AppendUvarint(b, 0) // held entries
+	b = binary.AppendVarint(b, 7)  // the purse's balance
+	if _, err := cw.Write(b); err != nil {
+		t.Fatal(err)
+	}
+	if err := cw.close(); err != nil {
+		t.Fatal(err)
+	}
+	d3, p3 := newPurse(t, 0, Config{VoteCache: 3})
+	if err := d3.Restore(bytes.NewReader(old.Bytes())); err != nil {
+		t.Fatalf("WEFTRSM3: %v", err)
+	}
+	if d3.Applied() != (wire.Timestamp{T: 5}) || p3.balance != 7 {
+		t.Errorf("WEFTRSM3: applied %s balance %d", d3.Applied(), p3.balance)
+	}
+	if _, ok := d3.VoteOf(wire.MsgID{Client: 50, Seq: 5}, 1); ok {
+		t.Error("WEFTRSM3 restored votes it does not carry")
+	}
+	// A votes section cut short is refused.
+	raw := buf.Bytes()
+	for cut := len(raw) - 12; cut < len(raw); cut += 3 {
+		d4, _ := newPurse(t, 0, Config{VoteCache: 3})
+		if err := d4.Restore(bytes.NewReader(raw[:cut])); !errors.Is(err, ErrBadSnapshot) {
+			t.Errorf("cut at %d of %d: %v", cut, len(raw), err)
+		}
+	}
+}
+
+// FuzzDriverRestore: a snapshot is remote input (state transfer ships it
+// from another member): Restore of arbitrary bytes never panics, and
+// whatever it accepts it writes back as a snapshot that restores.
+func FuzzDriverRestore(f *testing.F) {
+	d, _ := newPurse(f, 0, Config{VoteCache: 4})
+	for i := uint64(1); i <= 6; i++ {
+		e := ent(i, i, 0, 0, 1)
+		if err := d.Apply([]Entry{e}); err != nil {
+			f.Fatal(err)
+		}
+		if i < 6 {
+			if err := d.AddVote(Vote{ID: e.ID, GTS: e.GTS, G: 1, Vote: []byte{byte(i)}}); err != nil {
+				f.Fatal(err)
+			}
+		}
+	}
+	var buf bytes.Buffer
+	if err := d.Snapshot(&buf); err != nil {
+		f.Fatal(err)
+	}
+	f.Add(buf.Bytes())
+	f.Add([]byte(snapMagic))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		d, _ := newPurse(t, 0, Config{VoteCache: 4})
+		if err := d.Restore(bytes.NewReader(data)); err != nil {
+			return
+		}
+		var out bytes.Buffer
+		if err := d.Snapshot(&out); err != nil {
+			t.Fatalf("a restored driver's snapshot: %v", err)
+		}
+		d2, _ := newPurse(t, 0, Config{VoteCache: 4})
+		if err := d2.Restore(bytes.NewReader(out.Bytes())); err != nil {
+			t.Fatalf("its snapshot does not restore: %v", err)
 		}
 	})
 }

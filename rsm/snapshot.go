@@ -17,17 +17,25 @@ import (
 // truncation and corruption are detected without holding the snapshot in
 // memory. The chunks' data is:
 //
-//	"WEFTRSM3" | applied gts (T, G) | applied count | results held:
+//	"WEFTRSM4" | applied gts (T, G) | applied count | results held:
 //	  count, then each: client, session, seq, digest, length, bytes |
 //	entries held for votes (exchange.go): count, then each: client,
 //	  session, seq, digest, gts (T, G), floor, destination count and
 //	  groups, payload length and bytes |
+//	votes kept for pulls (exchange.go's decided, oldest first): count,
+//	  then each: client, session, seq, digest, gts (T, G), destination
+//	  count and groups, then per destination a vote length + 1 (0: that
+//	  group does not vote) and bytes |
 //	the state machine's own stream
 //
 // (numbers as uvarints). The applied gts travels in front of the
 // application's stream so the two can never disagree: a restored replica
 // replays exactly the deliveries above it (docs/rsm.md).
-const snapMagic = "WEFTRSM3" // 2: reply ids carry their digest (wire.MsgID.Digest); 3: entries held for votes
+const snapMagic = "WEFTRSM4" // 2: reply ids carry their digest (wire.MsgID.Digest); 3: entries held for votes; 4: votes kept for pulls
+
+// snapMagic3 is the format before the votes kept for pulls: still read
+// (a restored driver then starts with none kept).
+const snapMagic3 = "WEFTRSM3"
 
 // chunkSize is the data per chunk; a reader never buffers more than one.
 const chunkSize = 64 << 10
@@ -85,6 +93,12 @@ func (d *Driver) Snapshot(w io.Writer) error {
 	if _, err := bw.Write(buf); err != nil {
 		return err
 	}
+	// The votes kept for pulls: a replica of another group that still
+	// waits for one may ask this replica after it restarted from this
+	// snapshot, or a member that installed it (docs/kv.md).
+	if err := d.x.writeDecided(bw); err != nil {
+		return err
+	}
 	if err := d.sm.Snapshot(bw); err != nil {
 		return fmt.Errorf("rsm: the state machine's snapshot: %w", err)
 	}
@@ -101,7 +115,7 @@ func (d *Driver) Restore(r io.Reader) error {
 	cr := &chunkReader{r: r}
 	br := bufio.NewReaderSize(cr, chunkSize)
 	magic := make([]byte, len(snapMagic))
-	if _, err := io.ReadFull(br, magic); err != nil || string(magic) != snapMagic {
+	if _, err := io.ReadFull(br, magic); err != nil || (string(magic) != snapMagic && string(magic) != snapMagic3) {
 		return fmt.Errorf("%w: no snapshot header (%v)", ErrBadSnapshot, snapErr(cr, err))
 	}
 	var hdr [4]uint64
@@ -147,6 +161,12 @@ func (d *Driver) Restore(r io.Reader) error {
 	if err != nil {
 		return err
 	}
+	var decided []pendingEntry
+	if string(magic) == snapMagic {
+		if decided, err = readDecided(br, cr, cap(d.x.ring)); err != nil {
+			return err
+		}
+	}
 	if err := d.sm.Restore(br); err != nil {
 		return fmt.Errorf("rsm: the state machine's restore: %w", err)
 	}
@@ -165,6 +185,9 @@ func (d *Driver) Restore(r io.Reader) error {
 	d.stats = Stats{Applied: hdr[2]}
 	d.err = nil
 	d.x.init(d.x.ex, d.x.group, cap(d.x.ring))
+	for i := range decided {
+		d.x.remember(&decided[i])
+	}
 	if len(held) == 0 {
 		return nil
 	}
@@ -240,6 +263,109 @@ func readHeld(br *bufio.Reader, cr *chunkReader) ([]pendingEntry, error) {
 		held = append(held, pendingEntry{Entry: e})
 	}
 	return held, nil
+}
+
+// writeDecided writes the votes kept for pulls, oldest first.
+func (x *exchange) writeDecided(w io.Writer) error {
+	n := len(x.ring)
+	buf := binary.AppendUvarint(nil, uint64(n))
+	for k := range n {
+		id := x.ring[(x.next+k)%n] // the oldest is next in a full ring, 0 otherwise
+		dv := x.decided[id]
+		buf = appendID(buf, id)
+		buf = binary.AppendUvarint(buf, dv.gts.T)
+		buf = binary.AppendUvarint(buf, uint64(dv.gts.G))
+		buf = binary.AppendUvarint(buf, uint64(len(dv.dest)))
+		for _, g := range dv.dest {
+			buf = binary.AppendUvarint(buf, uint64(g))
+		}
+		for i := range dv.dest {
+			var v []byte
+			if i < len(dv.votes) {
+				v = dv.votes[i]
+			}
+			if v == nil {
+				buf = binary.AppendUvarint(buf, 0)
+				continue
+			}
+			buf = binary.AppendUvarint(buf, uint64(len(v))+1)
+			buf = append(buf, v...)
+		}
+		if _, err := w.Write(buf); err != nil {
+			return err
+		}
+		buf = buf[:0]
+	}
+	_, err := w.Write(buf)
+	return err
+}
+
+// readDecided reads the votes kept for pulls, keeping the last max of
+// them (this driver's VoteCache): memory stays bounded whatever the count
+// says (a snapshot may come from another member, by state transfer).
+func readDecided(br *bufio.Reader, cr *chunkReader, max int) ([]pendingEntry, error) {
+	bad := func(what string, err error) error {
+		return fmt.Errorf("%w: votes kept: %s (%v)", ErrBadSnapshot, what, snapErr(cr, err))
+	}
+	n, err := binary.ReadUvarint(br)
+	if err != nil {
+		return nil, bad("count", err)
+	}
+	if max <= 0 {
+		max = 0
+	}
+	out := make([]pendingEntry, 0, min(n, uint64(max)))
+	oldest := 0 // in out, once full: a ring of the last max
+	for range n {
+		var f [6]uint64 // client, session, seq; then gts T, G and the destination count
+		var id wire.MsgID
+		for i := range f {
+			if i == 3 {
+				if _, err := io.ReadFull(br, id.Digest[:]); err != nil {
+					return nil, bad("digest", err)
+				}
+			}
+			if f[i], err = binary.ReadUvarint(br); err != nil {
+				return nil, bad("header", err)
+			}
+		}
+		if f[0] > 1<<32-1 || f[4] > wire.MaxGroups || f[5] > wire.MaxGroups {
+			return nil, bad("field out of range", nil)
+		}
+		id.Client, id.Session, id.Seq = wire.ProcID(f[0]), f[1], f[2]
+		p := pendingEntry{Entry: Entry{ID: id, GTS: wire.Timestamp{T: f[3], G: wire.GroupID(f[4])}}}
+		p.Dest = make([]wire.GroupID, f[5])
+		for i := range p.Dest {
+			v, err := binary.ReadUvarint(br)
+			if err != nil || v > wire.MaxGroups {
+				return nil, bad("destination", err)
+			}
+			p.Dest[i] = wire.GroupID(v)
+		}
+		p.Votes = make([][]byte, len(p.Dest))
+		for i := range p.Votes {
+			l, err := binary.ReadUvarint(br)
+			if err != nil || l > MaxVote+1 {
+				return nil, bad("vote length", err)
+			}
+			if l == 0 {
+				continue
+			}
+			p.Votes[i] = make([]byte, l-1)
+			if _, err := io.ReadFull(br, p.Votes[i]); err != nil {
+				return nil, bad("vote", err)
+			}
+		}
+		switch {
+		case max == 0:
+		case len(out) < max:
+			out = append(out, p)
+		default:
+			out[oldest] = p
+			oldest = (oldest + 1) % max
+		}
+	}
+	return append(out[oldest:], out[:oldest]...), nil // oldest first
 }
 
 // snapErr names the cause of a read failure: the chunk layer's (corrupt,
