@@ -470,6 +470,9 @@ func (n *Node) step(env wire.Envelope) {
 	case *wire.VotePull:
 		n.stepVotePull(env, m)
 		return
+	case *wire.Applied:
+		n.stepApplied(env, m)
+		return
 	}
 	if n.shedForVotes(env) {
 		return

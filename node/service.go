@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"path/filepath"
 	"slices"
+	"time"
 
 	"github.com/weft-dev/weft/amcast"
 	"github.com/weft-dev/weft/rsm"
@@ -66,6 +67,10 @@ type service struct {
 	// leader's own replies held until their entries are applied.
 	wait voteWait
 	own  []ownReply
+	// applied is what each replica last reported it applied (APPLIED,
+	// votes.go); appliedSent when this replica last reported its own.
+	applied     map[wire.ProcID]wire.Timestamp
+	appliedSent time.Time
 	// failed is a failure outside a Ready (a replay after a transfer was
 	// called off): the node stops at its next Ready.
 	failed error

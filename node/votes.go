@@ -1,6 +1,7 @@
 package node
 
 import (
+	"slices"
 	"time"
 
 	"github.com/weft-dev/weft/rsm"
@@ -141,10 +142,74 @@ func (n *Node) afterApply() {
 	n.sendVotes()
 }
 
+// appliedEvery is how often a replica whose state machine exchanges votes
+// tells the others what it applied (APPLIED): how long the votes of
+// messages every destination applied outlive the vote cache, at most.
+const appliedEvery = 250 * time.Millisecond
+
+// sendApplied reports this replica's applied gts to every other replica,
+// every appliedEvery: they keep the votes of messages its group has not
+// applied (a quorum of it) for its pulls (rsm.Driver.NoteApplied).
+func (n *Node) sendApplied(now time.Time) {
+	s := n.svc
+	if s == nil || !n.exchanges() || now.Sub(s.appliedSent) < appliedEvery {
+		return
+	}
+	s.appliedSent = now
+	msg := &wire.Applied{G: n.group, GTS: s.d.Applied()}
+	n.noteApplied(n.cfg.ID, msg)
+	for _, ms := range n.cfg.Topology.Groups {
+		for _, q := range ms {
+			if q != n.cfg.ID {
+				n.sendCounted(q, msg)
+			}
+		}
+	}
+}
+
+// exchanges reports whether the node's state machine exchanges votes.
+func (n *Node) exchanges() bool {
+	_, ok := n.cfg.StateMachine.(rsm.Exchanger)
+	return ok
+}
+
+// stepApplied takes a replica's APPLIED report: only from a replica of
+// the group it reports for.
+func (n *Node) stepApplied(env wire.Envelope, m *wire.Applied) {
+	if g, ok := n.cfg.Topology.GroupOf(env.From); !ok || g != m.G || n.svc == nil {
+		n.stats.Votes.Refused++
+		n.log.Debug("refused an APPLIED report", "from", uint32(env.From), "msg", wire.Describe(m))
+		return
+	}
+	n.noteApplied(env.From, m)
+}
+
+// noteApplied records replica from's report and tells the driver its
+// group's floor: the highest gts a quorum of the group's replicas applied
+// (a replica behind it catches up from its group by state transfer).
+func (n *Node) noteApplied(from wire.ProcID, m *wire.Applied) {
+	s := n.svc
+	if s.applied == nil {
+		s.applied = map[wire.ProcID]wire.Timestamp{}
+	}
+	if !s.applied[from].Less(m.GTS) {
+		return
+	}
+	s.applied[from] = m.GTS
+	ms := n.cfg.Topology.Members(m.G)
+	ts := make([]wire.Timestamp, 0, len(ms))
+	for _, q := range ms {
+		ts = append(ts, s.applied[q])
+	}
+	slices.SortFunc(ts, func(a, b wire.Timestamp) int { return b.Compare(a) })
+	s.d.NoteApplied(m.G, ts[n.cfg.Topology.Quorum(m.G)-1])
+}
+
 // tickVotes pulls missing votes, and falls back to a state transfer when
 // they cannot be had.
 func (n *Node) tickVotes(now time.Time) {
 	n.callOffVoteTransfer()
+	n.sendApplied(now)
 	if n.svc == nil || (n.transferring() && !n.voteTransfer()) {
 		return
 	}

@@ -34,10 +34,14 @@ type Config struct {
 	// messages not delivered here yet (default DefaultMaxEarlyVotes; more
 	// are refused and pulled again later); VoteCache is how many applied
 	// messages' votes are kept for other replicas' pulls (default
-	// DefaultVoteCache; negative: none).
+	// DefaultVoteCache; negative: none), and MaxVotesKept how many more
+	// are kept past it because a destination group has not applied their
+	// message yet (NoteApplied; default DefaultMaxVotesKept; past it the
+	// oldest is dropped and counted, Stats.VotesDropped).
 	MaxPendingBytes int64
 	MaxEarlyVotes   int
 	VoteCache       int
+	MaxVotesKept    int
 }
 
 // Stats counts what a Driver did.
@@ -64,6 +68,11 @@ type Stats struct {
 	VotesCast    uint64 `json:"votes_cast"`
 	VotesIn      uint64 `json:"votes_in"`
 	VotesRefused uint64 `json:"votes_refused"`
+	// VotesKept is the number of votes kept past VoteCache because a
+	// destination group has not applied their message yet; VotesDropped
+	// counts those dropped at MaxVotesKept anyway.
+	VotesKept    int    `json:"votes_kept"`
+	VotesDropped uint64 `json:"votes_dropped"`
 }
 
 // Driver feeds a StateMachine the deliveries of one replica, exactly once,
@@ -119,10 +128,16 @@ func NewDriver(sm StateMachine, cfg Config) (*Driver, error) {
 	case cfg.VoteCache < 0:
 		cfg.VoteCache = 0
 	}
+	switch {
+	case cfg.MaxVotesKept == 0:
+		cfg.MaxVotesKept = DefaultMaxVotesKept
+	case cfg.MaxVotesKept < 0:
+		cfg.MaxVotesKept = 0
+	}
 	d := &Driver{sm: sm, cfg: cfg}
 	d.replies.init(cfg.MaxReplies, cfg.MaxReplyBytes)
 	ex, _ := sm.(Exchanger)
-	d.x.init(ex, cfg.Group, cfg.VoteCache)
+	d.x.init(ex, cfg.Group, cfg.VoteCache, cfg.MaxVotesKept)
 	return d, nil
 }
 
@@ -135,6 +150,7 @@ func (d *Driver) Stats() Stats {
 	s.Replies, s.ReplyBytes = d.replies.len(), d.replies.bytes
 	s.Evicted = d.replies.evicted
 	s.Held, s.HeldBytes = d.Backlog()
+	s.VotesKept, s.VotesDropped = len(d.x.kept), d.x.dropped
 	return s
 }
 

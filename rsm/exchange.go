@@ -91,6 +91,7 @@ const (
 	DefaultMaxPendingBytes = 64 << 20
 	DefaultMaxEarlyVotes   = 1 << 16
 	DefaultVoteCache       = 1 << 14
+	DefaultMaxVotesKept    = 1 << 16
 )
 
 // voteKey names one group's vote on one message.
@@ -127,6 +128,17 @@ type exchange struct {
 	decided map[wire.MsgID]decidedVotes
 	ring    []wire.MsgID
 	next    int
+	// kept are the messages, oldest first, whose votes left the ring while
+	// one of their destination groups had not applied them (retire): they
+	// stay in decided, for that group's pulls, until NoteApplied says every
+	// destination has, at most maxKept of them (then the oldest goes,
+	// counted in dropped). A group entirely down cannot have new messages
+	// delivered, so what it may still need is what was in flight when it
+	// went down: kept stays small.
+	kept    []wire.MsgID
+	maxKept int
+	dropped uint64
+	applied map[wire.GroupID]wire.Timestamp // each group's applied floor (NoteApplied)
 }
 
 type voteVal struct {
@@ -145,8 +157,9 @@ type decidedVotes struct {
 // destinations.
 const pendingOverhead = 128
 
-func (x *exchange) init(ex Exchanger, group wire.GroupID, cache int) {
-	*x = exchange{ex: ex, group: group, ids: map[wire.MsgID]wire.Timestamp{}, votes: map[voteKey]voteVal{}}
+func (x *exchange) init(ex Exchanger, group wire.GroupID, cache, kept int) {
+	*x = exchange{ex: ex, group: group, ids: map[wire.MsgID]wire.Timestamp{}, votes: map[voteKey]voteVal{},
+		maxKept: kept, applied: map[wire.GroupID]wire.Timestamp{}}
 	if cache > 0 {
 		x.decided = map[wire.MsgID]decidedVotes{}
 		x.ring = make([]wire.MsgID, 0, cache)
@@ -264,11 +277,62 @@ func (x *exchange) remember(p *pendingEntry) {
 	if len(x.ring) < cap(x.ring) {
 		x.ring = append(x.ring, p.ID)
 	} else {
-		delete(x.decided, x.ring[x.next])
+		x.retire(x.ring[x.next])
 		x.ring[x.next] = p.ID
 		x.next = (x.next + 1) % len(x.ring)
 	}
 	x.decided[p.ID] = decidedVotes{gts: p.GTS, dest: slices.Clone(p.Dest), votes: p.Votes}
+}
+
+// retire takes message id's votes out of the ring: forgotten if every
+// destination group applied the message, else kept (bounded).
+func (x *exchange) retire(id wire.MsgID) {
+	dv, ok := x.decided[id]
+	if !ok || x.appliedEverywhere(dv) || x.maxKept == 0 {
+		delete(x.decided, id)
+		return
+	}
+	if len(x.kept) >= x.maxKept {
+		delete(x.decided, x.kept[0])
+		x.kept = x.kept[1:]
+		x.dropped++
+	}
+	x.kept = append(x.kept, id)
+}
+
+// appliedEverywhere reports whether every destination group of dv applied
+// its message, as far as NoteApplied told.
+func (x *exchange) appliedEverywhere(dv decidedVotes) bool {
+	for _, g := range dv.dest {
+		if x.applied[g].Less(dv.gts) {
+			return false
+		}
+	}
+	return true
+}
+
+// NoteApplied tells the driver that group g applied every entry up to gts
+// (the node: what a quorum of g's replicas report; a replica of g behind
+// that floor catches up by state transfer from its group). The votes kept
+// past VoteCache for messages every destination group applied are
+// forgotten. A floor lower than one noted before is ignored.
+func (d *Driver) NoteApplied(g wire.GroupID, gts wire.Timestamp) {
+	x := &d.x
+	if !x.applied[g].Less(gts) {
+		return
+	}
+	x.applied[g] = gts
+	k := 0
+	for _, id := range x.kept {
+		if dv, ok := x.decided[id]; ok && !x.appliedEverywhere(dv) {
+			x.kept[k] = id
+			k++
+		} else {
+			delete(x.decided, id)
+		}
+	}
+	clear(x.kept[k:])
+	x.kept = x.kept[:k]
 }
 
 // AddVote takes a vote another replica sent (or answered a pull with). A

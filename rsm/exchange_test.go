@@ -299,9 +299,19 @@ func TestExchangeSnapshotCarriesHeld(t *testing.T) {
 }
 
 // TestExchangeVoteCacheBounded: the votes kept for pulls are the last
-// VoteCache messages' only.
+// VoteCache messages', and, past them, those of messages a destination
+// group has not applied yet (NoteApplied), at most MaxVotesKept of them.
 func TestExchangeVoteCacheBounded(t *testing.T) {
-	d, _ := newPurse(t, 0, Config{VoteCache: 3})
+	d, _ := newPurse(t, 0, Config{VoteCache: 3, MaxVotesKept: 2})
+	kept := func(want ...uint64) {
+		t.Helper()
+		for i := uint64(1); i <= 6; i++ {
+			_, ok := d.VoteOf(wire.MsgID{Client: 50, Seq: i}, 1)
+			if ok != slices.Contains(want, i) {
+				t.Errorf("VoteOf message %d: %v, want kept %v", i, ok, want)
+			}
+		}
+	}
 	for i := uint64(1); i <= 5; i++ {
 		e := ent(i, i, 0, 0, 1)
 		if err := d.Apply([]Entry{e}); err != nil {
@@ -311,13 +321,40 @@ func TestExchangeVoteCacheBounded(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for i := uint64(1); i <= 5; i++ {
-		_, ok := d.VoteOf(wire.MsgID{Client: 50, Seq: i}, 1)
-		if ok != (i >= 3) {
-			t.Errorf("VoteOf message %d: %v, want %v (cache of 3)", i, ok, i >= 3)
+	// No group said it applied anything: 1 and 2 are kept past the cache.
+	kept(1, 2, 3, 4, 5)
+	if st := d.Stats(); st.VotesKept != 2 || st.VotesDropped != 0 {
+		t.Errorf("stats %+v: want 2 kept, none dropped", st)
+	}
+	// Group 1 applied through 1, group 0 (this one) through everything:
+	// 1 is forgotten, 2 kept for group 1.
+	d.NoteApplied(1, wire.Timestamp{T: 1})
+	d.NoteApplied(0, wire.Timestamp{T: 5})
+	kept(2, 3, 4, 5)
+	d.NoteApplied(1, wire.Timestamp{T: 1}) // not higher: nothing changes
+	kept(2, 3, 4, 5)
+	// Two more messages leave the ring while group 1 is behind: kept, and
+	// past MaxVotesKept the oldest kept is dropped, counted.
+	for i := uint64(6); i <= 7; i++ {
+		e := ent(i, i, 0, 0, 1)
+		if err := d.Apply([]Entry{e}); err != nil {
+			t.Fatal(err)
+		}
+		if err := d.AddVote(Vote{ID: e.ID, GTS: e.GTS, G: 1, Vote: []byte{0}}); err != nil {
+			t.Fatal(err)
 		}
 	}
-	if d.Applied() != (wire.Timestamp{T: 5}) {
+	kept(3, 4, 5, 6)
+	if st := d.Stats(); st.VotesKept != 2 || st.VotesDropped != 1 {
+		t.Errorf("stats %+v: want 2 kept, 1 dropped", st)
+	}
+	// Group 1 catches up: only the ring's remain.
+	d.NoteApplied(1, wire.Timestamp{T: 7})
+	kept(5, 6)
+	if st := d.Stats(); st.VotesKept != 0 {
+		t.Errorf("stats %+v: want none kept past the ring", st)
+	}
+	if d.Applied() != (wire.Timestamp{T: 7}) {
 		t.Fatalf("applied %s", d.Applied())
 	}
 }
@@ -435,9 +472,10 @@ func FuzzAddVote(f *testing.F) {
 
 // TestExchangeSnapshotCarriesVotes: the votes kept for pulls travel in the
 // snapshot (format WEFTRSM4), so a replica restarted from it, or a member
-// that installed it, still answers pulls for them; a driver with a smaller
-// VoteCache keeps the newest; a snapshot of the older format (WEFTRSM3,
-// no votes section) still restores, with none kept.
+// that installed it, still answers pulls for them; a restored driver keeps
+// them whatever its VoteCache (no group has told it what it applied) and
+// forgets them as groups apply; a snapshot of the older format
+// (WEFTRSM3, no votes section) still restores, with none kept.
 func TestExchangeSnapshotCarriesVotes(t *testing.T) {
 	d, _ := newPurse(t, 0, Config{VoteCache: 3})
 	for i := uint64(1); i <= 5; i++ {
@@ -449,30 +487,37 @@ func TestExchangeSnapshotCarriesVotes(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	d.NoteApplied(0, wire.Timestamp{T: 5})
+	d.NoteApplied(1, wire.Timestamp{T: 1}) // 1 forgotten, 2 kept past the ring
 	var buf bytes.Buffer
 	if err := d.Snapshot(&buf); err != nil {
 		t.Fatal(err)
 	}
+	all := []uint64{2, 3, 4, 5}
 	for _, tc := range []struct {
 		cache int
-		kept  []uint64
-	}{{3, []uint64{3, 4, 5}}, {2, []uint64{4, 5}}, {10, []uint64{3, 4, 5}}, {-1, nil}} {
+		kept  []uint64 // after the restore
+		after []uint64 // after every group applied through 6
+	}{{3, all, []uint64{4, 5, 6}}, {2, all, []uint64{5, 6}}, {10, all, []uint64{2, 3, 4, 5, 6}}, {-1, nil, nil}} {
 		d2, _ := newPurse(t, 0, Config{VoteCache: tc.cache})
 		if err := d2.Restore(bytes.NewReader(buf.Bytes())); err != nil {
 			t.Fatalf("cache %d: %v", tc.cache, err)
 		}
-		for i := uint64(1); i <= 5; i++ {
-			id := wire.MsgID{Client: 50, Seq: i}
-			v, ok := d2.VoteOf(id, 1)
-			want := slices.Contains(tc.kept, i)
-			if ok != want || (ok && (v.GTS != wire.Timestamp{T: i} || !bytes.Equal(v.Vote, []byte{byte(i)}))) {
-				t.Errorf("cache %d: VoteOf(%d, g1) = %+v, %v; want kept %v", tc.cache, i, v, ok, want)
-			}
-			if own, ok := d2.VoteOf(id, 0); ok != want || (ok && !bytes.Equal(own.Vote, []byte{0})) {
-				t.Errorf("cache %d: its own vote on %d: %+v, %v", tc.cache, i, own, ok)
+		check := func(want []uint64) {
+			t.Helper()
+			for i := uint64(1); i <= 6; i++ {
+				id := wire.MsgID{Client: 50, Seq: i}
+				v, ok := d2.VoteOf(id, 1)
+				in := slices.Contains(want, i)
+				if ok != in || (ok && (v.GTS != wire.Timestamp{T: i} || !bytes.Equal(v.Vote, []byte{byte(i)}))) {
+					t.Errorf("cache %d: VoteOf(%d, g1) = %+v, %v; want kept %v", tc.cache, i, v, ok, in)
+				}
+				if own, ok := d2.VoteOf(id, 0); ok != in || (ok && !bytes.Equal(own.Vote, []byte{0})) {
+					t.Errorf("cache %d: its own vote on %d: %+v, %v", tc.cache, i, own, ok)
+				}
 			}
 		}
-		// It goes on remembering from there, oldest out first.
+		check(tc.kept)
 		e := ent(6, 6, 0, 0, 1)
 		if err := d2.Apply([]Entry{e}); err != nil {
 			t.Fatal(err)
@@ -480,14 +525,9 @@ func TestExchangeSnapshotCarriesVotes(t *testing.T) {
 		if err := d2.AddVote(Vote{ID: e.ID, GTS: e.GTS, G: 1, Vote: []byte{6}}); err != nil {
 			t.Fatal(err)
 		}
-		if _, ok := d2.VoteOf(e.ID, 1); ok != (tc.cache > 0) {
-			t.Errorf("cache %d: the next vote kept: %v", tc.cache, ok)
-		}
-		if len(tc.kept) > 0 && tc.cache == len(tc.kept) {
-			if _, ok := d2.VoteOf(wire.MsgID{Client: 50, Seq: tc.kept[0]}, 1); ok {
-				t.Errorf("cache %d: the oldest vote (%d) outlived a new one", tc.cache, tc.kept[0])
-			}
-		}
+		d2.NoteApplied(0, wire.Timestamp{T: 6})
+		d2.NoteApplied(1, wire.Timestamp{T: 6})
+		check(tc.after)
 	}
 
 	// The older format: the same sections without the votes kept.

@@ -8,6 +8,7 @@ import (
 	"hash/crc32"
 	"io"
 	"math"
+	"slices"
 
 	"github.com/weft-dev/weft/wire"
 )
@@ -163,7 +164,7 @@ func (d *Driver) Restore(r io.Reader) error {
 	}
 	var decided []pendingEntry
 	if string(magic) == snapMagic {
-		if decided, err = readDecided(br, cr, cap(d.x.ring)); err != nil {
+		if decided, err = readDecided(br, cr, cap(d.x.ring)+d.x.maxKept); err != nil {
 			return err
 		}
 	}
@@ -184,7 +185,7 @@ func (d *Driver) Restore(r io.Reader) error {
 	d.received = d.applied
 	d.stats = Stats{Applied: hdr[2]}
 	d.err = nil
-	d.x.init(d.x.ex, d.x.group, cap(d.x.ring))
+	d.x.init(d.x.ex, d.x.group, cap(d.x.ring), d.x.maxKept)
 	for i := range decided {
 		d.x.remember(&decided[i])
 	}
@@ -265,12 +266,17 @@ func readHeld(br *bufio.Reader, cr *chunkReader) ([]pendingEntry, error) {
 	return held, nil
 }
 
-// writeDecided writes the votes kept for pulls, oldest first.
+// writeDecided writes the votes kept for pulls, oldest first: those kept
+// past the ring for a group that has not applied their message, then the
+// ring's.
 func (x *exchange) writeDecided(w io.Writer) error {
 	n := len(x.ring)
-	buf := binary.AppendUvarint(nil, uint64(n))
+	ids := slices.Clone(x.kept)
 	for k := range n {
-		id := x.ring[(x.next+k)%n] // the oldest is next in a full ring, 0 otherwise
+		ids = append(ids, x.ring[(x.next+k)%n]) // the oldest is next in a full ring, 0 otherwise
+	}
+	buf := binary.AppendUvarint(nil, uint64(len(ids)))
+	for _, id := range ids {
 		dv := x.decided[id]
 		buf = appendID(buf, id)
 		buf = binary.AppendUvarint(buf, dv.gts.T)
@@ -301,8 +307,9 @@ func (x *exchange) writeDecided(w io.Writer) error {
 }
 
 // readDecided reads the votes kept for pulls, keeping the last max of
-// them (this driver's VoteCache): memory stays bounded whatever the count
-// says (a snapshot may come from another member, by state transfer).
+// them (this driver's VoteCache and MaxVotesKept): memory stays bounded
+// whatever the count says (a snapshot may come from another member, by
+// state transfer).
 func readDecided(br *bufio.Reader, cr *chunkReader, max int) ([]pendingEntry, error) {
 	bad := func(what string, err error) error {
 		return fmt.Errorf("%w: votes kept: %s (%v)", ErrBadSnapshot, what, snapErr(cr, err))

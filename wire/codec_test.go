@@ -159,6 +159,7 @@ func samples() []struct {
 		{&VotePull{ID: MsgID{Client: 7, Seq: 4}, GTS: Timestamp{5, 1}, G: 2}, `VOTE_PULL 7.4 gts=5.g1 g=2`},
 		{&Batch{Msgs: []Message{&NewLeader{B: Ballot{2, 1}}, &VotePull{ID: MsgID{Client: 7, Seq: 4}, GTS: Timestamp{5, 1}, G: 2}}},
 			`BATCH msgs=2 [NEW_LEADER b=2.p1; VOTE_PULL 7.4 gts=5.g1 g=2]`},
+		{&Applied{G: 2, GTS: Timestamp{9, 1}}, `APPLIED g=2 gts=9.g1`},
 	}
 }
 
@@ -541,6 +542,8 @@ func randMessage(r *rand.Rand, k Kind) Message {
 		return &Vote{ID: randID(r), GTS: randTS(r), G: GroupID(randNum(r, 32)), Vote: randBytes(r)}
 	case KindVotePull:
 		return &VotePull{ID: randID(r), GTS: randTS(r), G: GroupID(randNum(r, 32))}
+	case KindApplied:
+		return &Applied{G: GroupID(randNum(r, 32)), GTS: randTS(r)}
 	case KindBatch:
 		b := &Batch{}
 		for range 2 + r.IntN(4) {
@@ -618,7 +621,7 @@ func TestDecodeErrors(t *testing.T) {
 		{"version 2 (before content digests)", v2, ErrVersion, "version byte 2"},
 		{"version 0", zeroVersion, ErrVersion, "version byte 0"},
 		{"kind 0", raw(Version, KindInvalid), ErrUnknownKind, "kind byte 0"},
-		{"kind end of messages", raw(Version, kindEndMessages), ErrUnknownKind, "kind byte 36"},
+		{"kind end of messages", raw(Version, kindEndMessages), ErrUnknownKind, "kind byte 37"},
 		{"kind 99", raw(Version, 99), ErrUnknownKind, "kind byte 99"},
 		{"kind end of records", raw(Version, kindEndRecords), ErrUnknownKind, "kind byte 110"},
 		{"kind 255", raw(Version, 255), ErrUnknownKind, "kind byte 255"},

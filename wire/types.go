@@ -308,6 +308,7 @@ const (
 	KindVote
 	KindVotePull
 	KindBatch
+	KindApplied
 	kindEndMessages
 )
 
@@ -373,6 +374,7 @@ var kindNames = map[Kind]string{
 	KindVote:            "VOTE",
 	KindVotePull:        "VOTE_PULL",
 	KindBatch:           "BATCH",
+	KindApplied:         "APPLIED",
 }
 
 func (k Kind) String() string {

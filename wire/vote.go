@@ -33,12 +33,22 @@ type VotePull struct {
 	G   GroupID
 }
 
+// Applied (APPLIED) tells the replicas of the other groups that the
+// sender, a replica of group G, applied every delivery up to GTS: a
+// replica keeps the votes of messages a destination group has not applied
+// (a quorum of it) for that group's pulls (rsm.Driver.NoteApplied).
+type Applied struct {
+	G   GroupID
+	GTS Timestamp
+}
+
 // MaxVote bounds Vote.Vote (rsm.MaxVote is the same).
 const MaxVote = 64 << 10
 
 // Kind implements Message.
 func (*Vote) Kind() Kind     { return KindVote }
 func (*VotePull) Kind() Kind { return KindVotePull }
+func (*Applied) Kind() Kind  { return KindApplied }
 
 func appendVote(buf []byte, m Message) ([]byte, bool) {
 	switch m := m.(type) {
@@ -52,6 +62,9 @@ func appendVote(buf []byte, m Message) ([]byte, bool) {
 		buf = appendMsgID(buf, m.ID)
 		buf = appendTS(buf, m.GTS)
 		buf = binary.AppendUvarint(buf, uint64(m.G))
+	case *Applied:
+		buf = binary.AppendUvarint(buf, uint64(m.G))
+		buf = appendTS(buf, m.GTS)
 	default:
 		return buf, false
 	}
@@ -70,6 +83,11 @@ func sizeVote(m Message) (n int, ok bool) {
 			panic("wire: encoding a nil VOTE_PULL pointer")
 		}
 		return sizeMsgID(m.ID) + sizeTS(m.GTS) + uvarintLen(uint64(m.G)), true
+	case *Applied:
+		if m == nil {
+			panic("wire: encoding a nil APPLIED pointer")
+		}
+		return uvarintLen(uint64(m.G)) + sizeTS(m.GTS), true
 	}
 	return 0, false
 }
@@ -89,6 +107,11 @@ func (d *decoder) decodeVote() (m Message, ok bool) {
 		x.GTS = d.ts("gts")
 		x.G = GroupID(d.u32("g"))
 		return x, true
+	case KindApplied:
+		x := new(Applied)
+		x.G = GroupID(d.u32("g"))
+		x.GTS = d.ts("gts")
+		return x, true
 	}
 	return nil, false
 }
@@ -106,6 +129,9 @@ func describeVote(sb *strings.Builder, m Message) bool {
 		descID(sb, m.ID)
 		descOptTS(sb, "gts", m.GTS)
 		descGroup(sb, "g", m.G)
+	case *Applied:
+		descGroup(sb, "g", m.G)
+		descOptTS(sb, "gts", m.GTS)
 	default:
 		return false
 	}
@@ -115,6 +141,8 @@ func describeVote(sb *strings.Builder, m Message) bool {
 func isNilVote(m Message) bool {
 	switch m := m.(type) {
 	case *Vote:
+		return m == nil
+	case *Applied:
 		return m == nil
 	case *VotePull:
 		return m == nil
