@@ -35,6 +35,7 @@ package wbcast
 import (
 	"fmt"
 	"math"
+	"math/bits"
 
 	"github.com/weft-dev/weft/amcast"
 	"github.com/weft-dev/weft/amcast/internal/tsheap"
@@ -748,14 +749,8 @@ func b2i(b bool) int {
 	return 0
 }
 
-func popcount(x uint64) int {
-	n := 0
-	for x != 0 {
-		x &= x - 1
-		n++
-	}
-	return n
-}
+// popcount is the number of set bits of x (acks as a bit set per member).
+func popcount(x uint64) int { return bits.OnesCount64(x) }
 
 // sortedIDs returns the ids of the records, sorted (map order is random and
 // outputs must be deterministic).

@@ -4,6 +4,8 @@ package paxos
 // proposal, counting votes, deciding and executing in slot order.
 
 import (
+	"math/bits"
+
 	"github.com/weft-dev/weft/wire"
 )
 
@@ -89,14 +91,8 @@ func (l *Log) onAccepted(from wire.ProcID, a *wire.PaxosAccepted) error {
 	return nil
 }
 
-func popcount(x uint64) int {
-	n := 0
-	for x != 0 {
-		x &= x - 1
-		n++
-	}
-	return n
-}
+// popcount is the number of set bits of x (acks as a bit set per member).
+func popcount(x uint64) int { return bits.OnesCount64(x) }
 
 // checkChosen decides slot s if a quorum voted for the value held here.
 func (l *Log) checkChosen(s uint64) {
