@@ -150,10 +150,29 @@ func (b *bankRun) deliver(p wire.ProcID, d amcast.Delivery) {
 	b.record(p, g, &d.M)
 }
 
+// noteApplied tells every replica each group's applied floor, the highest
+// gts a quorum of its replicas applied, as a node's APPLIED reports do
+// (node/votes.go): votes kept past the cache for a group behind are
+// forgotten once it is not.
+func (b *bankRun) noteApplied() {
+	for g := range b.topo.NumGroups() {
+		var ts []wire.Timestamp
+		for _, rp := range b.shard(wire.GroupID(g)) {
+			ts = append(ts, rp.Driver.Applied())
+		}
+		slices.SortFunc(ts, func(a, b wire.Timestamp) int { return b.Compare(a) })
+		floor := ts[b.topo.Quorum(wire.GroupID(g))-1]
+		for _, rp := range b.reps {
+			rp.Driver.NoteApplied(wire.GroupID(g), floor)
+		}
+	}
+}
+
 // exchange delivers the votes every replica cast (one in five is lost)
 // to every replica of the groups each is for, then lets replicas that
 // wait pull what they miss (one pass in three), until nothing moves.
 func (b *bankRun) exchange() {
+	defer b.noteApplied()
 	for moved := true; moved; {
 		moved = false
 		for _, rp := range b.reps {
