@@ -58,23 +58,32 @@ func Coalesce(msgs []wire.Envelope, batch func(to wire.ProcID) bool, maxBytes in
 	if maxBytes <= 0 {
 		maxBytes = DefaultBatchBytes
 	}
-	// Each recipient's messages, in order, by its first appearance.
+	// Each recipient's messages, in order, by its first appearance. A
+	// Ready has few recipients (its process's peers): a linear search, no
+	// map to allocate on every pass.
 	type dest struct {
 		from, to wire.ProcID
 		msgs     []wire.Message
+		out      []wire.Message // its batches (or lone messages)
+		done     bool           // out is in the result
 	}
 	var dests []dest
-	index := make(map[[2]wire.ProcID]int)
+	find := func(from, to wire.ProcID) int {
+		for i := range dests {
+			if dests[i].to == to && dests[i].from == from {
+				return i
+			}
+		}
+		return -1
+	}
 	batched := false
 	for _, e := range msgs {
 		if !batch(e.To) {
 			continue
 		}
-		k := [2]wire.ProcID{e.From, e.To}
-		i, ok := index[k]
-		if !ok {
+		i := find(e.From, e.To)
+		if i < 0 {
 			i = len(dests)
-			index[k] = i
 			dests = append(dests, dest{from: e.From, to: e.To})
 		} else {
 			batched = true
@@ -84,28 +93,25 @@ func Coalesce(msgs []wire.Envelope, batch func(to wire.ProcID) bool, maxBytes in
 	if !batched {
 		return msgs // no recipient has two messages
 	}
-	// Each recipient's output: its batches (or lone messages).
-	outs := make([][]wire.Message, len(dests))
 	for i := range dests {
 		if i > 0 && sameMessages(dests[i].msgs, dests[i-1].msgs) {
-			outs[i] = outs[i-1] // the same values, encoded once downstream
+			dests[i].out = dests[i-1].out // the same values, encoded once downstream
 			continue
 		}
-		outs[i] = chunk(dests[i].msgs, maxBytes)
+		dests[i].out = chunk(dests[i].msgs, maxBytes)
 	}
 	out := make([]wire.Envelope, 0, len(msgs))
-	done := make([]bool, len(dests))
 	for _, e := range msgs {
 		if !batch(e.To) {
 			out = append(out, e)
 			continue
 		}
-		i := index[[2]wire.ProcID{e.From, e.To}]
-		if done[i] {
+		d := &dests[find(e.From, e.To)]
+		if d.done {
 			continue
 		}
-		done[i] = true
-		for _, m := range outs[i] {
+		d.done = true
+		for _, m := range d.out {
 			out = append(out, wire.Envelope{From: e.From, To: e.To, Msg: m})
 		}
 	}
