@@ -21,7 +21,7 @@ import (
 // one is losing each message in it.
 //
 // A batch holds at least two messages and at most MaxBatchMsgs, none of
-// them a Batch or a durable record.
+// them a Batch or a durable record: Decode refuses any other.
 type Batch struct {
 	Msgs []Message
 }
@@ -30,26 +30,8 @@ type Batch struct {
 // bytes).
 const MaxBatchMsgs = 1 << 14
 
-// ErrBadBatch is wrapped by the Validate error of a Batch that could not
-// have been built by amcast.Coalesce.
-var ErrBadBatch = errors.New("wire: bad batch")
-
 // Kind implements Message.
 func (*Batch) Kind() Kind { return KindBatch }
-
-// Validate reports whether b may be encoded and sent: two messages or
-// more, at most MaxBatchMsgs, none nil, a Batch or a record.
-func (b *Batch) Validate() error {
-	if n := len(b.Msgs); n < 2 || n > MaxBatchMsgs {
-		return fmt.Errorf("%w: %d messages (want 2 to %d)", ErrBadBatch, n, MaxBatchMsgs)
-	}
-	for i, m := range b.Msgs {
-		if err := batchable(m); err != nil {
-			return fmt.Errorf("%w: message %d: %w", ErrBadBatch, i, err)
-		}
-	}
-	return nil
-}
 
 // batchable reports why m may not travel in a Batch (nil if it may).
 func batchable(m Message) error {
