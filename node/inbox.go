@@ -263,8 +263,9 @@ func (n *Node) take(q *inbox, in input) {
 // drain steps queued inputs so that one Ready (and one sync) covers them:
 // the peer inbox first, up to MaxBatch inputs in all (have counts those
 // already stepped this pass), then at most ClientBatch client messages
-// (clients counts those already stepped this pass).
-func (n *Node) drain(have, clients int) {
+// (clients counts those already stepped this pass). It returns the pass's
+// counts after it.
+func (n *Node) drain(have, clients int) (int, int) {
 	defer func() {
 		n.stats.MaxBatchSeen = max(n.stats.MaxBatchSeen, have+clients)
 		n.stats.MaxClientBatchSeen = max(n.stats.MaxClientBatchSeen, clients)
@@ -285,9 +286,10 @@ peers:
 			n.take(n.clients, in)
 			clients++
 		default:
-			return
+			return have, clients
 		}
 	}
+	return have, clients
 }
 
 // pingEvery is how often the node pings its idle connections: often
