@@ -318,9 +318,6 @@ func readDecided(br *bufio.Reader, cr *chunkReader, max int) ([]pendingEntry, er
 	if err != nil {
 		return nil, bad("count", err)
 	}
-	if max <= 0 {
-		max = 0
-	}
 	out := make([]pendingEntry, 0, min(n, uint64(max)))
 	oldest := 0 // in out, once full: a ring of the last max
 	for range n {
