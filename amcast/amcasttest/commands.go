@@ -223,14 +223,15 @@ func MsgIDOf(m wire.Message) (wire.MsgID, bool) {
 // queues.
 func (e *Env) deliverMatching(t *testing.T, f filter, w *strings.Builder) int {
 	t.Helper()
-	return e.deliverEach(t, f, w, func(r *stepResult) { r.write(w, "  ") })
+	return e.deliverEach(t, f, w, true, func(r *stepResult) { r.write(w, "  ") })
 }
 
 // deliverEach delivers the in-flight messages matching f, handing each
-// result to emit. Messages on a partitioned link, or to a crashed process,
+// result to emit; with drain, each recipient's Ready is handled after each
+// message (else the caller handles it: pass). Messages on a partitioned link, or to a crashed process,
 // are taken off the queue and dropped. Notes about matching messages held
 // behind a non-matching head go to notes (if not nil).
-func (e *Env) deliverEach(t *testing.T, f filter, notes *strings.Builder, emit func(*stepResult)) int {
+func (e *Env) deliverEach(t *testing.T, f filter, notes *strings.Builder, drain bool, emit func(*stepResult)) int {
 	t.Helper()
 	links := e.links()
 	avail := make(map[link]int, len(links))
@@ -276,7 +277,7 @@ func (e *Env) deliverEach(t *testing.T, f filter, notes *strings.Builder, emit f
 				emit(&stepResult{env: head, dropped: fmt.Sprintf("link %s->%s is cut", e.Name(l.from), e.Name(l.to))})
 				continue
 			}
-			emit(e.step(t, head))
+			emit(e.step(t, head, drain))
 		}
 	}
 	return count
@@ -295,28 +296,7 @@ func (e *Env) cmdPass(t *testing.T, d *datadriven.TestData, w *strings.Builder) 
 	if int(to) < len(e.down) && e.down[to] {
 		d.Fatalf(t, "pass: %s is down", e.Name(to))
 	}
-	m := e.Machine(to)
-	n := 0
-	for _, l := range e.links() {
-		if l.to != to || e.cut[l] == cutHold {
-			continue
-		}
-		for len(e.queues[l]) > 0 && f.match(e.queues[l][0]) && (f.n == 0 || n < f.n) {
-			env := e.queues[l][0]
-			e.pop(l)
-			n++
-			w.WriteString(wire.DescribeEnvelope(env))
-			w.WriteByte('\n')
-			if e.cut[l] == cutDrop {
-				fmt.Fprintf(w, "  dropped: link %s->%s is cut\n", e.Name(l.from), e.Name(l.to))
-				continue
-			}
-			if err := stepAll(m, env); err != "" {
-				fmt.Fprintf(w, "  error: %s\n", err)
-			}
-		}
-	}
-	if n == 0 {
+	if e.deliverEach(t, f, w, false, func(r *stepResult) { r.write(w, "  ") }) == 0 {
 		w.WriteString("no messages to deliver\n")
 		return
 	}
@@ -375,7 +355,7 @@ func (e *Env) cmdStabilize(t *testing.T, d *datadriven.TestData, w *strings.Buil
 			e.deliverMatching(t, filter{}, w)
 			continue
 		}
-		handled += e.deliverEach(t, filter{}, nil, func(r *stepResult) {
+		handled += e.deliverEach(t, filter{}, nil, true, func(r *stepResult) {
 			for _, l := range r.out {
 				if l.deliver {
 					fmt.Fprintf(w, "round %d: %s\n", round, l.text)

@@ -272,7 +272,7 @@ func (e *Env) cmdRun(t *testing.T, d *datadriven.TestData, w *strings.Builder) {
 				}
 			}
 		}
-		e.deliverEach(t, filter{}, nil, func(r *stepResult) {
+		e.deliverEach(t, filter{}, nil, true, func(r *stepResult) {
 			hb := r.env.Msg.Kind() == wire.KindHeartbeat
 			if r.dropped != "" {
 				st.dropped++
