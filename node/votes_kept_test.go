@@ -66,14 +66,7 @@ func TestVotesKeptForADownShard(t *testing.T) {
 	p1 := c.topo.Members(1)[0]
 	// The transaction to shards 0 and 1: shard 1 delivers it and holds it
 	// for shard 0's vote, which it never gets; then it goes down.
-	done := make(chan error, 1)
-	go func() {
-		res, err := k.Txn(ctx, transfer(a, s, 10))
-		if err == nil && !res.Committed {
-			err = fmt.Errorf("not committed: %+v", res)
-		}
-		done <- err
-	}()
+	done := txnAsync(ctx, k, transfer(a, s, 10))
 	waitFor(t, "shard 1 to hold the transaction", func() bool { return c.nodes[p1].Status().Service.Held > 0 })
 	c.stop(p1)
 	// Shard 0 decides 6 exchanged transactions with shard 2: 3 times its

@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -102,6 +103,20 @@ func keysOn() (string, string) {
 	return a, b
 }
 
+// txnAsync runs txn on its own goroutine; the channel gets nil once it
+// committed, else why not.
+func txnAsync(ctx context.Context, k *kv.Client, txn kv.Txn) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		res, err := k.Txn(ctx, txn)
+		if err == nil && !res.Committed {
+			err = fmt.Errorf("not committed: %+v", res)
+		}
+		done <- err
+	}()
+	return done
+}
+
 func transfer(a, b string, x int64) kv.Txn {
 	return kv.Txn{If: []kv.Cond{{Key: a, Kind: kv.CondAtLeast, Num: x}},
 		Then: []kv.Write{{Key: a, Kind: kv.WriteAdd, Delta: -x}, {Key: b, Kind: kv.WriteAdd, Delta: x}}}
@@ -181,14 +196,7 @@ func TestVotesBackPressure(t *testing.T) {
 		t.Fatal(err)
 	}
 	g.close()
-	done := make(chan error, 1)
-	go func() {
-		res, err := k.Txn(ctx, transfer(a, b, 3))
-		if err == nil && !res.Committed {
-			err = errors.New("aborted")
-		}
-		done <- err
-	}()
+	done := txnAsync(ctx, k, transfer(a, b, 3))
 	// Wait until group 0 holds it, then write to group 0: shed.
 	deadline := time.Now().Add(20 * time.Second)
 	shed := false
@@ -376,14 +384,7 @@ func TestVotesTransferCalledOff(t *testing.T) {
 	}
 	// The transfer's condition is on shard 0 and its add on shard 1: both
 	// vote, so shard 0 waits for shard 1's vote.
-	done := make(chan error, 1)
-	go func() {
-		res, err := k.Txn(ctx, transfer(a, b, 3))
-		if err == nil && !res.Committed {
-			err = errors.New("aborted")
-		}
-		done <- err
-	}()
+	done := txnAsync(ctx, k, transfer(a, b, 3))
 	g0 := c.topo.Members(0)
 	waitVotes(t, c, func() bool {
 		for _, p := range g0 {
