@@ -42,7 +42,7 @@ type Client struct {
 	// retry ordered a second time. 0 (the default) retries forever.
 	ExpireTicks int
 	id          wire.ProcID
-	session     uint64
+	session     wire.SessionID
 	maxSeq      uint64 // highest sequence number multicast
 	topo        *Topology
 	leaders     []wire.ProcID
@@ -64,14 +64,14 @@ type outstanding struct {
 // group's initial leader (simulations and tests, whose clients never
 // restart).
 func NewClient(topo *Topology, id wire.ProcID) (*Client, error) {
-	return NewSessionClient(topo, id, 0)
+	return NewSessionClient(topo, id, wire.SessionID{})
 }
 
 // NewSessionClient returns a client whose messages belong to session (see
 // wire.MsgID): a real client draws a fresh random session each time it
 // starts, so replies meant for an earlier incarnation never complete one
 // of its messages.
-func NewSessionClient(topo *Topology, id wire.ProcID, session uint64) (*Client, error) {
+func NewSessionClient(topo *Topology, id wire.ProcID, session wire.SessionID) (*Client, error) {
 	if topo.IsReplica(id) {
 		return nil, fmt.Errorf("amcast: client id %d is a replica id", id)
 	}
@@ -97,7 +97,7 @@ func (c *Client) Ready() Ready { return c.outbox.Ready() }
 func (c *Client) Advance() { c.outbox.Advance() }
 
 // Session returns the client's session.
-func (c *Client) Session() uint64 { return c.session }
+func (c *Client) Session() wire.SessionID { return c.session }
 
 // Retries returns how many times the client re-sent a message.
 func (c *Client) Retries() int { return c.retries }
@@ -183,7 +183,7 @@ func (c *Client) Outstanding() int { return len(c.out) }
 // Multicast submits m. Its id must carry this client's id.
 func (c *Client) Multicast(m wire.AppMsg) error {
 	if m.ID.Client != c.id || m.ID.Session != c.session {
-		return fmt.Errorf("amcast: client %d (session %x) cannot multicast message %s of another client or session", c.id, c.session, m.ID)
+		return fmt.Errorf("amcast: client %d (session %s) cannot multicast message %s of another client or session", c.id, c.session, m.ID)
 	}
 	if err := m.Validate(c.topo.NumGroups()); err != nil {
 		return err

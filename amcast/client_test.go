@@ -13,13 +13,13 @@ func TestClientAbandon(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := NewSessionClient(topo, 100, 9)
+	c, err := NewSessionClient(topo, 100, wire.Session(9))
 	if err != nil {
 		t.Fatal(err)
 	}
 	c.RetryTicks = 2
 	msg := func(seq uint64) wire.AppMsg {
-		return wire.NewAppMsg(wire.MsgID{Client: 100, Session: 9, Seq: seq}, []wire.GroupID{0}, nil)
+		return wire.NewAppMsg(wire.MsgID{Client: 100, Session: wire.Session(9), Seq: seq}, []wire.GroupID{0}, nil)
 	}
 	id := func(seq uint64) wire.MsgID { return msg(seq).ID }
 	for seq := uint64(1); seq <= 2; seq++ {
@@ -65,12 +65,12 @@ func TestClientAllGroups(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, all := range []bool{false, true} {
-		c, err := NewSessionClient(topo, 100, 9)
+		c, err := NewSessionClient(topo, 100, wire.Session(9))
 		if err != nil {
 			t.Fatal(err)
 		}
 		c.AllGroups = all
-		m := wire.NewAppMsg(wire.MsgID{Client: 100, Session: 9, Seq: 1}, []wire.GroupID{0, 2}, nil)
+		m := wire.NewAppMsg(wire.MsgID{Client: 100, Session: wire.Session(9), Seq: 1}, []wire.GroupID{0, 2}, nil)
 		id := m.ID
 		if err := c.Multicast(m); err != nil {
 			t.Fatal(err)
@@ -117,12 +117,12 @@ func TestClientExpire(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := NewSessionClient(topo, 100, 9)
+	c, err := NewSessionClient(topo, 100, wire.Session(9))
 	if err != nil {
 		t.Fatal(err)
 	}
 	c.RetryTicks, c.ExpireTicks = 2, 10
-	m1 := wire.NewAppMsg(wire.MsgID{Client: 100, Session: 9, Seq: 1}, []wire.GroupID{0}, []byte("a"))
+	m1 := wire.NewAppMsg(wire.MsgID{Client: 100, Session: wire.Session(9), Seq: 1}, []wire.GroupID{0}, []byte("a"))
 	if err := c.Multicast(m1); err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +130,7 @@ func TestClientExpire(t *testing.T) {
 	for range 5 {
 		c.Tick()
 	}
-	m2 := wire.NewAppMsg(wire.MsgID{Client: 100, Session: 9, Seq: 2}, []wire.GroupID{0}, []byte("b"))
+	m2 := wire.NewAppMsg(wire.MsgID{Client: 100, Session: wire.Session(9), Seq: 2}, []wire.GroupID{0}, []byte("b"))
 	if err := c.Multicast(m2); err != nil {
 		t.Fatal(err)
 	}

@@ -37,7 +37,7 @@ func TestCheckMulticastSender(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := &wire.AppMsg{ID: wire.MsgID{Client: 100, Session: 7, Seq: 1}, Dest: []wire.GroupID{1}}
+	m := &wire.AppMsg{ID: wire.MsgID{Client: 100, Session: wire.Session(7), Seq: 1}, Dest: []wire.GroupID{1}}
 	var r Rejects
 	for _, tc := range []struct {
 		from   wire.ProcID

@@ -31,7 +31,7 @@
 // member's state, possibly stale), retried on a leader change.
 //
 // Message ids are (client id, session, sequence number), sequences counting
-// from 1 (wire.MsgID). Every Client draws a fresh random 64-bit session
+// from 1 (wire.MsgID). Every Client draws a fresh random 128-bit session
 // from crypto/rand when it is created, so a process restarted with a fixed
 // Config.ID never reuses an id of its previous incarnation and is never
 // answered with that incarnation's results. Config.ID = 0 picks a random id
@@ -106,10 +106,11 @@ type Config struct {
 	// ID is the client's process id; it must not be a replica id, nor
 	// 2^32-1 (reserved). 0 picks a random id in [2^24, 2^32-1).
 	ID wire.ProcID
-	// Session is the session of this incarnation (wire.MsgID). 0 draws a
-	// fresh random one from crypto/rand, which is what every real client
-	// should do; a fixed value is for tests that replay an incarnation.
-	Session uint64
+	// Session is the session of this incarnation (wire.MsgID). The zero
+	// session draws a fresh random 128-bit one from crypto/rand, which is
+	// what every real client should do; a fixed value is for tests that
+	// replay an incarnation.
+	Session wire.SessionID
 	// Topology is the cluster's group layout.
 	Topology *amcast.Topology
 	// Nodes maps every replica id to the address clients use.
@@ -264,12 +265,12 @@ func New(cfg Config) (*Client, error) {
 	if cfg.ID == math.MaxUint32 {
 		return nil, errors.New("client: id 2^32-1 is reserved")
 	}
-	for cfg.Session == 0 {
-		var b [8]byte
+	for cfg.Session.IsZero() {
+		var b [16]byte
 		if _, err := crand.Read(b[:]); err != nil {
 			return nil, fmt.Errorf("client: drawing a session: %w", err)
 		}
-		cfg.Session = binary.LittleEndian.Uint64(b[:])
+		cfg.Session = wire.SessionID{Hi: binary.LittleEndian.Uint64(b[:8]), Lo: binary.LittleEndian.Uint64(b[8:])}
 	}
 	m, err := amcast.NewSessionClient(cfg.Topology, cfg.ID, cfg.Session)
 	if err != nil {
@@ -328,7 +329,7 @@ func New(cfg Config) (*Client, error) {
 }
 
 // Session returns the client's session (see Config.Session).
-func (c *Client) Session() uint64 { return c.cfg.Session }
+func (c *Client) Session() wire.SessionID { return c.cfg.Session }
 
 // ID returns the client's id.
 func (c *Client) ID() wire.ProcID { return c.cfg.ID }

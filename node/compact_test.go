@@ -149,7 +149,7 @@ func TestCompactHugeState(t *testing.T) {
 	huge := hugeSessions(t)
 	done := make([]wire.ClientDone, huge)
 	for i := range done {
-		done[i] = wire.ClientDone{Client: wire.ProcID(1000 + i/64), Session: uint64(i%64 + 1), Floor: uint64(2 + i%5)}
+		done[i] = wire.ClientDone{Client: wire.ProcID(1000 + i/64), Session: wire.Session(uint64(i%64 + 1)), Floor: uint64(2 + i%5)}
 	}
 	seeded := false
 	c := newCluster(t, 1, 1, func(cfg *Config) {

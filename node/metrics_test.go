@@ -96,7 +96,7 @@ func TestMetricsScrape(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer forger.Close()
-	forged := &wire.Multicast{M: wire.NewAppMsg(wire.MsgID{Client: 1001, Session: 1, Seq: 1}, []wire.GroupID{0}, []byte("x"))}
+	forged := &wire.Multicast{M: wire.NewAppMsg(wire.MsgID{Client: 1001, Session: wire.Session(1), Seq: 1}, []wire.GroupID{0}, []byte("x"))}
 	if err := forger.Send(lp, forged); err != nil {
 		t.Fatal(err)
 	}
@@ -430,7 +430,7 @@ func BenchmarkMetricsLoopHooks(b *testing.B) {
 	now := time.Now()
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
-		id := wire.MsgID{Client: 7, Session: 1, Seq: uint64(i)}
+		id := wire.MsgID{Client: 7, Session: wire.Session(1), Seq: uint64(i)}
 		n.met.clientMulticast(id, now.UnixNano())
 		n.met.delivered(id, now)
 		n.met.published(&st)

@@ -69,7 +69,7 @@ func (r *rawReader) send(t *testing.T, to wire.ProcID, g wire.GroupID, mode wire
 		as = r.id
 	}
 	r.seq++
-	id := wire.MsgID{Client: as, Session: 1, Seq: r.seq}
+	id := wire.MsgID{Client: as, Session: wire.Session(1), Seq: r.seq}
 	if err := r.tr.Send(to, &wire.Read{ID: id, G: g, Mode: mode, Query: []byte(query)}); err != nil {
 		t.Fatal(err)
 	}

@@ -50,7 +50,8 @@ func (s *sumSM) Snapshot(w io.Writer) error {
 	b = binary.BigEndian.AppendUint64(b, uint64(len(s.ids)))
 	for i, id := range s.ids {
 		b = binary.BigEndian.AppendUint32(b, uint32(id.Client))
-		b = binary.BigEndian.AppendUint64(b, id.Session)
+		b = binary.BigEndian.AppendUint64(b, id.Session.Hi)
+		b = binary.BigEndian.AppendUint64(b, id.Session.Lo)
 		b = binary.BigEndian.AppendUint64(b, id.Seq)
 		b = append(b, id.Digest[:]...)
 		b = binary.BigEndian.AppendUint64(b, s.after[i])
@@ -62,7 +63,7 @@ func (s *sumSM) Snapshot(w io.Writer) error {
 func (s *sumSM) Restore(r io.Reader) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var b [44]byte
+	var b [52]byte
 	if _, err := io.ReadFull(r, b[:16]); err != nil {
 		return err
 	}
@@ -73,9 +74,10 @@ func (s *sumSM) Restore(r io.Reader) error {
 		if _, err := io.ReadFull(r, b[:]); err != nil {
 			return err
 		}
-		s.ids[i] = wire.MsgID{Client: wire.ProcID(binary.BigEndian.Uint32(b[:4])), Session: binary.BigEndian.Uint64(b[4:12]), Seq: binary.BigEndian.Uint64(b[12:20])}
-		copy(s.ids[i].Digest[:], b[20:36])
-		s.after[i] = binary.BigEndian.Uint64(b[36:])
+		sess := wire.SessionID{Hi: binary.BigEndian.Uint64(b[4:12]), Lo: binary.BigEndian.Uint64(b[12:20])}
+		s.ids[i] = wire.MsgID{Client: wire.ProcID(binary.BigEndian.Uint32(b[:4])), Session: sess, Seq: binary.BigEndian.Uint64(b[20:28])}
+		copy(s.ids[i].Digest[:], b[28:44])
+		s.after[i] = binary.BigEndian.Uint64(b[44:])
 	}
 	return nil
 }

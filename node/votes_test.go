@@ -178,7 +178,7 @@ func TestVotesRefusedFromStrangers(t *testing.T) {
 	}
 }
 
-func res2ID() wire.MsgID { return wire.MsgID{Client: 9000, Session: 1, Seq: 77} }
+func res2ID() wire.MsgID { return wire.MsgID{Client: 9000, Session: wire.Session(1), Seq: 77} }
 
 // TestVotesBackPressure: while a group is slow to vote, the other group
 // holds the transaction and what follows; past the held bytes' bound its

@@ -59,7 +59,7 @@ func (c *counter) Restore(r io.Reader) error {
 	return nil
 }
 
-func id(seq uint64) wire.MsgID { return wire.MsgID{Client: 100, Session: 7, Seq: seq} }
+func id(seq uint64) wire.MsgID { return wire.MsgID{Client: 100, Session: wire.Session(7), Seq: seq} }
 
 func entry(seq, t uint64, p string) Entry {
 	return Entry{ID: id(seq), Dest: []wire.GroupID{0}, Payload: []byte(p), GTS: wire.Timestamp{T: t}}

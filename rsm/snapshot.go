@@ -18,7 +18,7 @@ import (
 // truncation and corruption are detected without holding the snapshot in
 // memory. The chunks' data is:
 //
-//	"WEFTRSM4" | applied gts (T, G) | applied count | results held:
+//	"WEFTRSM5" | applied gts (T, G) | applied count | results held:
 //	  count, then each: client, session, seq, digest, length, bytes |
 //	entries held for votes (exchange.go): count, then each: client,
 //	  session, seq, digest, gts (T, G), floor, destination count and
@@ -29,14 +29,17 @@ import (
 //	  group does not vote) and bytes |
 //	the state machine's own stream
 //
-// (numbers as uvarints). The applied gts travels in front of the
+// (numbers as uvarints; a session is two, wire.SessionID's Hi and Lo).
+// The applied gts travels in front of the
 // application's stream so the two can never disagree: a restored replica
 // replays exactly the deliveries above it (docs/rsm.md).
-const snapMagic = "WEFTRSM4" // 2: reply ids carry their digest (wire.MsgID.Digest); 3: entries held for votes; 4: votes kept for pulls
-
-// snapMagic3 is the format before the votes kept for pulls: still read
-// (a restored driver then starts with none kept).
-const snapMagic3 = "WEFTRSM3"
+//
+// Earlier formats are refused: 2: reply ids carry their digest
+// (wire.MsgID.Digest); 3: entries held for votes; 4: votes kept for pulls;
+// 5: 128-bit sessions. Wire version 5 (the same change) makes a data
+// directory of an earlier release unreadable anyway, so no snapshot of an
+// earlier format can reach a driver of this one.
+const snapMagic = "WEFTRSM5"
 
 // chunkSize is the data per chunk; a reader never buffers more than one.
 const chunkSize = 64 << 10
@@ -116,8 +119,11 @@ func (d *Driver) Restore(r io.Reader) error {
 	cr := &chunkReader{r: r}
 	br := bufio.NewReaderSize(cr, chunkSize)
 	magic := make([]byte, len(snapMagic))
-	if _, err := io.ReadFull(br, magic); err != nil || (string(magic) != snapMagic && string(magic) != snapMagic3) {
+	if _, err := io.ReadFull(br, magic); err != nil {
 		return fmt.Errorf("%w: no snapshot header (%v)", ErrBadSnapshot, snapErr(cr, err))
+	}
+	if string(magic) != snapMagic {
+		return fmt.Errorf("%w: header %q, want %q (a snapshot of another release)", ErrBadSnapshot, magic, snapMagic)
 	}
 	var hdr [4]uint64
 	for i := range hdr {
@@ -135,38 +141,30 @@ func (d *Driver) Restore(r io.Reader) error {
 	var t replyTable
 	t.init(math.MaxInt, math.MaxInt64)
 	for range hdr[3] {
-		var f [4]uint64
-		var dg wire.Digest
-		for i := range f {
-			if i == 3 { // the id's digest comes between Seq and the length
-				if _, err := io.ReadFull(br, dg[:]); err != nil {
-					return fmt.Errorf("%w: results: %v", ErrBadSnapshot, snapErr(cr, err))
-				}
-			}
-			v, err := binary.ReadUvarint(br)
-			if err != nil {
-				return fmt.Errorf("%w: results: %v", ErrBadSnapshot, snapErr(cr, err))
-			}
-			f[i] = v
+		id, err := readID(br)
+		if err != nil {
+			return fmt.Errorf("%w: results: %v", ErrBadSnapshot, snapErr(cr, err))
 		}
-		if f[0] > 1<<32-1 || f[3] > uint64(d.cfg.MaxResult) {
-			return fmt.Errorf("%w: result of client %d with %d bytes", ErrBadSnapshot, f[0], f[3])
+		size, err := binary.ReadUvarint(br)
+		if err != nil {
+			return fmt.Errorf("%w: results: %v", ErrBadSnapshot, snapErr(cr, err))
 		}
-		res := make([]byte, f[3])
+		if size > uint64(d.cfg.MaxResult) {
+			return fmt.Errorf("%w: result of %s with %d bytes", ErrBadSnapshot, id, size)
+		}
+		res := make([]byte, size)
 		if _, err := io.ReadFull(br, res); err != nil {
 			return fmt.Errorf("%w: results: %v", ErrBadSnapshot, snapErr(cr, err))
 		}
-		t.put(wire.MsgID{Client: wire.ProcID(f[0]), Session: f[1], Seq: f[2], Digest: dg}, 0, res)
+		t.put(id, 0, res)
 	}
 	held, err := readHeld(br, cr)
 	if err != nil {
 		return err
 	}
-	var decided []pendingEntry
-	if string(magic) == snapMagic {
-		if decided, err = readDecided(br, cr, cap(d.x.ring)+d.x.maxKept); err != nil {
-			return err
-		}
+	decided, err := readDecided(br, cr, cap(d.x.ring)+d.x.maxKept)
+	if err != nil {
+		return err
 	}
 	if err := d.sm.Restore(br); err != nil {
 		return fmt.Errorf("rsm: the state machine's restore: %w", err)
@@ -204,12 +202,33 @@ func (d *Driver) Restore(r io.Reader) error {
 	return d.drain() // casts this group's vote on the first again
 }
 
-// appendID appends a message id: client, session, seq, digest.
+// appendID appends a message id: client, session (Hi, Lo), seq, digest.
 func appendID(buf []byte, id wire.MsgID) []byte {
 	buf = binary.AppendUvarint(buf, uint64(id.Client))
-	buf = binary.AppendUvarint(buf, id.Session)
+	buf = binary.AppendUvarint(buf, id.Session.Hi)
+	buf = binary.AppendUvarint(buf, id.Session.Lo)
 	buf = binary.AppendUvarint(buf, id.Seq)
 	return append(buf, id.Digest[:]...)
+}
+
+// readID reads what appendID appends.
+func readID(br *bufio.Reader) (wire.MsgID, error) {
+	var f [4]uint64 // client, session Hi and Lo, seq
+	for i := range f {
+		v, err := binary.ReadUvarint(br)
+		if err != nil {
+			return wire.MsgID{}, err
+		}
+		f[i] = v
+	}
+	if f[0] > math.MaxUint32 {
+		return wire.MsgID{}, fmt.Errorf("client %d out of range", f[0])
+	}
+	id := wire.MsgID{Client: wire.ProcID(f[0]), Session: wire.SessionID{Hi: f[1], Lo: f[2]}, Seq: f[3]}
+	if _, err := io.ReadFull(br, id.Digest[:]); err != nil {
+		return wire.MsgID{}, err
+	}
+	return id, nil
 }
 
 // readHeld reads the entries held for votes. Every allocation is bounded:
@@ -224,16 +243,9 @@ func readHeld(br *bufio.Reader, cr *chunkReader) ([]pendingEntry, error) {
 	}
 	var held []pendingEntry
 	for range n {
-		var f [3]uint64
-		for i := range f {
-			if f[i], err = binary.ReadUvarint(br); err != nil {
-				return nil, bad("id", err)
-			}
-		}
 		var e Entry
-		e.ID = wire.MsgID{Client: wire.ProcID(f[0]), Session: f[1], Seq: f[2]}
-		if _, err := io.ReadFull(br, e.ID.Digest[:]); err != nil {
-			return nil, bad("digest", err)
+		if e.ID, err = readID(br); err != nil {
+			return nil, bad("id", err)
 		}
 		var g [5]uint64 // gts T, G, floor, destination count, then each group
 		for i := range g[:4] {
@@ -241,7 +253,7 @@ func readHeld(br *bufio.Reader, cr *chunkReader) ([]pendingEntry, error) {
 				return nil, bad("header", err)
 			}
 		}
-		if f[0] > 1<<32-1 || g[1] > wire.MaxGroups || g[3] > wire.MaxGroups {
+		if g[1] > wire.MaxGroups || g[3] > wire.MaxGroups {
 			return nil, bad("field out of range", nil)
 		}
 		e.GTS, e.Floor = wire.Timestamp{T: g[0], G: wire.GroupID(g[1])}, g[2]
@@ -321,24 +333,21 @@ func readDecided(br *bufio.Reader, cr *chunkReader, max int) ([]pendingEntry, er
 	out := make([]pendingEntry, 0, min(n, uint64(max)))
 	oldest := 0 // in out, once full: a ring of the last max
 	for range n {
-		var f [6]uint64 // client, session, seq; then gts T, G and the destination count
-		var id wire.MsgID
+		id, err := readID(br)
+		if err != nil {
+			return nil, bad("id", err)
+		}
+		var f [3]uint64 // gts T, G and the destination count
 		for i := range f {
-			if i == 3 {
-				if _, err := io.ReadFull(br, id.Digest[:]); err != nil {
-					return nil, bad("digest", err)
-				}
-			}
 			if f[i], err = binary.ReadUvarint(br); err != nil {
 				return nil, bad("header", err)
 			}
 		}
-		if f[0] > 1<<32-1 || f[4] > wire.MaxGroups || f[5] > wire.MaxGroups {
+		if f[1] > wire.MaxGroups || f[2] > wire.MaxGroups {
 			return nil, bad("field out of range", nil)
 		}
-		id.Client, id.Session, id.Seq = wire.ProcID(f[0]), f[1], f[2]
-		p := pendingEntry{Entry: Entry{ID: id, GTS: wire.Timestamp{T: f[3], G: wire.GroupID(f[4])}}}
-		p.Dest = make([]wire.GroupID, f[5])
+		p := pendingEntry{Entry: Entry{ID: id, GTS: wire.Timestamp{T: f[0], G: wire.GroupID(f[1])}}}
+		p.Dest = make([]wire.GroupID, f[2])
 		for i := range p.Dest {
 			v, err := binary.ReadUvarint(br)
 			if err != nil || v > wire.MaxGroups {

@@ -26,7 +26,7 @@ func Forger(cfg *Config, adv wire.ProcID, n *int) func(now int64) []wire.Envelop
 			return nil
 		}
 		m := wire.AppMsg{
-			ID:      wire.MsgID{Client: wire.ProcID(nrep + r.IntN(cfg.Workload.Clients)), Session: uint64(r.IntN(4)), Seq: 1 + uint64(r.IntN(60))},
+			ID:      wire.MsgID{Client: wire.ProcID(nrep + r.IntN(cfg.Workload.Clients)), Session: wire.Session(uint64(r.IntN(4))), Seq: 1 + uint64(r.IntN(60))},
 			Dest:    dest,
 			Payload: []byte{byte(r.Uint32()), 0xf0, 0x4e},
 		}
@@ -62,7 +62,7 @@ func Equivocator(cfg *Config, adv wire.ProcID, n *int) func(now int64) []wire.En
 		if dest == nil {
 			return nil
 		}
-		m := wire.NewAppMsg(wire.MsgID{Client: adv, Session: 1, Seq: 1 + uint64(r.IntN(20))}, dest, []byte{byte(r.Uint32()), 0xe9})
+		m := wire.NewAppMsg(wire.MsgID{Client: adv, Session: wire.Session(1), Seq: 1 + uint64(r.IntN(20))}, dest, []byte{byte(r.Uint32()), 0xe9})
 		var out []wire.Envelope
 		for _, g := range dest {
 			if len(dest) > 1 && r.IntN(2) == 0 {

@@ -19,6 +19,9 @@ const (
 	evTornLimit // replica to crashes now if its torn crash (incarnation arg) has not struck
 	evGST
 	evHandle // a message that waited in its replica's queue (Config.ServiceTime) is handled
+	// evClientCrash: closed-loop client arg crashes and restarts with its
+	// session's last message in flight (Workload.CrashClients).
+	evClientCrash
 )
 
 // event is pointer-free, so the queue costs the garbage collector nothing

@@ -130,6 +130,9 @@ type Sim struct {
 	busy    []int64 // per replica: end of the work queued (Config.ServiceTime)
 	issued  int
 	nextSeq []uint64
+	// crashIn is, per closed-loop client, the session that crashes at its
+	// pending evClientCrash (Workload.CrashClients).
+	crashIn []wire.SessionID
 	msgs    map[wire.MsgID]*msgInfo
 	// optional holds the messages recorded in the history as optional:
 	// authentic MULTICASTs of clients outside the run (Config.Inject) and
@@ -220,6 +223,7 @@ func New(cfg Config) (*Sim, error) {
 	s.leaderChg = make([]int, cfg.Groups)
 	s.delivered = make([]int, s.nrep)
 	s.nextSeq = make([]uint64, len(s.clients))
+	s.crashIn = make([]wire.SessionID, len(s.clients))
 	s.last = make([]int64, n*n)
 	s.stats.Handled = make([]int, n)
 	if cfg.ServiceTime > 0 {
@@ -397,6 +401,8 @@ func (s *Sim) handle(ev *event) error {
 		return s.handleMsg(ev)
 	case evIssue:
 		return s.issue(int(ev.arg))
+	case evClientCrash:
+		return s.crashClient(int(ev.arg))
 	case evTick:
 		s.stats.Ticks++
 		if s.cfg.Inject != nil {

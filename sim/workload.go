@@ -78,7 +78,25 @@ func (s *Sim) issue(i int) error {
 	if w.Mode == OpenLoop && s.issued < w.Messages {
 		s.push(event{at: s.now + s.expDelay(w.Interval), kind: evIssue, arg: int32(ci), fg: true})
 	}
+	if w.Mode == ClosedLoop && w.CrashClients && w.SessionEvery > 0 && s.nextSeq[ci] == uint64(w.SessionEvery) {
+		// A closed-loop client issues only once answered, so it would
+		// never restart with a message in flight: crash it while its
+		// session's last message is, within 2δ of sending it.
+		s.crashIn[ci] = c.Session()
+		s.push(event{at: s.now + s.rng.Int64N(2*s.cfg.Delta), kind: evClientCrash, arg: int32(ci), fg: true})
+	}
 	return nil
+}
+
+// crashClient restarts closed-loop client ci (evClientCrash) if the
+// session it was to crash in still has its message in flight; answered,
+// the client has already moved on to a new session.
+func (s *Sim) crashClient(ci int) error {
+	c := s.clients[ci]
+	if c.Session() != s.crashIn[ci] || c.Outstanding() == 0 {
+		return nil
+	}
+	return s.issue(ci) // a new session (issue), giving up the one in flight
 }
 
 // newSession replaces client ci by a new incarnation with the same id and
@@ -86,7 +104,7 @@ func (s *Sim) issue(i int) error {
 // per client; real clients draw them at random).
 func (s *Sim) newSession(ci int) (*amcast.Client, error) {
 	old := s.clients[ci]
-	c, err := amcast.NewSessionClient(s.topo, old.ID(), old.Session()+1)
+	c, err := amcast.NewSessionClient(s.topo, old.ID(), wire.SessionID{Hi: old.Session().Hi, Lo: old.Session().Lo + 1})
 	if err != nil {
 		return nil, err
 	}

@@ -22,6 +22,7 @@ import (
 // 1). Composite fields are flattened:
 //
 //	MsgID     Client Session Seq Digest(16 bytes)
+//	Session   Hi Lo
 //	Timestamp T G
 //	Ballot    N P
 //	AppMsg    ID Floor len(Dest) Dest... len(Payload) Payload
@@ -39,9 +40,10 @@ import (
 // Version 3: MsgID gained Digest (a message's identity is its content).
 // Version 4: NEW_LEADER_ACK gained Linf; SNAPSHOT, REJOIN and REC_INSTALL
 // (state transfer).
+// Version 5: a session is 128 bits (two uvarints, SessionID).
 // New kinds are appended without a new version (HAND_OVER, READ, VOTE,
 // BATCH, ...): every earlier encoding still decodes the same.
-const Version = 4
+const Version = 5
 
 // Size caps enforced by Decode before it allocates anything.
 const (
@@ -67,7 +69,7 @@ const (
 	minBallotSize   = 2  // N P
 	minMsgStateSize = 29 // AppMsg(22) Phase(1) LTS(2) GTS(2) len(Ballots)(1) len(LTSs)(1)
 	minTSSize       = 2  // T G
-	minMsgIDSize    = 19 // Client Session Seq Digest
+	minMsgIDSize    = 20 // Client Session(2) Seq Digest
 )
 
 // Decode errors. Decode wraps them with the kind and field at fault; test
@@ -176,7 +178,7 @@ func Append(buf []byte, m Message) []byte {
 		buf = binary.AppendUvarint(buf, uint64(len(m.Sessions)))
 		for _, k := range m.Sessions {
 			buf = binary.AppendUvarint(buf, uint64(k.Client))
-			buf = binary.AppendUvarint(buf, k.Session)
+			buf = appendSession(buf, k.Session)
 		}
 		buf = binary.AppendUvarint(buf, uint64(len(m.IDs)))
 		for _, id := range m.IDs {
@@ -195,7 +197,7 @@ func Append(buf []byte, m Message) []byte {
 		buf = binary.AppendUvarint(buf, uint64(len(m.Done)))
 		for _, c := range m.Done {
 			buf = binary.AppendUvarint(buf, uint64(c.Client))
-			buf = binary.AppendUvarint(buf, c.Session)
+			buf = appendSession(buf, c.Session)
 			buf = binary.AppendUvarint(buf, c.Floor)
 			buf = binary.AppendUvarint(buf, uint64(len(c.Collected)))
 			for _, a := range c.Collected {
@@ -222,9 +224,14 @@ func Append(buf []byte, m Message) []byte {
 
 func appendMsgID(buf []byte, id MsgID) []byte {
 	buf = binary.AppendUvarint(buf, uint64(id.Client))
-	buf = binary.AppendUvarint(buf, id.Session)
+	buf = appendSession(buf, id.Session)
 	buf = binary.AppendUvarint(buf, id.Seq)
 	return append(buf, id.Digest[:]...)
+}
+
+func appendSession(buf []byte, s SessionID) []byte {
+	buf = binary.AppendUvarint(buf, s.Hi)
+	return binary.AppendUvarint(buf, s.Lo)
 }
 
 func appendTS(buf []byte, ts Timestamp) []byte {
@@ -442,12 +449,12 @@ func Decode(b []byte) (Message, error) {
 				x.Delivered[i] = d.bool("delivered")
 			}
 		}
-		if n := d.count("done", MaxStateEntries, 4); n > 0 {
+		if n := d.count("done", MaxStateEntries, 5); n > 0 {
 			x.Done = make([]ClientDone, n)
 			for i := range x.Done {
 				c := &x.Done[i]
 				c.Client = ProcID(d.u32("done.client"))
-				c.Session = d.uvarint("done.session")
+				c.Session = d.session("done.session")
 				c.Floor = d.uvarint("done.floor")
 				if k := d.count("done.collected", MaxStateEntries, 1+len(Digest{})); k > 0 {
 					c.Collected = make([]SeqDigest, k)
@@ -469,10 +476,10 @@ func Decode(b []byte) (Message, error) {
 		m = x
 	case KindRecExpired:
 		x := new(RecExpired)
-		if n := d.count("sessions", MaxStateEntries, 2); n > 0 {
+		if n := d.count("sessions", MaxStateEntries, 3); n > 0 {
 			x.Sessions = make([]SessionKey, n)
 			for i := range x.Sessions {
-				x.Sessions[i] = SessionKey{Client: ProcID(d.u32("sessions.client")), Session: d.uvarint("sessions.session")}
+				x.Sessions[i] = SessionKey{Client: ProcID(d.u32("sessions.client")), Session: d.session("sessions.session")}
 			}
 		}
 		if n := d.count("ids", MaxStateEntries, minMsgIDSize); n > 0 {
@@ -629,7 +636,11 @@ func (d *decoder) count(field string, limit, minElem int) int {
 }
 
 func (d *decoder) msgID(field string) MsgID {
-	return MsgID{Client: ProcID(d.u32(field)), Session: d.uvarint(field), Seq: d.uvarint(field), Digest: d.digest(field)}
+	return MsgID{Client: ProcID(d.u32(field)), Session: d.session(field), Seq: d.uvarint(field), Digest: d.digest(field)}
+}
+
+func (d *decoder) session(field string) SessionID {
+	return SessionID{Hi: d.uvarint(field), Lo: d.uvarint(field)}
 }
 
 func (d *decoder) digest(field string) Digest {

@@ -73,7 +73,7 @@ func samples() []struct {
 		{&NewLeaderAck{B: Ballot{1, 4}, Linf: Timestamp{3, 0}},
 			`NEW_LEADER_ACK b=1.p4 cb=0.p0 clock=0 linf=3.g0 state=[]`},
 		{&Snapshot{B: Ballot{2, 4}, Image: RecSnapshot{Clock: 9, MaxDelivered: Timestamp{8, 1}, Msgs: []MsgState{sampleState(1, PhaseCommitted)}, Delivered: []bool{true},
-			Done: []ClientDone{{Client: 7, Session: 1, Collected: []SeqDigest{{Seq: 1}}}}}, Paged: Paged{Page: 1}},
+			Done: []ClientDone{{Client: 7, Session: Session(1), Collected: []SeqDigest{{Seq: 1}}}}}, Paged: Paged{Page: 1}},
 			`SNAPSHOT b=2.p4 point=8.g1 clock=9 msgs=1 sessions=1 page=1`},
 		{&HandOver{B: Ballot{4, 2}}, "HANDOVER b=4.p2"},
 		{&Rejoin{Floor: Ballot{3, 5}},
@@ -102,13 +102,13 @@ func samples() []struct {
 			`REC_ACCEPTED {9.8 PROPOSED dest=[1 3] lts=4.g1 gts=6.g3 B=[2.p3 1.p9]}`},
 		{&RecDelivered{M: AppMsg{ID: MsgID{Client: 7, Seq: 1}, Dest: []GroupID{2}}, LTS: Timestamp{3, 2}, GTS: Timestamp{3, 2}},
 			`REC_DELIVERED 7.1 lts=3.g2 gts=3.g2`},
-		{&RecCollected{IDs: []MsgID{{Client: 7, Seq: 1}, {Client: 8, Session: 1 << 63, Seq: 3}}},
+		{&RecCollected{IDs: []MsgID{{Client: 7, Seq: 1}, {Client: 8, Session: Session(1 << 63), Seq: 3}}},
 			`REC_COLLECTED ids=[7.1 8.3@8000000000000000]`},
-		{&RecExpired{Sessions: []SessionKey{{Client: 7, Session: 1}, {Client: 8, Session: 0xab}}, IDs: []MsgID{{Client: 9, Seq: 2}}},
+		{&RecExpired{Sessions: []SessionKey{{Client: 7, Session: Session(1)}, {Client: 8, Session: Session(0xab)}}, IDs: []MsgID{{Client: 9, Seq: 2}}},
 			`REC_EXPIRED sessions=[7@1 8@ab] ids=[9.2]`},
 		{&RecSnapshot{Ballot: Ballot{2, 5}, CBallot: Ballot{2, 5}, Clock: 9, MaxDelivered: Timestamp{6, 3},
 			Msgs: []MsgState{sampleState(1, PhaseCommitted)}, Delivered: []bool{true},
-			Done: []ClientDone{{Client: 9, Collected: []SeqDigest{{Seq: 6, Digest: Digest{1}}, {Seq: 9}}}, {Client: 9, Session: 3, Floor: 7}}},
+			Done: []ClientDone{{Client: 9, Collected: []SeqDigest{{Seq: 6, Digest: Digest{1}}, {Seq: 9}}}, {Client: 9, Session: Session(3), Floor: 7}}},
 			`REC_SNAPSHOT b=2.p5 cb=2.p5 clock=9 maxd=6.g3 msgs=1 sessions=2`},
 		{&RecNewState{B: Ballot{2, 5}, Clock: 1 << 40, State: []MsgState{sampleState(1, PhaseStart)}},
 			`REC_NEW_STATE b=2.p5 clock=1099511627776 state=[{9.1 START dest=[1 3] lts=4.g1 gts=6.g3 B=[2.p3 1.p9]}]`},
@@ -305,7 +305,7 @@ func randNum(r *rand.Rand, maxBits int) uint64 {
 }
 
 func randID(r *rand.Rand) MsgID {
-	return MsgID{Client: ProcID(randNum(r, 32)), Session: randNum(r, 64), Seq: randNum(r, 64)}
+	return MsgID{Client: ProcID(randNum(r, 32)), Session: SessionID{Hi: randNum(r, 64), Lo: randNum(r, 64)}, Seq: randNum(r, 64)}
 }
 
 func randTS(r *rand.Rand) Timestamp {
@@ -460,7 +460,7 @@ func randMessage(r *rand.Rand, k Kind) Message {
 		}
 		var done []ClientDone
 		for range r.IntN(3) {
-			c := ClientDone{Client: ProcID(randNum(r, 32)), Session: randNum(r, 64), Floor: randNum(r, 64)}
+			c := ClientDone{Client: ProcID(randNum(r, 32)), Session: SessionID{Hi: randNum(r, 64), Lo: randNum(r, 64)}, Floor: randNum(r, 64)}
 			for range r.IntN(3) {
 				c.Collected = append(c.Collected, SeqDigest{Seq: randNum(r, 64), Digest: Digest{byte(r.IntN(256)), 7: byte(r.IntN(256))}})
 			}
@@ -507,7 +507,7 @@ func randMessage(r *rand.Rand, k Kind) Message {
 	case KindRecExpired:
 		var ks []SessionKey
 		for range r.IntN(4) {
-			ks = append(ks, SessionKey{Client: ProcID(randNum(r, 32)), Session: randNum(r, 64)})
+			ks = append(ks, SessionKey{Client: ProcID(randNum(r, 32)), Session: SessionID{Hi: randNum(r, 64), Lo: randNum(r, 64)}})
 		}
 		var ids []MsgID
 		for range r.IntN(4) {
@@ -604,6 +604,8 @@ func TestDecodeErrors(t *testing.T) {
 	oldVersion[0] = 1
 	v2 := slices.Clone(valid)
 	v2[0] = 2
+	v4 := slices.Clone(valid)
+	v4[0] = 4
 	zeroVersion := slices.Clone(valid)
 	zeroVersion[0] = 0
 	dg := make([]byte, len(Digest{})) // a MsgID's digest
@@ -616,7 +618,8 @@ func TestDecodeErrors(t *testing.T) {
 	}{
 		{"empty", nil, ErrMalformed, "empty"},
 		{"version only", []byte{Version}, ErrMalformed, "kind"},
-		{"version 5", badVersion, ErrVersion, "version byte 5"},
+		{"version 6", badVersion, ErrVersion, "version byte 6"},
+		{"version 4 (before 128-bit sessions)", v4, ErrVersion, "version byte 4"},
 		{"version 1 (before client sessions)", oldVersion, ErrVersion, "version byte 1"},
 		{"version 2 (before content digests)", v2, ErrVersion, "version byte 2"},
 		{"version 0", zeroVersion, ErrVersion, "version byte 0"},
@@ -627,9 +630,9 @@ func TestDecodeErrors(t *testing.T) {
 		{"kind 255", raw(Version, 255), ErrUnknownKind, "kind byte 255"},
 		{"trailing byte", withTrailing, ErrMalformed, "1 trailing bytes"},
 		{"trailing after empty body", raw(Version, KindNewLeader, 1, 2, 3), ErrMalformed, "trailing"},
-		{"unsorted dest", raw(Version, KindMulticast, 1, 0, 1, dg, 0, 2, 5, 3, 0), ErrMalformed, "m.dest"},
-		{"duplicate dest", raw(Version, KindMulticast, 1, 0, 1, dg, 0, 2, 5, 5, 0), ErrMalformed, "not strictly increasing"},
-		{"dest over 32 bits", raw(Version, KindMulticast, 1, 0, 1, dg, 0, 1, uint64(1)<<32, 0), ErrMalformed, "32 bits"},
+		{"unsorted dest", raw(Version, KindMulticast, 1, 0, 0, 1, dg, 0, 2, 5, 3, 0), ErrMalformed, "m.dest"},
+		{"duplicate dest", raw(Version, KindMulticast, 1, 0, 0, 1, dg, 0, 2, 5, 5, 0), ErrMalformed, "not strictly increasing"},
+		{"dest over 32 bits", raw(Version, KindMulticast, 1, 0, 0, 1, dg, 0, 1, uint64(1)<<32, 0), ErrMalformed, "32 bits"},
 		{"client over 32 bits", raw(Version, KindRecDelivered, uint64(1)<<32, 0, 1, 0, 1, 0), ErrMalformed, "id"},
 		{"ballot over 32 bits", raw(Version, KindNewLeader, uint64(math.MaxUint64), 0), ErrMalformed, "field b"},
 		{"varint overflow", raw(Version, KindNewLeader, bytes.Repeat([]byte{0xff}, 10), []byte{1}), ErrMalformed, "overflow"},
@@ -637,31 +640,31 @@ func TestDecodeErrors(t *testing.T) {
 		{"non-minimal varint", raw(Version, KindNewLeader, []byte{0x81, 0x00}, 0), ErrMalformed, "non-minimal"},
 		{"non-minimal zero", raw(Version, KindNewLeader, []byte{0x80, 0x00}, 0), ErrMalformed, "non-minimal"},
 		{"heartbeat bool 2", raw(Version, KindHeartbeat, 1, 1, 1, 1, 2), ErrMalformed, "leader"},
-		{"phase out of range", raw(Version, KindRecAccepted, 1, 0, 1, dg, 0, 0, 0, []byte{byte(PhaseCommitted) + 1}, 0, 0, 0, 0, 0), ErrMalformed, "s.phase"},
-		{"command op out of range", raw(Version, KindPaxosAccept, 0, 0, 1, []byte{byte(cmdOpEnd)}, 1, 0, 1, dg, 0, 0, 0, 0, 0), ErrMalformed, "cmd.op"},
+		{"phase out of range", raw(Version, KindRecAccepted, 1, 0, 0, 1, dg, 0, 0, 0, []byte{byte(PhaseCommitted) + 1}, 0, 0, 0, 0, 0), ErrMalformed, "s.phase"},
+		{"command op out of range", raw(Version, KindPaxosAccept, 0, 0, 1, []byte{byte(cmdOpEnd)}, 1, 0, 0, 1, dg, 0, 0, 0, 0, 0), ErrMalformed, "cmd.op"},
 		{"promise entry op out of range", raw(Version, KindPaxosPromise, 0, 0, 0, 1, 1, 0, 0, []byte{0}, []byte{9}, 1, 0, 1, 0, 0, 0, 0, 0), ErrMalformed, "entries.cmd.op"},
 		{"promise entries past end", raw(Version, KindPaxosPromise, 0, 0, 0, 5, 1, 0, 0), ErrMalformed, "entries"},
 		{"decided bool 2", raw(Version, KindPaxosPromise, 0, 0, 0, 1, 1, 0, 0, []byte{2}, []byte{0}, 1, 0, 1, 0, 0, 0, 0, 0), ErrMalformed, "entries.decided"},
-		{"command dest unsorted", raw(Version, KindRecSlotDecided, 1, []byte{1}, 1, 0, 1, dg, 0, 2, 4, 3, 0, 0, 0), ErrMalformed, "cmd.m.dest"},
-		{"phase 255", raw(Version, KindRecAccepted, 1, 0, 1, dg, 0, 0, 0, []byte{255}, 0, 0, 0, 0, 0), ErrMalformed, "phase 255"},
-		{"oversized payload", raw(Version, KindMulticast, 1, 0, 1, dg, 0, 1, 0, MaxPayload+1), ErrTooLarge, "m.payload"},
-		{"oversized result", raw(Version, KindDelivered, 1, 0, 1, dg, 0, 1, 0, 0, []byte{1}, MaxPayload+1), ErrTooLarge, "result"},
-		{"result past end", raw(Version, KindDelivered, 1, 0, 1, dg, 0, 1, 0, 0, []byte{1}, 5, []byte("ab")), ErrMalformed, "result"},
-		{"huge payload", raw(Version, KindMulticast, 1, 0, 1, dg, 0, 1, 0, uint64(math.MaxUint64)), ErrTooLarge, "limit"},
-		{"payload past end", raw(Version, KindMulticast, 1, 0, 1, dg, 0, 1, 0, 10, []byte("abc")), ErrMalformed, "only 3 bytes left"},
-		{"max payload past end", raw(Version, KindMulticast, 1, 0, 1, dg, 0, 1, 0, MaxPayload), ErrMalformed, "m.payload"},
-		{"too many dest groups", raw(Version, KindMulticast, 1, 0, 1, dg, 0, MaxGroups+1), ErrTooLarge, "m.dest"},
-		{"dest count past end", raw(Version, KindMulticast, 1, 0, 1, dg, 0, MaxGroups, 0, 1), ErrMalformed, "m.dest"},
-		{"too many ballots", raw(Version, KindAcceptAck, 1, 0, 1, dg, 0, uint64(1)<<40), ErrTooLarge, "ballots"},
-		{"ballot count past end", raw(Version, KindAcceptAck, 1, 0, 1, dg, 0, 3, 1, 1, 1, 1, 1), ErrMalformed, "ballots"},
+		{"command dest unsorted", raw(Version, KindRecSlotDecided, 1, []byte{1}, 1, 0, 0, 1, dg, 0, 2, 4, 3, 0, 0, 0), ErrMalformed, "cmd.m.dest"},
+		{"phase 255", raw(Version, KindRecAccepted, 1, 0, 0, 1, dg, 0, 0, 0, []byte{255}, 0, 0, 0, 0, 0), ErrMalformed, "phase 255"},
+		{"oversized payload", raw(Version, KindMulticast, 1, 0, 0, 1, dg, 0, 1, 0, MaxPayload+1), ErrTooLarge, "m.payload"},
+		{"oversized result", raw(Version, KindDelivered, 1, 0, 0, 1, dg, 0, 1, 0, 0, []byte{1}, MaxPayload+1), ErrTooLarge, "result"},
+		{"result past end", raw(Version, KindDelivered, 1, 0, 0, 1, dg, 0, 1, 0, 0, []byte{1}, 5, []byte("ab")), ErrMalformed, "result"},
+		{"huge payload", raw(Version, KindMulticast, 1, 0, 0, 1, dg, 0, 1, 0, uint64(math.MaxUint64)), ErrTooLarge, "limit"},
+		{"payload past end", raw(Version, KindMulticast, 1, 0, 0, 1, dg, 0, 1, 0, 10, []byte("abc")), ErrMalformed, "only 3 bytes left"},
+		{"max payload past end", raw(Version, KindMulticast, 1, 0, 0, 1, dg, 0, 1, 0, MaxPayload), ErrMalformed, "m.payload"},
+		{"too many dest groups", raw(Version, KindMulticast, 1, 0, 0, 1, dg, 0, MaxGroups+1), ErrTooLarge, "m.dest"},
+		{"dest count past end", raw(Version, KindMulticast, 1, 0, 0, 1, dg, 0, MaxGroups, 0, 1), ErrMalformed, "m.dest"},
+		{"too many ballots", raw(Version, KindAcceptAck, 1, 0, 0, 1, dg, 0, uint64(1)<<40), ErrTooLarge, "ballots"},
+		{"ballot count past end", raw(Version, KindAcceptAck, 1, 0, 0, 1, dg, 0, 3, 1, 1, 1, 1, 1), ErrMalformed, "ballots"},
 		{"too many states", raw(Version, KindNewState, 1, 1, 1, MaxStateEntries+1), ErrTooLarge, "state"},
 		{"state count past end", raw(Version, KindNewState, 1, 1, 1, MaxStateEntries, bytes.Repeat([]byte{0}, 30)), ErrMalformed, "state"},
-		{"state ballots past end", raw(Version, KindRecNewState, 1, 1, 1, 1, 1, 0, 1, dg, 0, 0, 0, []byte{0}, 0, 0, 0, 0, 500), ErrMalformed, "state.ballots"},
+		{"state ballots past end", raw(Version, KindRecNewState, 1, 1, 1, 1, 1, 0, 0, 1, dg, 0, 0, 0, []byte{0}, 0, 0, 0, 0, 500), ErrMalformed, "state.ballots"},
 		{"page over 32 bits", raw(Version, KindNewState, 1, 1, 1, 0, uint64(1)<<32, 0), ErrMalformed, "field page"},
 		{"more bool 2", raw(Version, KindNewLeaderAck, 1, 1, 0, 0, 1, 0, 0, 0, 0, 0, 7, 2), ErrMalformed, "field more"},
 		{"rec page truncated", raw(Version, KindRecNewState, 1, 1, 1, 0), ErrMalformed, "field page"},
 		{"rec more missing", raw(Version, KindRecNewState, 1, 1, 1, 0, 3), ErrMalformed, "field more"},
-		{"nested dest unsorted", raw(Version, KindNewLeaderAck, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 0, 1, dg, 0, 2, 4, 4, 0, []byte{0}, 0, 0, 0, 0, 0), ErrMalformed, "state.m.dest"},
+		{"nested dest unsorted", raw(Version, KindNewLeaderAck, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 0, 0, 1, dg, 0, 2, 4, 4, 0, []byte{0}, 0, 0, 0, 0, 0), ErrMalformed, "state.m.dest"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -83,7 +83,7 @@ func Size(m Message) int {
 		if m != nil {
 			n += uvarintLen(uint64(len(m.Sessions)))
 			for _, k := range m.Sessions {
-				n += uvarintLen(uint64(k.Client)) + uvarintLen(k.Session)
+				n += uvarintLen(uint64(k.Client)) + sessionLen(k.Session)
 			}
 			n += uvarintLen(uint64(len(m.IDs)))
 			for _, id := range m.IDs {
@@ -104,7 +104,7 @@ func Size(m Message) int {
 			n += sizeBallot(m.Ballot) + sizeBallot(m.CBallot) + uvarintLen(m.Clock) + sizeTS(m.MaxDelivered) +
 				sizeStates(m.Msgs) + uvarintLen(uint64(len(m.Delivered))) + len(m.Delivered) + uvarintLen(uint64(len(m.Done)))
 			for _, c := range m.Done {
-				n += uvarintLen(uint64(c.Client)) + uvarintLen(c.Session) + uvarintLen(c.Floor) + uvarintLen(uint64(len(c.Collected)))
+				n += uvarintLen(uint64(c.Client)) + sessionLen(c.Session) + uvarintLen(c.Floor) + uvarintLen(uint64(len(c.Collected)))
 				for _, a := range c.Collected {
 					n += uvarintLen(a.Seq) + len(a.Digest)
 				}
@@ -142,7 +142,7 @@ func Size(m Message) int {
 func uvarintLen(x uint64) int { return (bits.Len64(x|1) + 6) / 7 }
 
 func sizeMsgID(id MsgID) int {
-	return uvarintLen(uint64(id.Client)) + uvarintLen(id.Session) + uvarintLen(id.Seq) + len(id.Digest)
+	return uvarintLen(uint64(id.Client)) + sessionLen(id.Session) + uvarintLen(id.Seq) + len(id.Digest)
 }
 func sizeTS(ts Timestamp) int { return uvarintLen(ts.T) + uvarintLen(uint64(ts.G)) }
 func sizeBallot(b Ballot) int { return uvarintLen(uint64(b.N)) + uvarintLen(uint64(b.P)) }
@@ -184,3 +184,5 @@ func sizeStates(ss []MsgState) int {
 func SizeState(s *MsgState) int { return sizeState(s) }
 
 func sizePaged(p Paged) int { return uvarintLen(uint64(p.Page)) + 1 }
+
+func sessionLen(s SessionID) int { return uvarintLen(s.Hi) + uvarintLen(s.Lo) }

@@ -80,7 +80,7 @@ func sizeSeqDigest(q SeqDigest) int { return uvarintLen(q.Seq) + len(q.Digest) }
 
 // sizeDone is the encoded size of one ClientDone in a REC_SNAPSHOT.
 func sizeDone(c *ClientDone) int {
-	n := uvarintLen(uint64(c.Client)) + uvarintLen(c.Session) + uvarintLen(c.Floor) + uvarintLen(uint64(len(c.Collected)))
+	n := uvarintLen(uint64(c.Client)) + sessionLen(c.Session) + uvarintLen(c.Floor) + uvarintLen(uint64(len(c.Collected)))
 	for _, q := range c.Collected {
 		n += sizeSeqDigest(q)
 	}
@@ -122,7 +122,7 @@ func JoinSnapshotPages(pages []*RecSnapshot) (*RecSnapshot, error) {
 			if j == 0 && len(out.Done) > 0 {
 				if last := &out.Done[len(out.Done)-1]; last.Client == d.Client && last.Session == d.Session {
 					if last.Floor != d.Floor {
-						return nil, fmt.Errorf("wire: snapshot page %d of %d continues session %d/%d with another floor", i, len(pages), d.Client, d.Session)
+						return nil, fmt.Errorf("wire: snapshot page %d of %d continues session %d@%s with another floor", i, len(pages), d.Client, d.Session)
 					}
 					last.Collected = append(slices.Clip(last.Collected), d.Collected...)
 					continue

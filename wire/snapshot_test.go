@@ -13,12 +13,12 @@ import (
 func TestSnapshotPages(t *testing.T) {
 	r := &RecSnapshot{Ballot: Ballot{N: 3, P: 1}, CBallot: Ballot{N: 2, P: 1}, Clock: 77, MaxDelivered: Timestamp{T: 70, G: 1}}
 	for i := range 5 {
-		m := AppMsg{ID: MsgID{Client: 9, Session: 1, Seq: uint64(i + 1)}, Dest: []GroupID{0, 1}, Payload: make([]byte, 300_000)}
+		m := AppMsg{ID: MsgID{Client: 9, Session: Session(1), Seq: uint64(i + 1)}, Dest: []GroupID{0, 1}, Payload: make([]byte, 300_000)}
 		r.Msgs = append(r.Msgs, MsgState{M: m, Phase: PhaseCommitted, LTS: Timestamp{T: uint64(i), G: 0}, GTS: Timestamp{T: uint64(i), G: 1}})
 		r.Delivered = append(r.Delivered, i%2 == 0)
 	}
 	for i := range MaxStateEntries + 10 {
-		r.Done = append(r.Done, ClientDone{Client: ProcID(i%1000 + 100), Session: uint64(i), Floor: uint64(4 + i%17)})
+		r.Done = append(r.Done, ClientDone{Client: ProcID(i%1000 + 100), Session: Session(uint64(i)), Floor: uint64(4 + i%17)})
 		if i == 500_000 {
 			big := &r.Done[len(r.Done)-1]
 			for j := range MaxStateEntries + 3 {
@@ -60,7 +60,7 @@ func TestSnapshotPages(t *testing.T) {
 		t.Fatal("joined pages of two images")
 	}
 	// A small image is one page, itself.
-	small := &RecSnapshot{Clock: 1, Done: []ClientDone{{Client: 1, Session: 1, Floor: 3}}}
+	small := &RecSnapshot{Clock: 1, Done: []ClientDone{{Client: 1, Session: Session(1), Floor: 3}}}
 	if ps := SnapshotPages(small, budget); len(ps) != 1 || !reflect.DeepEqual(ps[0], small) {
 		t.Fatalf("small image split into %d pages", len(ps))
 	}

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 )
 
 // ProcID identifies a process (replica or client). Replica ids are unique
@@ -25,9 +26,9 @@ type GroupID uint32
 // Client is the process the message must come from: replicas accept a
 // client's MULTICAST only from the connection authenticated as Client.
 // Session names one incarnation of that client: a client draws a fresh,
-// random 64-bit session every time it starts, so a client restarted with a
-// fixed Client id never reuses an id of an earlier incarnation and is never
-// answered with another incarnation's result. Seq counts the session's
+// random 128-bit session every time it starts (SessionID), so a client
+// restarted with a fixed Client id never reuses an id of an earlier
+// incarnation and is never answered with another incarnation's result. Seq counts the session's
 // messages from 1. Session 0 is used by replicas' own test clients and the
 // simulator, whose clients never restart.
 //
@@ -41,9 +42,75 @@ type GroupID uint32
 // blocked the proposing group's deliveries forever (docs/sessions.md).
 type MsgID struct {
 	Client  ProcID
-	Session uint64
+	Session SessionID
 	Seq     uint64
 	Digest  Digest
+}
+
+// SessionID names one incarnation of a client: 128 bits, drawn from
+// crypto/rand when a client starts (client.New), so that two incarnations
+// of one client never share a session (the chance that any two of a
+// billion incarnations collide is below 2^-68). The zero value is the
+// session of replicas' own test clients and of the simulator's, whose
+// clients never restart by accident.
+type SessionID struct{ Hi, Lo uint64 }
+
+// Session returns the session with the low 64 bits n (tests and the
+// simulator number their sessions).
+func Session(n uint64) SessionID { return SessionID{Lo: n} }
+
+// IsZero reports whether s is the zero session.
+func (s SessionID) IsZero() bool { return s == SessionID{} }
+
+// Compare returns -1, 0 or +1 (high bits first).
+func (s SessionID) Compare(o SessionID) int {
+	if c := cmpU64(s.Hi, o.Hi); c != 0 {
+		return c
+	}
+	return cmpU64(s.Lo, o.Lo)
+}
+
+func cmpU64(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// ParseSession parses a session as String renders it: 1 to 32 hex digits.
+func ParseSession(s string) (SessionID, error) {
+	if len(s) == 0 || len(s) > 32 {
+		return SessionID{}, fmt.Errorf("wire: session %q: want 1 to 32 hex digits", s)
+	}
+	var hi, lo string
+	if len(s) > 16 {
+		hi, lo = s[:len(s)-16], s[len(s)-16:]
+	} else {
+		lo = s
+	}
+	var out SessionID
+	var err error
+	if hi != "" {
+		if out.Hi, err = strconv.ParseUint(hi, 16, 64); err != nil {
+			return SessionID{}, fmt.Errorf("wire: session %q: %w", s, err)
+		}
+	}
+	if out.Lo, err = strconv.ParseUint(lo, 16, 64); err != nil {
+		return SessionID{}, fmt.Errorf("wire: session %q: %w", s, err)
+	}
+	return out, nil
+}
+
+// String renders the session in hex without leading zeros ("0" for the
+// zero session).
+func (s SessionID) String() string {
+	if s.Hi == 0 {
+		return fmt.Sprintf("%x", s.Lo)
+	}
+	return fmt.Sprintf("%x%016x", s.Hi, s.Lo)
 }
 
 // Digest is the first 16 bytes of a SHA-256 of a message's content: hard
@@ -73,10 +140,10 @@ var ErrDigest = errors.New("wire: content digest does not match the message")
 // String renders the id as used in histories: "<client>.<seq>", or
 // "<client>.<seq>@<session hex>" when the session is not 0.
 func (id MsgID) String() string {
-	if id.Session == 0 {
+	if id.Session.IsZero() {
 		return fmt.Sprintf("%d.%d", id.Client, id.Seq)
 	}
-	return fmt.Sprintf("%d.%d@%x", id.Client, id.Seq, id.Session)
+	return fmt.Sprintf("%d.%d@%s", id.Client, id.Seq, id.Session)
 }
 
 // Full renders the id with the first 4 bytes of its digest,
@@ -94,10 +161,18 @@ func (id MsgID) Full() string {
 // SessionKey identifies one session of one client.
 type SessionKey struct {
 	Client  ProcID
-	Session uint64
+	Session SessionID
 }
 
-func (k SessionKey) String() string { return fmt.Sprintf("%d@%x", k.Client, k.Session) }
+func (k SessionKey) String() string { return fmt.Sprintf("%d@%s", k.Client, k.Session) }
+
+// Compare orders session keys (client, then session).
+func (k SessionKey) Compare(o SessionKey) int {
+	if c := cmpU64(uint64(k.Client), uint64(o.Client)); c != 0 {
+		return c
+	}
+	return k.Session.Compare(o.Session)
+}
 
 // Key returns the session id belongs to.
 func (id MsgID) Key() SessionKey { return SessionKey{Client: id.Client, Session: id.Session} }
@@ -108,7 +183,7 @@ func (id MsgID) Less(o MsgID) bool {
 		return id.Client < o.Client
 	}
 	if id.Session != o.Session {
-		return id.Session < o.Session
+		return id.Session.Compare(o.Session) < 0
 	}
 	if id.Seq != o.Seq {
 		return id.Seq < o.Seq
@@ -615,7 +690,7 @@ type RecSnapshot struct {
 // (AppMsg.Floor).
 type ClientDone struct {
 	Client  ProcID
-	Session uint64
+	Session SessionID
 	Floor   uint64
 	// Collected holds the session's collected ids remembered here, as
 	// (Seq, Digest) pairs sorted by Seq then Digest.

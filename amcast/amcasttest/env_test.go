@@ -179,7 +179,7 @@ func TestParse(t *testing.T) {
 	if id, err := ParseMsgID("6.2"); err != nil || id != (wire.MsgID{Client: 6, Seq: 2}) {
 		t.Errorf("ParseMsgID: %v %v", id, err)
 	}
-	want := wire.MsgID{Client: 6, Session: 0xbeef, Seq: 2}
+	want := wire.MsgID{Client: 6, Session: wire.Session(0xbeef), Seq: 2}
 	if id, err := ParseMsgID(want.String()); err != nil || id != want {
 		t.Errorf("ParseMsgID(%q): %v %v", want.String(), id, err)
 	}

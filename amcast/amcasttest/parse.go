@@ -92,10 +92,10 @@ func ParseMsgID(s string) (wire.MsgID, error) {
 	}
 	cn, err1 := strconv.ParseUint(c, 10, 32)
 	qn, err2 := strconv.ParseUint(q, 10, 64)
-	var sn uint64
+	var sn wire.SessionID
 	var err3 error
 	if hasSess {
-		sn, err3 = strconv.ParseUint(sess, 16, 64)
+		sn, err3 = wire.ParseSession(sess)
 	}
 	if err1 != nil || err2 != nil || err3 != nil {
 		return wire.MsgID{}, bad

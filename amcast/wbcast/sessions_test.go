@@ -15,17 +15,17 @@ import (
 // them).
 func TestSessionsAreSeparate(t *testing.T) {
 	tb := newSessionTable()
-	old := wire.MsgID{Client: 9, Session: 1, Seq: 1}
+	old := wire.MsgID{Client: 9, Session: wire.Session(1), Seq: 1}
 	tb.add(old, 0)
-	tb.add(wire.MsgID{Client: 9, Session: 1, Seq: 3}, 0)
-	if !tb.collected(old) || !tb.collected(wire.MsgID{Client: 9, Session: 1, Seq: 3}) {
+	tb.add(wire.MsgID{Client: 9, Session: wire.Session(1), Seq: 3}, 0)
+	if !tb.collected(old) || !tb.collected(wire.MsgID{Client: 9, Session: wire.Session(1), Seq: 3}) {
 		t.Fatal("collected ids are not remembered")
 	}
 	for _, id := range []wire.MsgID{
-		{Client: 9, Session: 2, Seq: 1},                         // the restarted client's first message
-		{Client: 9, Session: 1, Seq: 2},                         // a gap
-		{Client: 8, Session: 1, Seq: 1},                         // another client
-		{Client: 9, Session: 1, Seq: 1, Digest: wire.Digest{1}}, // seq 1 reused for other content
+		{Client: 9, Session: wire.Session(2), Seq: 1},                         // the restarted client's first message
+		{Client: 9, Session: wire.Session(1), Seq: 2},                         // a gap
+		{Client: 8, Session: wire.Session(1), Seq: 1},                         // another client
+		{Client: 9, Session: wire.Session(1), Seq: 1, Digest: wire.Digest{1}}, // seq 1 reused for other content
 	} {
 		if tb.collected(id) {
 			t.Errorf("%s (digest %x) taken for a collected message", id, id.Digest[:2])
@@ -49,7 +49,7 @@ func TestSessionFloorBoundsMemory(t *testing.T) {
 	peak := 0
 	for seq := uint64(2); seq <= 3000; seq += 3 {
 		now := seq
-		m := &wire.AppMsg{ID: wire.MsgID{Client: 7, Session: 5, Seq: seq}, Floor: seq - min(seq, 4)}
+		m := &wire.AppMsg{ID: wire.MsgID{Client: 7, Session: wire.Session(5), Seq: seq}, Floor: seq - min(seq, 4)}
 		tb.touch(m, now)
 		tb.add(m.ID, now)
 		tb.prune(now, lease)
@@ -60,11 +60,11 @@ func TestSessionFloorBoundsMemory(t *testing.T) {
 		t.Errorf("peak %d entries", peak)
 	}
 	// An id just collected is remembered even below the floor.
-	recent := wire.MsgID{Client: 7, Session: 5, Seq: 2999}
+	recent := wire.MsgID{Client: 7, Session: wire.Session(5), Seq: 2999}
 	if !tb.collected(recent) {
 		t.Error("a recently collected id was forgotten")
 	}
-	old := wire.MsgID{Client: 7, Session: 5, Seq: 2}
+	old := wire.MsgID{Client: 7, Session: wire.Session(5), Seq: 2}
 	if tb.collected(old) || !tb.mayHaveForgotten(old) {
 		t.Errorf("seq 2: collected %v, may have been forgotten %v", tb.collected(old), tb.mayHaveForgotten(old))
 	}
@@ -80,8 +80,8 @@ func TestSessionFloorBoundsMemory(t *testing.T) {
 
 func TestSessionExpiry(t *testing.T) {
 	tb := newSessionTable()
-	a := &wire.AppMsg{ID: wire.MsgID{Client: 1, Session: 1, Seq: 1}}
-	b := &wire.AppMsg{ID: wire.MsgID{Client: 2, Session: 1, Seq: 1}}
+	a := &wire.AppMsg{ID: wire.MsgID{Client: 1, Session: wire.Session(1), Seq: 1}}
+	b := &wire.AppMsg{ID: wire.MsgID{Client: 2, Session: wire.Session(1), Seq: 1}}
 	tb.touch(a, 10)
 	tb.add(a.ID, 10)
 	tb.touch(b, 10)
@@ -101,11 +101,11 @@ func TestSessionExpiry(t *testing.T) {
 // The table survives a snapshot (records/load) exactly.
 func TestSessionRecordsRoundTrip(t *testing.T) {
 	tb := newSessionTable()
-	for _, id := range []wire.MsgID{{Client: 3, Session: 9, Seq: 1}, {Client: 3, Session: 9, Seq: 4}, {Client: 1, Session: 2, Seq: 7}} {
+	for _, id := range []wire.MsgID{{Client: 3, Session: wire.Session(9), Seq: 1}, {Client: 3, Session: wire.Session(9), Seq: 4}, {Client: 1, Session: wire.Session(2), Seq: 7}} {
 		tb.touch(&wire.AppMsg{ID: id, Floor: 0}, 0)
 		tb.add(id, 0)
 	}
-	tb.touch(&wire.AppMsg{ID: wire.MsgID{Client: 1, Session: 2, Seq: 9}, Floor: 3}, 0)
+	tb.touch(&wire.AppMsg{ID: wire.MsgID{Client: 1, Session: wire.Session(2), Seq: 9}, Floor: 3}, 0)
 	var back sessionTable
 	back.load(tb.records())
 	if !reflect.DeepEqual(tb.records(), back.records()) || back.size() != tb.size() {
@@ -122,7 +122,7 @@ func TestMulticastSender(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := wire.NewAppMsg(wire.MsgID{Client: 6, Session: 9, Seq: 1}, []wire.GroupID{0}, []byte("x"))
+	m := wire.NewAppMsg(wire.MsgID{Client: 6, Session: wire.Session(9), Seq: 1}, []wire.GroupID{0}, []byte("x"))
 	for _, tc := range []struct {
 		from   wire.ProcID
 		reason string
@@ -165,7 +165,7 @@ func TestForgetBoundsRecords(t *testing.T) {
 	}
 	const n = 2*maxRecordIDs + 5
 	for i := range n {
-		p.sess.touch(&wire.AppMsg{ID: wire.MsgID{Client: 1, Session: uint64(i + 1), Seq: 1}}, 0)
+		p.sess.touch(&wire.AppMsg{ID: wire.MsgID{Client: 1, Session: wire.Session(uint64(i + 1)), Seq: 1}}, 0)
 	}
 	st := NewStore()
 	p.ticks = 10

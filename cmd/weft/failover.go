@@ -62,6 +62,7 @@ func simGCCmd() *cobra.Command {
 		crashEvery   int64
 		seed         uint64
 		sessionEvery int
+		crashClients bool
 		downForGood  int
 		gc           gcFlags
 		format       string
@@ -73,7 +74,9 @@ func simGCCmd() *cobra.Command {
 groups, 8 closed-loop clients) while a group leader crashes about every
 --crash-every δ and restarts ~30δ later, and each client starts a new
 session (a client restarted with the same id) every --session-every of its
-messages. With --down-for-good N, replica N crashes at the start and never
+messages; with --crash-clients (the default) it does so without waiting for
+its outstanding message, as a crashed and restarted client would (that
+message is given up). With --down-for-good N, replica N crashes at the start and never
 comes back: garbage collection needs only a quorum of each group (--gc
 quorum, the default), so memory stays bounded without that member; with
 --gc all it waits for every member (wbcast.Config.CollectAfterAll) and
@@ -86,6 +89,7 @@ still checked by the simulator.`,
 			start := time.Now()
 			cfg := sim.LeaderChurnConfig(messages, seed, crashEvery)
 			cfg.Workload.SessionEvery = sessionEvery
+			cfg.Workload.CrashClients = crashClients && sessionEvery > 0
 			all, err := gc.all(cmd, cfg.Protocol)
 			if err != nil {
 				return err
@@ -119,6 +123,7 @@ still checked by the simulator.`,
 					"leader_changes":     res.LeaderChanges, "group_leader_changes": res.GroupLeaderChanges,
 					"crashes": res.Faults.Crashes, "restarts": res.Faults.Restarts,
 					"client_sessions": res.Stats.Sessions + cfg.Workload.Clients, "sessions_expired": res.Coverage.SessionsExpired,
+					"client_crashes": crashClients && sessionEvery > 0, "given_up": res.Stats.GivenUp,
 					"peak_retained": res.PeakRetained, "collected": res.Coverage.Collected,
 					"down_for_good": downForGood, "installs": res.Stats.Installs,
 					"history_checked": res.History != nil, "wall_seconds": time.Since(start).Seconds(), "heap_inuse_bytes": ms.HeapInuse,
@@ -127,7 +132,11 @@ still checked by the simulator.`,
 			fmt.Fprintf(w, "messages %d  deliveries %d  virtual time %.0fδ  leader changes %d (per group %v)  crashes %d  restarts %d\n",
 				res.Stats.Multicasts, res.Stats.Deliveries, float64(res.Stats.VirtualTime)/float64(res.Config.Delta),
 				res.LeaderChanges, res.GroupLeaderChanges, res.Faults.Crashes, res.Faults.Restarts)
-			fmt.Fprintf(w, "client sessions %d  expired %d (summed over replicas)\n", res.Stats.Sessions+cfg.Workload.Clients, res.Coverage.SessionsExpired)
+			how := "each started once the last one's messages were answered"
+			if cfg.Workload.CrashClients {
+				how = fmt.Sprintf("each started as by a crashed client: %d messages in flight given up", res.Stats.GivenUp)
+			}
+			fmt.Fprintf(w, "client sessions %d (%s)  expired %d (summed over replicas)\n", res.Stats.Sessions+cfg.Workload.Clients, how, res.Coverage.SessionsExpired)
 			if downForGood >= 0 {
 				fmt.Fprintf(w, "replica p%d down for good from 1δ; state transfers (SNAPSHOTs installed) %d\n", downForGood, res.Stats.Installs)
 			}
@@ -145,6 +154,7 @@ still checked by the simulator.`,
 	c.Flags().Int64Var(&crashEvery, "crash-every", 2000, "mean δ between leader crashes")
 	c.Flags().Uint64Var(&seed, "seed", 1, "PRNG seed")
 	c.Flags().IntVar(&sessionEvery, "session-every", 10, "messages per client session (0: one session per client)")
+	c.Flags().BoolVar(&crashClients, "crash-clients", true, "clients start their new session without waiting for their outstanding message (crash and restart)")
 	c.Flags().IntVar(&downForGood, "down-for-good", -1, "replica that crashes at the start and never restarts (-1: none)")
 	addGCFlags(c, &gc)
 	addOutput(c, &format, "")

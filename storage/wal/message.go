@@ -1,6 +1,7 @@
 package wal
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/weft-dev/weft/wire"
@@ -38,6 +39,11 @@ func DecodeMessage(r Record) (wire.Message, error) {
 		return nil, fmt.Errorf("wal: record %d is a %s, not an entry", r.Index, r.Type)
 	}
 	m, err := wire.Decode(r.Data)
+	if errors.Is(err, wire.ErrVersion) {
+		// Wire versions are not read across (docs/operations.md, "Data
+		// directory and member identity"): say what the operator can do.
+		return nil, fmt.Errorf("wal: record %d: %w (the data directory was written by another release of weft, which this one cannot read; keep running that release, or bring this member back with an empty data directory and --rejoin)", r.Index, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("wal: record %d: %w", r.Index, err)
 	}
