@@ -217,3 +217,36 @@ func TestClientSessionExpired(t *testing.T) {
 		t.Errorf("third multicast %+v %v; seq 1 copies %d -> %d (want none after expiry)", res, err, n, copies1.Load())
 	}
 }
+
+// TestClientSessionsAre128Bits: every client draws its own 128-bit session
+// (both halves random), and a pinned one is kept.
+func TestClientSessionsAre128Bits(t *testing.T) {
+	topo, err := amcast.NewTopology(1, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes := map[wire.ProcID]string{0: "127.0.0.1:1"} // never dialled: no message is sent
+	seen := map[wire.SessionID]bool{}
+	for range 8 {
+		cl, err := client.New(client.Config{Cluster: "c", ID: 100, Topology: topo, Nodes: nodes, ViewTicks: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := cl.Session()
+		cl.Close()
+		// Each half is zero with odds 2^-64: a zero half is a bug.
+		if s.Hi == 0 || s.Lo == 0 || seen[s] {
+			t.Fatalf("session %s: want both halves drawn, and a new one each time (seen %v)", s, seen)
+		}
+		seen[s] = true
+	}
+	pinned := wire.SessionID{Hi: 1, Lo: 2}
+	cl, err := client.New(client.Config{Cluster: "c", ID: 100, Topology: topo, Nodes: nodes, ViewTicks: -1, Session: pinned})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if cl.Session() != pinned {
+		t.Errorf("pinned session %s became %s", pinned, cl.Session())
+	}
+}
