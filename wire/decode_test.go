@@ -1,0 +1,158 @@
+package wire
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"math"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// Errors.
+
+// raw builds an encoding by hand: version, kind, then each item as a uvarint
+// (uint64/int) or verbatim ([]byte).
+func raw(version byte, k Kind, items ...any) []byte {
+	b := []byte{version, byte(k)}
+	for _, it := range items {
+		switch v := it.(type) {
+		case int:
+			b = binary.AppendUvarint(b, uint64(v))
+		case uint64:
+			b = binary.AppendUvarint(b, v)
+		case []byte:
+			b = append(b, v...)
+		default:
+			panic("raw: bad item")
+		}
+	}
+	return b
+}
+
+func TestDecodeErrors(t *testing.T) {
+	valid := Append(nil, &Accept{M: AppMsg{ID: MsgID{Client: 7, Seq: 1}, Dest: []GroupID{0, 2}, Payload: []byte("hi")}, B: Ballot{1, 2}, LTS: Timestamp{3, 0}})
+	withTrailing := append(slices.Clone(valid), 0)
+	badVersion := slices.Clone(valid)
+	badVersion[0] = Version + 1
+	oldVersion := slices.Clone(valid)
+	oldVersion[0] = 1
+	v2 := slices.Clone(valid)
+	v2[0] = 2
+	v4 := slices.Clone(valid)
+	v4[0] = 4
+	zeroVersion := slices.Clone(valid)
+	zeroVersion[0] = 0
+	dg := make([]byte, len(Digest{})) // a MsgID's digest
+
+	tests := []struct {
+		name    string
+		in      []byte
+		want    error
+		wantMsg string // substring of the error text
+	}{
+		{"empty", nil, ErrMalformed, "empty"},
+		{"version only", []byte{Version}, ErrMalformed, "kind"},
+		{"version 6", badVersion, ErrVersion, "version byte 6"},
+		{"version 4 (before 128-bit sessions)", v4, ErrVersion, "version byte 4"},
+		{"version 1 (before client sessions)", oldVersion, ErrVersion, "version byte 1"},
+		{"version 2 (before content digests)", v2, ErrVersion, "version byte 2"},
+		{"version 0", zeroVersion, ErrVersion, "version byte 0"},
+		{"kind 0", raw(Version, KindInvalid), ErrUnknownKind, "kind byte 0"},
+		{"kind end of messages", raw(Version, kindEndMessages), ErrUnknownKind, "kind byte 37"},
+		{"kind 99", raw(Version, 99), ErrUnknownKind, "kind byte 99"},
+		{"kind end of records", raw(Version, kindEndRecords), ErrUnknownKind, "kind byte 110"},
+		{"kind 255", raw(Version, 255), ErrUnknownKind, "kind byte 255"},
+		{"trailing byte", withTrailing, ErrMalformed, "1 trailing bytes"},
+		{"trailing after empty body", raw(Version, KindNewLeader, 1, 2, 3), ErrMalformed, "trailing"},
+		{"unsorted dest", raw(Version, KindMulticast, 1, 0, 0, 1, dg, 0, 2, 5, 3, 0), ErrMalformed, "m.dest"},
+		{"duplicate dest", raw(Version, KindMulticast, 1, 0, 0, 1, dg, 0, 2, 5, 5, 0), ErrMalformed, "not strictly increasing"},
+		{"dest over 32 bits", raw(Version, KindMulticast, 1, 0, 0, 1, dg, 0, 1, uint64(1)<<32, 0), ErrMalformed, "32 bits"},
+		{"client over 32 bits", raw(Version, KindRecDelivered, uint64(1)<<32, 0, 1, 0, 1, 0), ErrMalformed, "id"},
+		{"ballot over 32 bits", raw(Version, KindNewLeader, uint64(math.MaxUint64), 0), ErrMalformed, "field b"},
+		{"varint overflow", raw(Version, KindNewLeader, bytes.Repeat([]byte{0xff}, 10), []byte{1}), ErrMalformed, "overflow"},
+		{"varint too long", raw(Version, KindNewLeader, bytes.Repeat([]byte{0x80}, 11)), ErrMalformed, "overflow"},
+		{"non-minimal varint", raw(Version, KindNewLeader, []byte{0x81, 0x00}, 0), ErrMalformed, "non-minimal"},
+		{"non-minimal zero", raw(Version, KindNewLeader, []byte{0x80, 0x00}, 0), ErrMalformed, "non-minimal"},
+		{"heartbeat bool 2", raw(Version, KindHeartbeat, 1, 1, 1, 1, 2), ErrMalformed, "leader"},
+		{"phase out of range", raw(Version, KindRecAccepted, 1, 0, 0, 1, dg, 0, 0, 0, []byte{byte(PhaseCommitted) + 1}, 0, 0, 0, 0, 0), ErrMalformed, "s.phase"},
+		{"command op out of range", raw(Version, KindPaxosAccept, 0, 0, 1, []byte{byte(cmdOpEnd)}, 1, 0, 0, 1, dg, 0, 0, 0, 0, 0), ErrMalformed, "cmd.op"},
+		{"promise entry op out of range", raw(Version, KindPaxosPromise, 0, 0, 0, 1, 1, 0, 0, []byte{0}, []byte{9}, 1, 0, 1, 0, 0, 0, 0, 0), ErrMalformed, "entries.cmd.op"},
+		{"promise entries past end", raw(Version, KindPaxosPromise, 0, 0, 0, 5, 1, 0, 0), ErrMalformed, "entries"},
+		{"decided bool 2", raw(Version, KindPaxosPromise, 0, 0, 0, 1, 1, 0, 0, []byte{2}, []byte{0}, 1, 0, 1, 0, 0, 0, 0, 0), ErrMalformed, "entries.decided"},
+		{"command dest unsorted", raw(Version, KindRecSlotDecided, 1, []byte{1}, 1, 0, 0, 1, dg, 0, 2, 4, 3, 0, 0, 0), ErrMalformed, "cmd.m.dest"},
+		{"phase 255", raw(Version, KindRecAccepted, 1, 0, 0, 1, dg, 0, 0, 0, []byte{255}, 0, 0, 0, 0, 0), ErrMalformed, "phase 255"},
+		{"oversized payload", raw(Version, KindMulticast, 1, 0, 0, 1, dg, 0, 1, 0, MaxPayload+1), ErrTooLarge, "m.payload"},
+		{"oversized result", raw(Version, KindDelivered, 1, 0, 0, 1, dg, 0, 1, 0, 0, []byte{1}, MaxPayload+1), ErrTooLarge, "result"},
+		{"result past end", raw(Version, KindDelivered, 1, 0, 0, 1, dg, 0, 1, 0, 0, []byte{1}, 5, []byte("ab")), ErrMalformed, "result"},
+		{"huge payload", raw(Version, KindMulticast, 1, 0, 0, 1, dg, 0, 1, 0, uint64(math.MaxUint64)), ErrTooLarge, "limit"},
+		{"payload past end", raw(Version, KindMulticast, 1, 0, 0, 1, dg, 0, 1, 0, 10, []byte("abc")), ErrMalformed, "only 3 bytes left"},
+		{"max payload past end", raw(Version, KindMulticast, 1, 0, 0, 1, dg, 0, 1, 0, MaxPayload), ErrMalformed, "m.payload"},
+		{"too many dest groups", raw(Version, KindMulticast, 1, 0, 0, 1, dg, 0, MaxGroups+1), ErrTooLarge, "m.dest"},
+		{"dest count past end", raw(Version, KindMulticast, 1, 0, 0, 1, dg, 0, MaxGroups, 0, 1), ErrMalformed, "m.dest"},
+		{"too many ballots", raw(Version, KindAcceptAck, 1, 0, 0, 1, dg, 0, uint64(1)<<40), ErrTooLarge, "ballots"},
+		{"ballot count past end", raw(Version, KindAcceptAck, 1, 0, 0, 1, dg, 0, 3, 1, 1, 1, 1, 1), ErrMalformed, "ballots"},
+		{"too many states", raw(Version, KindNewState, 1, 1, 1, MaxStateEntries+1), ErrTooLarge, "state"},
+		{"state count past end", raw(Version, KindNewState, 1, 1, 1, MaxStateEntries, bytes.Repeat([]byte{0}, 30)), ErrMalformed, "state"},
+		{"state ballots past end", raw(Version, KindRecNewState, 1, 1, 1, 1, 1, 0, 0, 1, dg, 0, 0, 0, []byte{0}, 0, 0, 0, 0, 500), ErrMalformed, "state.ballots"},
+		{"page over 32 bits", raw(Version, KindNewState, 1, 1, 1, 0, uint64(1)<<32, 0), ErrMalformed, "field page"},
+		{"more bool 2", raw(Version, KindNewLeaderAck, 1, 1, 0, 0, 1, 0, 0, 0, 0, 0, 7, 2), ErrMalformed, "field more"},
+		{"rec page truncated", raw(Version, KindRecNewState, 1, 1, 1, 0), ErrMalformed, "field page"},
+		{"rec more missing", raw(Version, KindRecNewState, 1, 1, 1, 0, 3), ErrMalformed, "field more"},
+		{"nested dest unsorted", raw(Version, KindNewLeaderAck, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 0, 0, 1, dg, 0, 2, 4, 4, 0, []byte{0}, 0, 0, 0, 0, 0), ErrMalformed, "state.m.dest"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			m, err := Decode(tc.in)
+			if !errors.Is(err, tc.want) {
+				t.Fatalf("Decode(% x) = %v, %v; want error %v", tc.in, m, err, tc.want)
+			}
+			if m != nil {
+				t.Errorf("Decode returned a message with an error: %v", m)
+			}
+			if !strings.Contains(err.Error(), tc.wantMsg) {
+				t.Errorf("error %q does not mention %q", err, tc.wantMsg)
+			}
+		})
+	}
+}
+
+func TestDecodeEveryTruncation(t *testing.T) {
+	for _, s := range samples() {
+		enc := Append(nil, s.m)
+		for n := range len(enc) {
+			m, err := Decode(enc[:n])
+			if !errors.Is(err, ErrMalformed) {
+				t.Fatalf("%s truncated to %d of %d bytes: got %v, %v; want ErrMalformed", s.m.Kind(), n, len(enc), m, err)
+			}
+		}
+	}
+}
+
+// TestDecodeSmallInputSmallAlloc checks that huge counts in tiny inputs are
+// refused before anything big is allocated.
+func TestDecodeSmallInputSmallAlloc(t *testing.T) {
+	inputs := [][]byte{
+		raw(Version, KindMulticast, 1, 1, MaxGroups, 0),
+		raw(Version, KindMulticast, 1, 1, 0, MaxPayload),
+		raw(Version, KindAcceptAck, 1, 1, 0, MaxGroups),
+		raw(Version, KindNewState, 1, 1, 1, MaxStateEntries, []byte{0, 0, 0, 0, 0, 0, 0, 0, 0}),
+		raw(Version, KindRecNewState, 1, 1, 1, 1000, bytes.Repeat([]byte{0}, 100)),
+	}
+	for _, in := range inputs {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		for range 10 {
+			if _, err := Decode(in); err == nil {
+				t.Fatalf("Decode(% x) succeeded", in)
+			}
+		}
+		runtime.ReadMemStats(&after)
+		if perCall := (after.TotalAlloc - before.TotalAlloc) / 10; perCall > 4096 {
+			t.Errorf("Decode(% x) allocated %d bytes per call", in, perCall)
+		}
+	}
+}
