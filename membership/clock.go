@@ -1,6 +1,7 @@
 package membership
 
 import (
+	"cmp"
 	"slices"
 	"time"
 
@@ -105,7 +106,7 @@ func (n *Node) clockSample(now int64, peer wire.ProcID, at int64, t Times) {
 	if n.find(peer) < 0 {
 		return // refused by the view (state limit): keep nothing about it
 	}
-	i, ok := slices.BinarySearchFunc(n.clocks, peer, func(c clockEntry, id wire.ProcID) int { return cmpID(c.id, id) })
+	i, ok := slices.BinarySearchFunc(n.clocks, peer, func(c clockEntry, id wire.ProcID) int { return cmp.Compare(c.id, id) })
 	if !ok {
 		n.clocks = slices.Insert(n.clocks, i, clockEntry{id: peer, offset: offset, delay: delay, samples: 1})
 		n.stats.ClockSamples++
@@ -143,7 +144,7 @@ func (n *Node) judgeClock(c *clockEntry) {
 
 // dropClock forgets peer's estimate (evicted or restarted).
 func (n *Node) dropClock(peer wire.ProcID) {
-	if i, ok := slices.BinarySearchFunc(n.clocks, peer, func(c clockEntry, id wire.ProcID) int { return cmpID(c.id, id) }); ok {
+	if i, ok := slices.BinarySearchFunc(n.clocks, peer, func(c clockEntry, id wire.ProcID) int { return cmp.Compare(c.id, id) }); ok {
 		n.clocks = slices.Delete(n.clocks, i, i+1)
 	}
 }
@@ -166,7 +167,7 @@ func (n *Node) checkGeneration(now int64, node wire.ProcID, gen uint64) {
 
 // ClockOffset returns the estimate of peer's clock.
 func (n *Node) ClockOffset(peer wire.ProcID) (ClockOffset, bool) {
-	i, ok := slices.BinarySearchFunc(n.clocks, peer, func(c clockEntry, id wire.ProcID) int { return cmpID(c.id, id) })
+	i, ok := slices.BinarySearchFunc(n.clocks, peer, func(c clockEntry, id wire.ProcID) int { return cmp.Compare(c.id, id) })
 	if !ok {
 		return ClockOffset{}, false
 	}

@@ -1,6 +1,7 @@
 package membership
 
 import (
+	"cmp"
 	"encoding/binary"
 	"fmt"
 	"slices"
@@ -472,7 +473,7 @@ func (n *Node) delta(e *endpoint, base uint64, limit int) (s EndpointState, size
 			items = append(items, item{a.Version, sizeItem(a)})
 		}
 	}
-	slices.SortFunc(items, func(a, b item) int { return compareU64(a.ver, b.ver) })
+	slices.SortFunc(items, func(a, b item) int { return cmp.Compare(a.ver, b.ver) })
 	head := sizeStateHead(e.id, e.gen, base, hb, cnt) // upper bound for any prefix
 	w, sum := uint64(0), 0
 	for _, it := range items {
@@ -495,16 +496,6 @@ func (n *Node) delta(e *endpoint, base uint64, limit int) (s EndpointState, size
 		}
 	}
 	return s, sizeState(&s), true, true
-}
-
-func compareU64(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 func (n *Node) noteSuperseded(gen uint64) {

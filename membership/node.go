@@ -1,6 +1,7 @@
 package membership
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -355,7 +356,7 @@ func (n *Node) appsOf(e *endpoint) []AppState { return n.apps.items(e.app) }
 
 // expireOf returns the eviction time of departed endpoint id (0 if none).
 func (n *Node) expireOf(id wire.ProcID) int64 {
-	i, ok := slices.BinarySearchFunc(n.expires, id, func(x expiry, id wire.ProcID) int { return cmpID(x.id, id) })
+	i, ok := slices.BinarySearchFunc(n.expires, id, func(x expiry, id wire.ProcID) int { return cmp.Compare(x.id, id) })
 	if !ok {
 		return 0
 	}
@@ -363,7 +364,7 @@ func (n *Node) expireOf(id wire.ProcID) int64 {
 }
 
 func (n *Node) setExpire(id wire.ProcID, at int64) {
-	i, ok := slices.BinarySearchFunc(n.expires, id, func(x expiry, id wire.ProcID) int { return cmpID(x.id, id) })
+	i, ok := slices.BinarySearchFunc(n.expires, id, func(x expiry, id wire.ProcID) int { return cmp.Compare(x.id, id) })
 	if ok {
 		n.expires[i].at = at
 		return
@@ -372,19 +373,9 @@ func (n *Node) setExpire(id wire.ProcID, at int64) {
 }
 
 func (n *Node) dropExpire(id wire.ProcID) {
-	if i, ok := slices.BinarySearchFunc(n.expires, id, func(x expiry, id wire.ProcID) int { return cmpID(x.id, id) }); ok {
+	if i, ok := slices.BinarySearchFunc(n.expires, id, func(x expiry, id wire.ProcID) int { return cmp.Compare(x.id, id) }); ok {
 		n.expires = slices.Delete(n.expires, i, i+1)
 	}
-}
-
-func cmpID(a, b wire.ProcID) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // Tick runs one gossip round at now: guards, heartbeat, expiries, the

@@ -1,6 +1,7 @@
 package membership
 
 import (
+	"cmp"
 	"slices"
 	"strconv"
 	"strings"
@@ -80,13 +81,13 @@ func (n *Node) initProbes(now int64) {
 			n.probes = append(n.probes, probe{id: id, last: now})
 		}
 	}
-	slices.SortFunc(n.probes, func(a, b probe) int { return cmpID(a.id, b.id) })
+	slices.SortFunc(n.probes, func(a, b probe) int { return cmp.Compare(a.id, b.id) })
 	n.probes = slices.CompactFunc(n.probes, func(a, b probe) bool { return a.id == b.id })
 }
 
 // findProbe returns the probe of id, or nil.
 func (n *Node) findProbe(id wire.ProcID) *probe {
-	i, ok := slices.BinarySearchFunc(n.probes, id, func(p probe, id wire.ProcID) int { return cmpID(p.id, id) })
+	i, ok := slices.BinarySearchFunc(n.probes, id, func(p probe, id wire.ProcID) int { return cmp.Compare(p.id, id) })
 	if !ok {
 		return nil
 	}
@@ -288,13 +289,13 @@ func (n *Node) rebuildVerdicts() {
 		}
 	}
 	slices.SortFunc(vs, func(a, b verdict) int {
-		if c := cmpID(a.target, b.target); c != 0 {
+		if c := cmp.Compare(a.target, b.target); c != 0 {
 			return c
 		}
 		if a.gen != b.gen {
-			return compareU64(b.gen, a.gen) // newest first
+			return cmp.Compare(b.gen, a.gen) // newest first
 		}
-		return compareU64(b.hb, a.hb)
+		return cmp.Compare(b.hb, a.hb)
 	})
 	n.verdicts = slices.CompactFunc(vs, func(a, b verdict) bool { return a.target == b.target })
 }
@@ -308,7 +309,7 @@ func (n *Node) condemned(e *endpoint) bool {
 	if len(n.verdicts) == 0 {
 		return false
 	}
-	i, ok := slices.BinarySearchFunc(n.verdicts, e.id, func(v verdict, id wire.ProcID) int { return cmpID(v.target, id) })
+	i, ok := slices.BinarySearchFunc(n.verdicts, e.id, func(v verdict, id wire.ProcID) int { return cmp.Compare(v.target, id) })
 	if !ok {
 		return false
 	}

@@ -5,6 +5,7 @@ package wire
 
 import (
 	"bytes"
+	"cmp"
 	"crypto/sha256"
 	"encoding/binary"
 	"errors"
@@ -64,20 +65,10 @@ func (s SessionID) IsZero() bool { return s == SessionID{} }
 
 // Compare returns -1, 0 or +1 (high bits first).
 func (s SessionID) Compare(o SessionID) int {
-	if c := cmpU64(s.Hi, o.Hi); c != 0 {
+	if c := cmp.Compare(s.Hi, o.Hi); c != 0 {
 		return c
 	}
-	return cmpU64(s.Lo, o.Lo)
-}
-
-func cmpU64(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
+	return cmp.Compare(s.Lo, o.Lo)
 }
 
 // ParseSession parses a session as String renders it: 1 to 32 hex digits.
@@ -168,7 +159,7 @@ func (k SessionKey) String() string { return fmt.Sprintf("%d@%s", k.Client, k.Se
 
 // Compare orders session keys (client, then session).
 func (k SessionKey) Compare(o SessionKey) int {
-	if c := cmpU64(uint64(k.Client), uint64(o.Client)); c != 0 {
+	if c := cmp.Compare(uint64(k.Client), uint64(o.Client)); c != 0 {
 		return c
 	}
 	return k.Session.Compare(o.Session)
