@@ -92,6 +92,15 @@ func (p *Process) onHeartbeat(from wire.ProcID, hb *wire.Heartbeat) error {
 	case hb.CBallot == p.cballot && hb.MaxDelivered.Less(p.maxDelivered) && stalled:
 		// Behind and no progress since its last heartbeat: DELIVERs were
 		// lost (not merely in flight). Re-send them with their payloads.
+		//
+		// Known cost: under load a group delivers in bursts, so a member
+		// heard between two bursts looks stalled while the next burst is
+		// in flight; on real processes at 90 clients every leader ran
+		// 13-16 catch-ups a second (re-sent DELIVERs, or a SNAPSHOT once
+		// collection passed them). A rule "below what this leader had
+		// delivered 4 ticks ago" cut that to 1 in 36 s but stalled swarm
+		// seed 441503 (--forged-clients: no delivery after 370δ, no
+		// catch-up sent); reverted until that is understood (Dec 2026).
 		if !pr.caughtUp || p.ticks >= pr.catchAt+2 {
 			p.catchUp(i)
 		}
