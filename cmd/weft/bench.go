@@ -76,6 +76,7 @@ type benchOptions struct {
 	replicas                 int
 	protocols, durability    []string
 	seed                     uint64
+	sessionLease             time.Duration // the agents' session_lease (0: the sample's)
 }
 
 func benchCmd() *cobra.Command {
@@ -132,6 +133,7 @@ func addBenchFlags(c *cobra.Command, o *benchOptions, protocols []string, client
 	f.StringVar(&o.dir, "dir", "", "working directory of the clusters (default: a temporary one, removed at the end)")
 	f.StringVar(&o.cpuProfile, "cpu-profile", "", "write each agent's CPU profile (the whole run of its cluster) to this directory: PROTOCOL-MODE[-SERVICE]-nodeN.pprof")
 	f.Uint64Var(&o.seed, "seed", 0, "seed of the draws (default: from the clock)")
+	f.DurationVar(&o.sessionLease, "session-lease", 0, "the agents' session_lease: how long they remember a collected message id (default: the configuration's default, 1m)")
 }
 
 func (o *benchOptions) validate() error {

@@ -37,7 +37,8 @@ type benchCluster struct {
 // replicas agents of exe in dir.
 // service names the replicated service the agents run ("" for none: the
 // raw multicast benchmark). With profile set, agent N writes its CPU profile to profile-nodeN.pprof.
-func startBenchCluster(ctx context.Context, exe, dir, protocol string, groups, replicas int, noFsync bool, service, profile string) (*benchCluster, error) {
+// A positive lease sets the agents' session_lease.
+func startBenchCluster(ctx context.Context, exe, dir, protocol string, groups, replicas int, noFsync bool, service, profile string, lease time.Duration) (*benchCluster, error) {
 	topo, err := amcast.NewTopology(groups, replicas)
 	if err != nil {
 		return nil, err
@@ -70,6 +71,9 @@ func startBenchCluster(ctx context.Context, exe, dir, protocol string, groups, r
 		cfg.ClusterKeyFile = c.keyFile
 		cfg.Groups, cfg.Nodes = topo.Groups, peers
 		cfg.UnsafeNoFsync = noFsync
+		if lease > 0 {
+			cfg.SessionLease = lease
+		}
 		if service != "" {
 			cfg.Service = service
 		}

@@ -108,7 +108,7 @@ func (e *benchEnv) startCluster(c benchConfig, service string) (*benchCluster, e
 	if e.o.cpuProfile != "" {
 		profile = filepath.Join(e.o.cpuProfile, name)
 	}
-	return startBenchCluster(e.ctx, e.exe, dir, c.protocol, 3, c.replicas, c.mode == "nofsync", service, profile)
+	return startBenchCluster(e.ctx, e.exe, dir, c.protocol, 3, c.replicas, c.mode == "nofsync", service, profile, e.o.sessionLease)
 }
 
 // benchProc is one client process of a rung.
