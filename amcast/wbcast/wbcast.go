@@ -227,6 +227,9 @@ type Process struct {
 	cballot wire.Ballot // ballot whose leader's state was adopted
 	clock   uint64
 	ticks   uint64
+	// deliveredAt[t % len] is maxDelivered at tick t, for the last
+	// catchUpTicks+1 ticks (stalled).
+	deliveredAt [catchUpTicks + 1]wire.Timestamp
 
 	recs         map[wire.MsgID]*record
 	maxDelivered wire.Timestamp
