@@ -282,7 +282,12 @@ func (p *Process) checkLeadership() {
 			p.startBallotAbove(cur)
 			return
 		}
-		if qi := p.topo.MemberIndex(q); !det.Suspected(q, p.ticks) && !p.peerBehind(qi) && !p.peers[qi].rejoining {
+		qi := p.topo.MemberIndex(q)
+		// A member whose last heartbeat shows a ballot of its own that it
+		// no longer claims gave it up (a candidate behind the floor,
+		// transfer.go): it will not start another, so it is passed over.
+		own := p.peers[qi].ballot.Leader() == q && p.gaveUp(p.peers[qi].ballot)
+		if !det.Suspected(q, p.ticks) && !p.peerBehind(qi) && !p.peers[qi].rejoining && !own {
 			return
 		}
 	}
