@@ -60,7 +60,14 @@ var forgedRegressionSeeds = []uint64{300493, 303008, 303407, 300768, 301315, 303
 //     message). The merge now takes every ack's commits (commitsOf).
 //   - 500529: livelocked an attempted fix of 509452 that counted only
 //     members at the leader's cballot towards the floor.
-var quorumGCRegressionSeeds = []uint64{302706, 311782, 509452, 500529}
+//   - 441503 (as drawn, batches on): with catch-ups only for members below
+//     what the leader had delivered 4 ticks ago, a member was still behind
+//     the floor at a leader change; it started the next ballot as
+//     successor, gave it up at the acks, and the up-to-date member waited
+//     for it as its designated successor: the group stalled for good. The
+//     successor search now passes over a member that gave up a ballot of
+//     its own.
+var quorumGCRegressionSeeds = []uint64{302706, 311782, 509452, 500529, 441503}
 
 // TestSwarmRegressionSeeds runs each regression seed as it was found
 // (without batches, which came later: Config.Batch), the seeds found
