@@ -27,6 +27,7 @@ package amcast
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/weft-dev/weft/wire"
 )
@@ -275,6 +276,14 @@ func (t *Topology) Members(g wire.GroupID) []wire.ProcID { return t.Groups[g] }
 
 // Quorum returns the majority size of group g.
 func (t *Topology) Quorum(g wire.GroupID) int { return len(t.Groups[g])/2 + 1 }
+
+// FloorOf returns the highest timestamp that at least q of ts reach (the
+// q-th highest; ts, one per member, is sorted in place): a group's
+// delivered or applied floor for a quorum q. q must be in 1..len(ts).
+func FloorOf(ts []wire.Timestamp, q int) wire.Timestamp {
+	slices.SortFunc(ts, func(a, b wire.Timestamp) int { return b.Compare(a) })
+	return ts[q-1]
+}
 
 // InitialLeader returns group g's initial leader (its first member).
 func (t *Topology) InitialLeader(g wire.GroupID) wire.ProcID { return t.Groups[g][0] }

@@ -1,9 +1,9 @@
 package node
 
 import (
-	"slices"
 	"time"
 
+	"github.com/weft-dev/weft/amcast"
 	"github.com/weft-dev/weft/rsm"
 	"github.com/weft-dev/weft/wire"
 )
@@ -201,8 +201,7 @@ func (n *Node) noteApplied(from wire.ProcID, m *wire.Applied) {
 	for _, q := range ms {
 		ts = append(ts, s.applied[q])
 	}
-	slices.SortFunc(ts, func(a, b wire.Timestamp) int { return b.Compare(a) })
-	s.d.NoteApplied(m.G, ts[n.cfg.Topology.Quorum(m.G)-1])
+	s.d.NoteApplied(m.G, amcast.FloorOf(ts, n.cfg.Topology.Quorum(m.G)))
 }
 
 // tickVotes pulls missing votes, and falls back to a state transfer when

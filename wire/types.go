@@ -29,9 +29,10 @@ type GroupID uint32
 // Session names one incarnation of that client: a client draws a fresh,
 // random 128-bit session every time it starts (SessionID), so a client
 // restarted with a fixed Client id never reuses an id of an earlier
-// incarnation and is never answered with another incarnation's result. Seq counts the session's
-// messages from 1. Session 0 is used by replicas' own test clients and the
-// simulator, whose clients never restart.
+// incarnation and is never answered with another incarnation's result.
+// Seq counts the session's messages from 1. The zero session is used by
+// replicas' own test clients and the simulator, whose clients never
+// restart.
 //
 // Digest binds the id to the message's content (ContentDigest of its
 // destinations and payload; AppMsg.Seal sets it, AppMsg.CheckDigest

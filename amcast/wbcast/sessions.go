@@ -137,7 +137,7 @@ func (t *sessionTable) expire(now, lease uint64) []wire.SessionKey {
 			out = append(out, k)
 		}
 	}
-	slices.SortFunc(out, compareSessionKeys)
+	slices.SortFunc(out, wire.SessionKey.Compare)
 	for _, k := range out {
 		t.drop(k)
 	}
@@ -178,7 +178,7 @@ func (t *sessionTable) records() []wire.ClientDone {
 	for k := range t.m {
 		keys = append(keys, k)
 	}
-	slices.SortFunc(keys, compareSessionKeys)
+	slices.SortFunc(keys, wire.SessionKey.Compare)
 	out := make([]wire.ClientDone, 0, len(keys))
 	for _, k := range keys {
 		s := t.m[k]
@@ -241,10 +241,6 @@ func (t *sessionTable) durableDiff(live *sessionTable) string {
 		}
 	}
 	return ""
-}
-
-func compareSessionKeys(a, b wire.SessionKey) int {
-	return wire.MsgID{Client: a.Client, Session: a.Session}.Compare(wire.MsgID{Client: b.Client, Session: b.Session})
 }
 
 // deliveredHere reports whether a recovery state entry (H8, H9) is a

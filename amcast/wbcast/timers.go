@@ -1,9 +1,9 @@
 package wbcast
 
 import (
-	"slices"
 	"sort"
 
+	"github.com/weft-dev/weft/amcast"
 	"github.com/weft-dev/weft/wire"
 )
 
@@ -116,7 +116,7 @@ const catchUpTicks = 4
 // ahead, re-sent DELIVERs already in flight, or, once collection had
 // passed them, a SNAPSHOT of its whole delivered prefix and session table
 // (built on its loop). On real processes at 90 clients each leader ran
-// 13-16 catch-ups a second (1 in 36 s with this rule), and SNAPSHOTs took
+// 13-15 catch-ups a second (1 in 36 s with this rule), and SNAPSHOTs took
 // 3.6% of a leader's CPU.
 func (p *Process) stalled(at wire.Timestamp) bool {
 	if p.ticks < catchUpTicks {
@@ -188,8 +188,7 @@ func (p *Process) updateGroupLinf() {
 	if len(ds) < q {
 		return
 	}
-	slices.SortFunc(ds, func(a, b wire.Timestamp) int { return b.Compare(a) })
-	p.raiseLinf(p.g, ds[q-1])
+	p.raiseLinf(p.g, amcast.FloorOf(ds, q))
 }
 
 // checkLeadership runs the failure detector's verdicts: a leader that lost

@@ -160,8 +160,7 @@ func (b *bankRun) noteApplied() {
 		for _, rp := range b.shard(wire.GroupID(g)) {
 			ts = append(ts, rp.Driver.Applied())
 		}
-		slices.SortFunc(ts, func(a, b wire.Timestamp) int { return b.Compare(a) })
-		floor := ts[b.topo.Quorum(wire.GroupID(g))-1]
+		floor := amcast.FloorOf(ts, b.topo.Quorum(wire.GroupID(g)))
 		for _, rp := range b.reps {
 			rp.Driver.NoteApplied(wire.GroupID(g), floor)
 		}

@@ -39,13 +39,14 @@ func DecodeMessage(r Record) (wire.Message, error) {
 		return nil, fmt.Errorf("wal: record %d is a %s, not an entry", r.Index, r.Type)
 	}
 	m, err := wire.Decode(r.Data)
-	if errors.Is(err, wire.ErrVersion) {
-		// Wire versions are not read across (docs/operations.md, "Data
-		// directory and member identity"): say what the operator can do.
-		return nil, fmt.Errorf("wal: record %d: %w (the data directory was written by another release of weft, which this one cannot read; keep running that release, or bring this member back with an empty data directory and --rejoin)", r.Index, err)
-	}
 	if err != nil {
-		return nil, fmt.Errorf("wal: record %d: %w", r.Index, err)
+		hint := ""
+		if errors.Is(err, wire.ErrVersion) {
+			// Wire versions are not read across (docs/operations.md, "Data
+			// directory and member identity"): say what the operator can do.
+			hint = " (the data directory was written by another release of weft, which this one cannot read; keep running that release, or bring this member back with an empty data directory and --rejoin)"
+		}
+		return nil, fmt.Errorf("wal: record %d: %w%s", r.Index, err, hint)
 	}
 	return m, nil
 }
