@@ -19,7 +19,7 @@ func Fingerprint(p *Process) string {
 		p.dlog, p.sess.records(), p.pending.Len(), p.committed.Len(), len(p.deferred), len(p.local))
 	for _, cd := range p.sess.records() {
 		s := p.sess.m[wire.SessionKey{Client: cd.Client, Session: cd.Session}]
-		fmt.Fprintf(&b, "session %d@%x live=%d last=%d done=%v\n", cd.Client, cd.Session, s.live, s.last, s.done)
+		fmt.Fprintf(&b, "session %d@%x live=%d last=%d done=%v\n", cd.Client, cd.Session, s.live, s.last, s.done.String())
 	}
 	fmt.Fprintf(&b, "peers=%+v joined=%d lastStart=%d started=%v cov=%+v detector=%+v\n",
 		p.peers, p.joinedAt, p.lastStart, p.started, p.cov, p.cfg.Detector)

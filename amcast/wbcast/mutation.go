@@ -153,10 +153,10 @@ func (m Mutation) String() string {
 func (p *Process) collected(id wire.MsgID) bool {
 	if p.mut(MutSeqOnlyDedup) {
 		if s := p.sess.m[id.Key()]; s != nil {
-			for q := range s.done {
-				if q.Seq == id.Seq {
-					return true
-				}
+			seen := false
+			s.done.each(func(e doneEntry) { seen = seen || e.q.Seq == id.Seq })
+			if seen {
+				return true
 			}
 		}
 	}

@@ -46,10 +46,10 @@ type sessionTable struct {
 // group while another destination group proposed it (the id-reuse block,
 // docs/sessions.md). The floor bounds the set instead.
 type session struct {
-	floor uint64                    // highest AppMsg.Floor seen
-	done  map[wire.SeqDigest]uint64 // collected ids: -> tick collected
-	live  int                       // records of the session held in Process.recs
-	last  uint64                    // tick of the last activity
+	floor uint64  // highest AppMsg.Floor seen
+	done  doneSet // collected ids, with the tick each was collected at
+	live  int     // records of the session held in Process.recs
+	last  uint64  // tick of the last activity
 }
 
 func seqDigest(id wire.MsgID) wire.SeqDigest { return wire.SeqDigest{Seq: id.Seq, Digest: id.Digest} }
@@ -60,7 +60,7 @@ func newSessionTable() sessionTable { return sessionTable{m: map[wire.SessionKey
 func (t *sessionTable) get(k wire.SessionKey) *session {
 	s := t.m[k]
 	if s == nil {
-		s = &session{done: map[wire.SeqDigest]uint64{}}
+		s = &session{}
 		t.m[k] = s
 	}
 	return s
@@ -79,8 +79,7 @@ func (t *sessionTable) collected(id wire.MsgID) bool {
 	if s == nil {
 		return false
 	}
-	_, ok := s.done[seqDigest(id)]
-	return ok
+	return s.done.has(seqDigest(id))
 }
 
 // mayHaveForgotten reports whether id could be a message collected here
@@ -93,37 +92,49 @@ func (t *sessionTable) mayHaveForgotten(id wire.MsgID) bool {
 
 // add remembers that id was collected here at tick now.
 func (t *sessionTable) add(id wire.MsgID, now uint64) {
-	s := t.get(id.Key())
-	if _, ok := s.done[seqDigest(id)]; !ok {
-		s.done[seqDigest(id)] = now
+	if t.get(id.Key()).done.add(seqDigest(id), now) {
 		t.entries++
 	}
 }
 
 // prune forgets the collected ids at or below their session's floor that
-// were collected at least lease ticks ago, and returns them, sorted.
+// were collected at least lease ticks ago, and returns them, sorted. Only
+// the ids up to each session's floor are looked at.
 func (t *sessionTable) prune(now, lease uint64) []wire.MsgID {
-	var out []wire.MsgID
+	keys := make([]wire.SessionKey, 0, len(t.m))
 	for k, s := range t.m {
-		for q, at := range s.done {
-			if q.Seq != 0 && q.Seq <= s.floor && now >= at+lease {
-				out = append(out, wire.MsgID{Client: k.Client, Session: k.Session, Seq: q.Seq, Digest: q.Digest})
-			}
+		if s.done.len() > 0 {
+			keys = append(keys, k)
 		}
 	}
-	slices.SortFunc(out, wire.MsgID.Compare)
-	for _, id := range out {
-		t.forgetID(id)
+	slices.SortFunc(keys, wire.SessionKey.Compare)
+	var out []wire.MsgID
+	for _, k := range keys {
+		s := t.m[k]
+		t.entries -= s.done.filter(func(q wire.SeqDigest) bool { return q.Seq > s.floor }, func(e doneEntry) bool {
+			if e.q.Seq != 0 && e.q.Seq <= s.floor && now >= e.at+lease {
+				out = append(out, wire.MsgID{Client: k.Client, Session: k.Session, Seq: e.q.Seq, Digest: e.q.Digest})
+				return false
+			}
+			return true
+		})
 	}
 	return out
 }
 
-// forgetID drops one remembered collected id.
-func (t *sessionTable) forgetID(id wire.MsgID) {
-	if s := t.m[id.Key()]; s != nil {
-		if _, ok := s.done[seqDigest(id)]; ok {
-			delete(s.done, seqDigest(id))
-			t.entries--
+// forgetIDs drops remembered collected ids (a REC_EXPIRED's, sorted as
+// prune returns them), one pass over each session's set.
+func (t *sessionTable) forgetIDs(ids []wire.MsgID) {
+	var qs []wire.SeqDigest
+	for len(ids) > 0 {
+		k := ids[0].Key()
+		qs = qs[:0]
+		for len(ids) > 0 && ids[0].Key() == k {
+			qs = append(qs, seqDigest(ids[0]))
+			ids = ids[1:]
+		}
+		if s := t.m[k]; s != nil {
+			t.entries -= s.done.removeSorted(qs)
 		}
 	}
 }
@@ -146,7 +157,7 @@ func (t *sessionTable) expire(now, lease uint64) []wire.SessionKey {
 
 func (t *sessionTable) drop(k wire.SessionKey) {
 	if s := t.m[k]; s != nil {
-		t.entries -= len(s.done)
+		t.entries -= s.done.len()
 		delete(t.m, k)
 	}
 }
@@ -163,10 +174,7 @@ func (t *sessionTable) clone() sessionTable {
 	for k, s := range t.m {
 		cp := *s
 		cp.last = 0
-		cp.done = make(map[wire.SeqDigest]uint64, len(s.done))
-		for q := range s.done {
-			cp.done[q] = 0
-		}
+		cp.done = s.done.clone(0)
 		out.m[k] = &cp
 	}
 	return out
@@ -183,12 +191,10 @@ func (t *sessionTable) records() []wire.ClientDone {
 	for _, k := range keys {
 		s := t.m[k]
 		cd := wire.ClientDone{Client: k.Client, Session: k.Session, Floor: s.floor}
-		for q := range s.done {
-			cd.Collected = append(cd.Collected, q)
+		if n := s.done.len(); n > 0 {
+			cd.Collected = make([]wire.SeqDigest, 0, n)
+			s.done.each(func(e doneEntry) { cd.Collected = append(cd.Collected, e.q) })
 		}
-		slices.SortFunc(cd.Collected, func(a, b wire.SeqDigest) int {
-			return wire.MsgID{Seq: a.Seq, Digest: a.Digest}.Compare(wire.MsgID{Seq: b.Seq, Digest: b.Digest})
-		})
 		out = append(out, cd)
 	}
 	return out
@@ -201,8 +207,7 @@ func (t *sessionTable) load(ds []wire.ClientDone) {
 		s := t.get(wire.SessionKey{Client: c.Client, Session: c.Session})
 		s.floor = c.Floor
 		for _, q := range c.Collected {
-			if _, ok := s.done[q]; !ok {
-				s.done[q] = 0
+			if s.done.add(q, 0) {
 				t.entries++
 			}
 		}
@@ -226,18 +231,22 @@ func (t *sessionTable) durableDiff(live *sessionTable) string {
 	for k, l := range live.m {
 		r := t.m[k]
 		if r == nil {
-			if len(l.done) != 0 {
-				return fmt.Sprintf("session %s: live remembers %d collected ids, restored nothing", k, len(l.done))
+			if l.done.len() != 0 {
+				return fmt.Sprintf("session %s: live remembers %d collected ids, restored nothing", k, l.done.len())
 			}
 			continue
 		}
-		if len(r.done) != len(l.done) {
-			return fmt.Sprintf("session %s: %d collected ids, live %d", k, len(r.done), len(l.done))
+		if r.done.len() != l.done.len() {
+			return fmt.Sprintf("session %s: %d collected ids, live %d", k, r.done.len(), l.done.len())
 		}
-		for q := range l.done {
-			if _, ok := r.done[q]; !ok {
-				return fmt.Sprintf("session %s: seq %d (digest %x) collected live, not restored", k, q.Seq, q.Digest[:4])
+		var missing *wire.SeqDigest
+		l.done.each(func(e doneEntry) {
+			if missing == nil && !r.done.has(e.q) {
+				missing = &e.q
 			}
+		})
+		if missing != nil {
+			return fmt.Sprintf("session %s: seq %d (digest %x) collected live, not restored", k, missing.Seq, missing.Digest[:4])
 		}
 	}
 	return ""

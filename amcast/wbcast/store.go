@@ -95,9 +95,7 @@ func (st *Store) Apply(rec wire.Message) error {
 		for _, k := range r.Sessions {
 			st.sess.drop(k)
 		}
-		for _, id := range r.IDs {
-			st.sess.forgetID(id)
-		}
+		st.sess.forgetIDs(r.IDs)
 	case *wire.RecSnapshot:
 		if len(r.Delivered) != len(r.Msgs) {
 			return fmt.Errorf("wbcast: snapshot with %d messages and %d delivered flags", len(r.Msgs), len(r.Delivered))

@@ -1,0 +1,230 @@
+package wbcast
+
+import (
+	"bytes"
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/weft-dev/weft/wire"
+)
+
+// doneSet is one session's remembered collected ids (sessions.go), ordered
+// by sequence number, then digest: the order wire.MsgID.Compare gives ids
+// of one session, so a snapshot lists them without sorting.
+//
+// Why not a map: at the default lease a replica remembers every id it
+// collected in the last minute (about 600,000 at 10,000 multicasts a
+// second), and a map made each of them cost a hash on every add, lookup and
+// store mirror step, a scan of the whole map on every forget pass and a
+// full sort on every snapshot (the log's compaction, a SNAPSHOT to a member
+// behind). Here ids sit in sorted chunks of at most doneChunk entries: an
+// add is a binary search and a move within one chunk (a client's ids
+// arrive almost in order, so nearly always an append to the last chunk), a
+// lookup two binary searches, a forget pass walks the chunks up to the
+// session's floor, and a snapshot copies them in order.
+//
+// Chunks bound the cost of the order a client chooses: ids arriving in
+// reverse or at random cost at most one chunk's move each, never the whole
+// set's (a client picks its sequence numbers; a single sorted slice would
+// let one client make every add move all of them).
+type doneSet struct {
+	chunks [][]doneEntry // each sorted and non-empty; chunk i's entries below chunk i+1's
+	n      int
+}
+
+// doneEntry is one remembered id and the tick it was collected at.
+type doneEntry struct {
+	q  wire.SeqDigest
+	at uint64
+}
+
+// doneChunk bounds a chunk's entries (32 bytes each: 4 KiB a chunk). A
+// chunk that fills splits in two; neighbours that a forget pass left small
+// enough merge, so chunks stay at least about a quarter full on average.
+const doneChunk = 128
+
+func compareSeqDigest(a, b wire.SeqDigest) int {
+	if c := cmp.Compare(a.Seq, b.Seq); c != 0 {
+		return c
+	}
+	return bytes.Compare(a.Digest[:], b.Digest[:])
+}
+
+func (e doneEntry) compare(q wire.SeqDigest) int { return compareSeqDigest(e.q, q) }
+
+// len returns the number of ids held.
+func (s *doneSet) len() int { return s.n }
+
+// find returns the chunk that holds q or would, and q's position in it.
+func (s *doneSet) find(q wire.SeqDigest) (ci, i int, found bool) {
+	// The last chunk whose first entry is at or below q (chunk 0 if none).
+	ci, _ = slices.BinarySearchFunc(s.chunks, q, func(c []doneEntry, q wire.SeqDigest) int {
+		if c[0].compare(q) <= 0 {
+			return -1
+		}
+		return 1
+	})
+	ci = max(ci-1, 0)
+	i, found = slices.BinarySearchFunc(s.chunks[ci], q, doneEntry.compare)
+	return ci, i, found
+}
+
+// has reports whether q is held.
+func (s *doneSet) has(q wire.SeqDigest) bool {
+	if s.n == 0 {
+		return false
+	}
+	_, _, found := s.find(q)
+	return found
+}
+
+// add holds q, collected at tick at; it reports false if q was held
+// already (its tick is then kept).
+func (s *doneSet) add(q wire.SeqDigest, at uint64) bool {
+	e := doneEntry{q: q, at: at}
+	if s.n == 0 {
+		s.chunks = append(s.chunks, append(make([]doneEntry, 0, doneChunk), e))
+		s.n = 1
+		return true
+	}
+	last := len(s.chunks) - 1
+	if c := s.chunks[last]; c[len(c)-1].compare(q) < 0 { // the usual case: above every id held
+		if len(c) < doneChunk {
+			s.chunks[last] = append(c, e)
+		} else {
+			s.chunks = append(s.chunks, append(make([]doneEntry, 0, doneChunk), e))
+		}
+		s.n++
+		return true
+	}
+	ci, i, found := s.find(q)
+	if found {
+		return false
+	}
+	c := slices.Insert(s.chunks[ci], i, e)
+	if len(c) > doneChunk { // split: the upper half moves to a new chunk
+		hi := append(make([]doneEntry, 0, doneChunk), c[len(c)/2:]...)
+		c = c[:len(c)/2]
+		s.chunks = slices.Insert(s.chunks, ci+1, hi)
+	}
+	s.chunks[ci] = c
+	s.n++
+	return true
+}
+
+// filter keeps the entries keep accepts, in order, walking the chunks from
+// the lowest until stop reports true for a chunk's first entry (the rest
+// are kept unseen), and returns how many it dropped. Emptied chunks go;
+// neighbours small enough are merged.
+func (s *doneSet) filter(stop func(wire.SeqDigest) bool, keep func(doneEntry) bool) int {
+	out := s.chunks[:0]
+	dropped, ci := 0, 0
+	for ; ci < len(s.chunks); ci++ {
+		c := s.chunks[ci]
+		if stop != nil && stop(c[0].q) {
+			break
+		}
+		k := 0
+		for _, e := range c {
+			if keep(e) {
+				c[k] = e
+				k++
+			}
+		}
+		clear(c[k:])
+		dropped += len(c) - k
+		c = c[:k]
+		switch {
+		case k == 0:
+		case len(out) > 0 && len(out[len(out)-1])+k <= doneChunk/2:
+			out[len(out)-1] = append(out[len(out)-1], c...)
+		default:
+			out = append(out, c)
+		}
+	}
+	out = append(out, s.chunks[ci:]...) // the chunks past stop, unseen
+	clear(s.chunks[len(out):])
+	s.chunks = out
+	s.n -= dropped
+	return dropped
+}
+
+// removeSorted drops the ids of qs (sorted, as ids of one session in a
+// REC_EXPIRED are) in one pass, and returns how many were held.
+func (s *doneSet) removeSorted(qs []wire.SeqDigest) int {
+	if len(qs) == 0 || s.n == 0 {
+		return 0
+	}
+	if !slices.IsSortedFunc(qs, compareSeqDigest) {
+		qs = slices.Clone(qs)
+		slices.SortFunc(qs, compareSeqDigest)
+	}
+	hi := qs[len(qs)-1]
+	return s.filter(func(first wire.SeqDigest) bool { return compareSeqDigest(first, hi) > 0 }, func(e doneEntry) bool {
+		for len(qs) > 0 && compareSeqDigest(qs[0], e.q) < 0 {
+			qs = qs[1:]
+		}
+		return len(qs) == 0 || compareSeqDigest(qs[0], e.q) != 0
+	})
+}
+
+// each calls f for every entry, in order.
+func (s *doneSet) each(f func(doneEntry)) {
+	for _, c := range s.chunks {
+		for _, e := range c {
+			f(e)
+		}
+	}
+}
+
+// clone copies s with every collection tick set to at.
+func (s *doneSet) clone(at uint64) doneSet {
+	out := doneSet{chunks: make([][]doneEntry, len(s.chunks)), n: s.n}
+	for i, c := range s.chunks {
+		cp := make([]doneEntry, len(c), max(len(c), doneChunk))
+		for j, e := range c {
+			cp[j] = doneEntry{q: e.q, at: at}
+		}
+		out.chunks[i] = cp
+	}
+	return out
+}
+
+// String renders the ids and ticks in order (Fingerprint, test failures).
+func (s *doneSet) String() string {
+	var b strings.Builder
+	b.WriteByte('[')
+	s.each(func(e doneEntry) {
+		if b.Len() > 1 {
+			b.WriteByte(' ')
+		}
+		fmt.Fprintf(&b, "%d/%x@%d", e.q.Seq, e.q.Digest[:4], e.at)
+	})
+	b.WriteByte(']')
+	return b.String()
+}
+
+// check verifies the invariants (tests): chunks non-empty and within
+// bounds, entries strictly increasing across chunks, n their count.
+func (s *doneSet) check() error {
+	n := 0
+	var prev *wire.SeqDigest
+	for i, c := range s.chunks {
+		if len(c) == 0 || len(c) > doneChunk {
+			return fmt.Errorf("chunk %d holds %d entries", i, len(c))
+		}
+		for j := range c {
+			if prev != nil && compareSeqDigest(*prev, c[j].q) >= 0 {
+				return fmt.Errorf("chunk %d entry %d (seq %d) not above the previous (seq %d)", i, j, c[j].q.Seq, prev.Seq)
+			}
+			prev = &c[j].q
+		}
+		n += len(c)
+	}
+	if n != s.n {
+		return fmt.Errorf("%d entries counted as %d", n, s.n)
+	}
+	return nil
+}
