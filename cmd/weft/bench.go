@@ -39,9 +39,22 @@ type benchRow struct {
 	P99ms      float64 `json:"p99_ms"`
 	P999ms     float64 `json:"p999_ms"`
 	MaxMs      float64 `json:"max_ms"`
+	benchModel
 	benchCPU
 	// Timeline is the window in --interval slices (bench_timeline.go).
 	Timeline []benchInterval `json:"timeline,omitempty"`
+}
+
+// benchModel is a rung's client model (embedded in the rows of weft
+// bench and weft bench kv).
+type benchModel struct {
+	// SharedClients is --shared-clients: 0 when every worker was its own
+	// client, else how many clients each client process's workers shared.
+	SharedClients int `json:"shared_clients"`
+	// ClientConns counts the clients in use over all client processes,
+	// each its own id, session and connection to every node: Clients when
+	// every worker was its own.
+	ClientConns int `json:"client_conns"`
 }
 
 // benchCPU is a rung's resource use in its window, from /proc (embedded
@@ -73,6 +86,7 @@ type benchOptions struct {
 	warmup, window, interval time.Duration
 	clients, perMsg          []int
 	clientProcs, payload     int
+	sharedClients            int // client.Clients per client process the workers share (0: one per worker)
 	replicas                 int
 	protocols, durability    []string
 	seed                     uint64
@@ -91,8 +105,12 @@ number of destination groups (--groups-per-msg) and each rung of the client
 ladder (--clients) runs that many closed-loop clients for a warm-up and a
 measurement window. Only messages sent and answered inside the window
 count; latency is measured at each client worker, from the call to
-Multicast to its return. Every worker is its own client (own id, session and
-connections); the workers are spread over --client-procs client processes.
+Multicast to its return. The workers are spread over --client-procs client
+processes. By default every worker is its own client (own id, session and
+connections: one connection per client thread, as the papers' clients);
+with --shared-clients N the workers of each client process share N clients
+instead (worker i uses client i mod N, many multicasts in flight on each),
+as an application shares one client among its threads.
 CPU (cores used by the agents and by the clients, CPU µs per multicast),
 read/write system calls and context switches per multicast come from /proc.
 
@@ -127,6 +145,10 @@ func addBenchFlags(c *cobra.Command, o *benchOptions, protocols []string, client
 	f.DurationVar(&o.warmup, "warmup", 3*time.Second, "warm-up before each measurement window")
 	f.DurationVar(&o.window, "window", 15*time.Second, "measurement window of each row")
 	f.IntVar(&o.clientProcs, "client-procs", 2, "client processes the workers are spread over (at most one per worker)")
+	f.IntVar(&o.sharedClients, "shared-clients", 0, "the client model: 0 (default), every worker its own client (own id, session and connection to every node: "+
+		"one connection per client thread, as the papers' clients); N, the workers of each client process share N clients, "+
+		"worker i using client i mod N (one client, many requests in flight, as applications use a client library). "+
+		"Named for what is shared: a client, with its connection to every node, not one connection")
 	f.StringSliceVar(&o.durability, "durability", []string{"fsync"}, "durability modes: fsync (the WAL is fsynced) and/or nofsync (unsafe_no_fsync)")
 	f.IntVar(&o.replicas, "replicas", 3, "replicas per group of the fault-tolerant protocols (skeen always runs 1)")
 	f.StringSliceVar(&o.protocols, "protocols", protocols, "protocols to run")
@@ -168,6 +190,8 @@ func (o *benchOptions) validate() error {
 		return fmt.Errorf("--interval %v: want at least 100ms, dividing --window %v into at most 1000 slices", o.interval, o.window)
 	case o.clientProcs < 1:
 		return fmt.Errorf("--client-procs %d: want at least 1", o.clientProcs)
+	case o.sharedClients < 0:
+		return fmt.Errorf("--shared-clients %d: want 0 (every worker its own client) or the clients each client process's workers share (1 or more)", o.sharedClients)
 	case o.replicas < 1 || o.replicas > 7:
 		return fmt.Errorf("--replicas %d: want 1 to 7", o.replicas)
 	case o.payload < 0 || o.payload > 1<<20:
@@ -224,6 +248,7 @@ func (e *benchEnv) multicastRow(cl *benchCluster, c benchConfig, dest string, k,
 	o := e.o
 	row := benchRow{Protocol: c.protocol, Replicas: c.replicas, FaultTolerant: c.protocol != "skeen", Durability: c.mode, Dest: dest,
 		GroupsPerMsg: k, Clients: n, ClientProcs: min(o.clientProcs, n), WindowS: o.window.Seconds()}
+	row.benchModel = o.model(n, row.ClientProcs)
 	run, err := e.runProcs(cl, n, row.ClientProcs, benchClientSpec{Dest: dest, PerMsg: k, Payload: payload})
 	if err != nil {
 		return row, fmt.Errorf("bench %s (%s), %d group(s) per message, %d clients: %w", c.protocol, c.mode, k, n, err)
@@ -245,17 +270,22 @@ func (e *benchEnv) multicastRow(cl *benchCluster, c benchConfig, dest string, k,
 	row.Throughput = float64(len(lat)) / o.window.Seconds()
 	row.P50ms, row.P90ms, row.P99ms, row.P999ms, row.MaxMs = pctMs(lat, 0.5), pctMs(lat, 0.9), pctMs(lat, 0.99), pctMs(lat, 0.999), pctMs(lat, 1)
 	row.benchCPU = run.cpu(len(lat))
-	fmt.Fprintf(os.Stderr, "   %d group(s)/msg, %3d clients: %8.0f/s  p50 %.2fms  p99 %.2fms  cores: agents %.2f clients %.2f\n",
-		k, n, row.Throughput, row.P50ms, row.P99ms, row.ServerCores, row.ClientCores)
+	fmt.Fprintf(os.Stderr, "   %d group(s)/msg, %3d clients (%d conns): %8.0f/s  p50 %.2fms  p99 %.2fms  cores: agents %.2f clients %.2f\n",
+		k, n, row.ClientConns, row.Throughput, row.P50ms, row.P99ms, row.ServerCores, row.ClientCores)
 	return row, nil
+}
+
+// model is the client model of a rung of n workers over procs processes.
+func (o *benchOptions) model(n, procs int) benchModel {
+	return benchModel{SharedClients: o.sharedClients, ClientConns: clientConns(n, procs, o.sharedClients)}
 }
 
 // writeBenchTable prints one line per row.
 func writeBenchTable(w io.Writer, rows []benchRow, o benchOptions) {
 	fmt.Fprintf(w, "3 groups on loopback, closed-loop clients (%s destinations), %d-byte payloads, %v warm-up, %v window per row\n",
 		o.dest, o.payload, o.warmup, o.window)
-	fmt.Fprintf(w, "%-9s %4s %-8s %4s %7s %12s %8s %8s %8s %6s %6s %8s %7s %7s\n",
-		"protocol", "reps", "durable", "dest", "clients", "multicasts/s", "p50", "p99", "p99.9", "srv", "cli", "cpu/msg", "rw/msg", "cs/msg")
+	fmt.Fprintf(w, "%-9s %4s %-8s %4s %7s %5s %12s %8s %8s %8s %6s %6s %8s %7s %7s\n",
+		"protocol", "reps", "durable", "dest", "clients", "conns", "multicasts/s", "p50", "p99", "p99.9", "srv", "cli", "cpu/msg", "rw/msg", "cs/msg")
 	notFT := false
 	for _, r := range rows {
 		rep := fmt.Sprint(r.Replicas)
@@ -263,10 +293,11 @@ func writeBenchTable(w io.Writer, rows []benchRow, o benchOptions) {
 			rep += "*"
 			notFT = true
 		}
-		fmt.Fprintf(w, "%-9s %4s %-8s %4d %7d %12.0f %6.2fms %6.2fms %6.2fms %6.2f %6.2f %6.1fµs %7.1f %7.1f\n",
-			r.Protocol, rep, r.Durability, r.GroupsPerMsg, r.Clients, r.Throughput, r.P50ms, r.P99ms, r.P999ms,
+		fmt.Fprintf(w, "%-9s %4s %-8s %4d %7d %5d %12.0f %6.2fms %6.2fms %6.2fms %6.2f %6.2f %6.1fµs %7.1f %7.1f\n",
+			r.Protocol, rep, r.Durability, r.GroupsPerMsg, r.Clients, r.ClientConns, r.Throughput, r.P50ms, r.P99ms, r.P999ms,
 			r.ServerCores, r.ClientCores, r.TotalCPUus, r.ServerRWSyscalls+r.ClientRWSyscalls, r.ServerCtxSwitches+r.ClientCtxSwitches)
 	}
+	fmt.Fprintln(w, "conns: clients in use, each its own id, session and connection to every node (= clients, one per worker, unless --shared-clients)")
 	fmt.Fprintln(w, "srv/cli: cores used by the agents / the client processes; cpu/msg: their CPU per multicast; rw/msg: read+write")
 	fmt.Fprintln(w, "system calls per multicast (/proc/<pid>/io; fsync, epoll, futex not counted); cs/msg: context switches per multicast")
 	if notFT {

@@ -44,6 +44,10 @@ type benchClientSpec struct {
 	// KV, if set, makes the workers weft-kv clients running its mix
 	// (bench_kv_mix.go) instead of multicasting raw payloads.
 	KV *kvMixSpec `json:"kv,omitempty"`
+	// SharedClients, if above 0, is how many client.Clients the workers
+	// share (worker i of the process uses client i mod SharedClients, at
+	// most one per worker: benchClients); 0 gives every worker its own.
+	SharedClients int `json:"shared_clients"`
 }
 
 // benchClientResult is a client process's answer (one JSON line on its
@@ -60,8 +64,9 @@ type benchClientResult struct {
 }
 
 // benchClientCmd is the hidden subcommand `weft bench` re-executes for
-// its client processes: each worker is its own client (own id, session
-// and connections, like one connection per client thread).
+// its client processes: by default each worker is its own client (own id,
+// session and connections, like one connection per client thread); with
+// --shared-clients the workers share a few (benchClientSpec.SharedClients).
 func benchClientCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:    "bench-client",
@@ -112,7 +117,7 @@ func runBenchClient(ctx context.Context, in io.Reader, out io.Writer) benchClien
 			return res
 		}
 	}
-	clients := make([]*client.Client, spec.Workers)
+	clients := make([]*client.Client, benchClients(spec.Workers, spec.SharedClients))
 	defer func() {
 		for _, cl := range clients {
 			if cl != nil {
@@ -131,9 +136,9 @@ func runBenchClient(ctx context.Context, in io.Reader, out io.Writer) benchClien
 			return res
 		}
 	}
-	ops, kinds := make([]benchOp, len(clients)), 1
-	for i, cl := range clients {
-		w := spec.FirstWorker + i
+	ops, kinds := make([]benchOp, spec.Workers), 1
+	for i := range ops {
+		cl, w := clients[i%len(clients)], spec.FirstWorker+i
 		rng := rand.New(rand.NewPCG(spec.Seed, uint64(w)))
 		if keys == nil {
 			ops[i] = multicastOp(cl, topo.NumGroups(), spec, w, rng)
@@ -181,6 +186,16 @@ func runBenchClient(ctx context.Context, in io.Reader, out io.Writer) benchClien
 	}
 	wg.Wait()
 	return res
+}
+
+// benchClients is how many client.Clients a process of workers workers
+// creates: one per worker with shared 0, else shared (at most one per
+// worker).
+func benchClients(workers, shared int) int {
+	if shared == 0 {
+		return workers
+	}
+	return min(shared, workers)
 }
 
 // benchOp runs one worker's n-th operation and returns its kind (an index

@@ -51,7 +51,8 @@ func benchKVCmd() *cobra.Command {
 bench does, loads the key space (--keys keys, user0 ... userN-1, with
 --value-byte values), then for each transaction fraction (--txn-fraction)
 and each rung of the client ladder (--clients) runs closed-loop clients, a
-warm-up and a measurement window. The mix is YCSB workload A's: half the
+warm-up and a measurement window (the clients as in weft bench: one per
+worker, or shared by the workers of a client process with --shared-clients). The mix is YCSB workload A's: half the
 operations are gets (--reads: linearizable by default, through the shard
 leader's read index; a protocol without one gets ordered reads, said in
 the output), half are puts, over keys drawn by --dist (zipfian: YCSB's
@@ -158,6 +159,7 @@ type kvBenchRow struct {
 	TxnCommitted     int       `json:"txn_committed"`
 	TxnAborted       int       `json:"txn_aborted"`
 	TxnCommittedPerS float64   `json:"txn_committed_per_s"`
+	benchModel
 	// The CPU figures' "msg" is an operation here.
 	benchCPU
 	// RawThroughput is the raw multicast benchmark's multicasts/s in the
@@ -242,14 +244,15 @@ func (e *benchEnv) kvRows(c benchConfig, o *kvBenchOptions, raw map[int]float64)
 			row := kvBenchRow{Protocol: c.protocol, Replicas: c.replicas, FaultTolerant: c.protocol != "skeen", Durability: c.mode,
 				Reads: mix.Reads, ReadsNote: note, Keys: mix.Keys, Dist: mix.Dist, ValueBytes: mix.Value, TxnFraction: f,
 				Clients: n, ClientProcs: min(o.clientProcs, n), WindowS: o.window.Seconds(), RawThroughput: raw[n]}
+			row.benchModel = o.model(n, row.ClientProcs)
 			spec := mix
 			run, err := e.runProcs(cl, n, row.ClientProcs, benchClientSpec{KV: &spec})
 			if err != nil {
 				return rows, fmt.Errorf("bench kv %s (%s), %g transactions, %d clients: %w", c.protocol, c.mode, f, n, err)
 			}
 			row.fill(run, o.window)
-			fmt.Fprintf(os.Stderr, "   txn %3.0f%%, %3d clients: %8.0f ops/s (%d txns committed, %d aborted; %d errors)  p99 get %.2fms put %.2fms txn %.2fms\n",
-				100*f, n, row.Throughput, row.TxnCommitted, row.TxnAborted, row.Errors, row.Read.P99ms, row.Update.P99ms, row.Txn.P99ms)
+			fmt.Fprintf(os.Stderr, "   txn %3.0f%%, %3d clients (%d conns): %8.0f ops/s (%d txns committed, %d aborted; %d errors)  p99 get %.2fms put %.2fms txn %.2fms\n",
+				100*f, n, row.ClientConns, row.Throughput, row.TxnCommitted, row.TxnAborted, row.Errors, row.Read.P99ms, row.Update.P99ms, row.Txn.P99ms)
 			rows = append(rows, row)
 		}
 	}
@@ -366,8 +369,8 @@ func writeKVBenchTable(w io.Writer, rows []kvBenchRow, o *kvBenchOptions) {
 	}
 	fmt.Fprintf(w, "weft-kv, 3 shards on loopback, closed-loop clients: %d keys (%s), %d-byte values; 50%% gets / 50%% puts,\n", o.mix.Keys, dist, o.mix.Value)
 	fmt.Fprintf(w, "txn%% of the operations as 2-shard transactions; %v warm-up, %v window per row\n", o.warmup, o.window)
-	fmt.Fprintf(w, "%-9s %4s %-8s %-12s %4s %7s %8s %7s %5s %17s %17s %17s %8s %5s %5s %5s %7s\n",
-		"protocol", "reps", "durable", "gets", "txn%", "clients", "ops/s", "txn/s", "abort",
+	fmt.Fprintf(w, "%-9s %4s %-8s %-12s %4s %7s %5s %8s %7s %5s %17s %17s %17s %8s %5s %5s %5s %7s\n",
+		"protocol", "reps", "durable", "gets", "txn%", "clients", "conns", "ops/s", "txn/s", "abort",
 		"get p50/p99", "put p50/p99", "txn p50/p99", "raw/s", "ratio", "srv", "cli", "cpu/op")
 	var notes []string
 	for _, r := range rows {
@@ -392,11 +395,12 @@ func writeKVBenchTable(w io.Writer, rows []kvBenchRow, o *kvBenchOptions) {
 			}
 			return fmt.Sprintf("%.2f/%.2fms", k.P50ms, k.P99ms)
 		}
-		fmt.Fprintf(w, "%-9s %4s %-8s %-12s %4.0f %7d %8.0f %7.0f %5d %17s %17s %17s %8s %5s %5.2f %5.2f %5.0fµs\n",
-			r.Protocol, rep, r.Durability, gets, 100*r.TxnFraction, r.Clients, r.Throughput, r.TxnCommittedPerS, r.TxnAborted,
+		fmt.Fprintf(w, "%-9s %4s %-8s %-12s %4.0f %7d %5d %8.0f %7.0f %5d %17s %17s %17s %8s %5s %5.2f %5.2f %5.0fµs\n",
+			r.Protocol, rep, r.Durability, gets, 100*r.TxnFraction, r.Clients, r.ClientConns, r.Throughput, r.TxnCommittedPerS, r.TxnAborted,
 			lat(r.Read), lat(r.Update), lat(r.Txn), raw, ratio, r.ServerCores, r.ClientCores, r.TotalCPUus)
 	}
-	fmt.Fprintln(w, "ops/s: gets, puts and transactions per second; txn/s: transactions committed per second; abort: aborted in the window")
+	fmt.Fprintln(w, "conns: clients in use (as in weft bench: = clients unless --shared-clients); ops/s: gets, puts and transactions per second;")
+	fmt.Fprintln(w, "txn/s: transactions committed per second; abort: aborted in the window")
 	fmt.Fprintln(w, "raw/s: the raw multicast benchmark in this run (1 group per message, uniform, same payload bytes, same clients);")
 	fmt.Fprintln(w, "ratio: ops/s / raw/s (issue #12's target: at least 0.70 at 10% transactions); srv/cli: cores used; cpu/op: CPU per operation")
 	for _, n := range notes {

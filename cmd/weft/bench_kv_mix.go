@@ -116,7 +116,8 @@ func (g *kvKeys) partner(i int, rng *rand.Rand) int {
 	return j
 }
 
-// kvOp is one worker's mix over its own client: a get (at the mix's
+// kvOp is one worker's mix over its client (its own, or one the workers
+// of its process share: --shared-clients): a get (at the mix's
 // consistency), a put, or a transaction that, if its first key exists
 // (loaded: it commits unless a shard misbehaves), reads both keys and
 // writes both, its condition deciding the writes on the other shard too

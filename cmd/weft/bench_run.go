@@ -145,14 +145,11 @@ func (e *benchEnv) runProcs(cl *benchCluster, clients, procs int, spec benchClie
 	}()
 	spec.Cluster, spec.KeyFile, spec.Groups, spec.Nodes = "weft-bench", cl.keyFile, cl.topo.Groups, cl.nodes
 	spec.Warmup, spec.Window, spec.Interval, spec.Seed = o.warmup, o.window, o.interval, o.seed
+	spec.SharedClients = o.sharedClients
 	first := 0
-	for i := range procs {
-		spec.Workers = clients / procs
-		if i < clients%procs {
-			spec.Workers++
-		}
-		spec.FirstWorker = first
-		first += spec.Workers
+	for _, w := range procWorkers(clients, procs) {
+		spec.Workers, spec.FirstWorker = w, first
+		first += w
 		p := &benchProc{cmd: exec.Command(e.exe, "bench-client")}
 		p.cmd.Stderr = &p.stderr
 		var err error
@@ -227,6 +224,30 @@ func (e *benchEnv) runProcs(cl *benchCluster, clients, procs int, spec benchClie
 	}
 	ps = nil
 	return run, nil
+}
+
+// procWorkers spreads clients workers over procs client processes: how
+// many each process runs.
+func procWorkers(clients, procs int) []int {
+	ws := make([]int, procs)
+	for i := range ws {
+		ws[i] = clients / procs
+		if i < clients%procs {
+			ws[i]++
+		}
+	}
+	return ws
+}
+
+// clientConns is how many client.Clients (each its own id, session and
+// connection to every node) a rung of clients workers over procs
+// processes uses in all, with --shared-clients shared: clients with 0.
+func clientConns(clients, procs, shared int) int {
+	n := 0
+	for _, w := range procWorkers(clients, procs) {
+		n += benchClients(w, shared)
+	}
+	return n
 }
 
 // kind merges every process's latencies (sorted) and errors of one
