@@ -98,6 +98,49 @@ func TestBenchKV(t *testing.T) {
 	}
 }
 
+// TestBenchKVSharedClients runs `weft bench kv --shared-clients 1`
+// (WbCast, 1 replica per group, 3 workers sharing one client, half
+// transactions, no raw rows, a 1s window): a shared client waits for
+// every shard's answer (AllGroups) for the workers' gets, puts and 2-shard
+// transactions alike, without an error, and the row reports 1 client in
+// use. Never how fast.
+func TestBenchKVSharedClients(t *testing.T) {
+	exe := buildWeft(t)
+	cmd := exec.Command(exe, "bench", "kv", "--protocols", "wbcast", "--replicas", "1", "--clients", "3", "--client-procs", "1",
+		"--shared-clients", "1", "--txn-fraction", "0.5", "--raw=false", "--keys", "300", "--warmup", "200ms", "--window", "1s", "-o", "json")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("weft bench kv: %v\n%s", err, stderr.String())
+	}
+	var res struct {
+		KV  []map[string]any `json:"kv"`
+		Raw []map[string]any `json:"raw"`
+	}
+	if err := json.Unmarshal(out, &res); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if len(res.Raw) != 0 || len(res.KV) != 1 {
+		t.Fatalf("%d raw rows and %d kv rows, want 0 and 1:\n%s", len(res.Raw), len(res.KV), out)
+	}
+	r := res.KV[0]
+	want := map[string]any{"clients": 3.0, "client_procs": 1.0, "shared_clients": 1.0, "client_conns": 1.0, "errors": 0.0, "txn_aborted": 0.0}
+	for k, v := range want {
+		if r[k] != v {
+			t.Errorf("%s = %v, want %v", k, r[k], v)
+		}
+	}
+	for _, k := range []string{"read", "update", "txn"} {
+		if m, _ := r[k].(map[string]any); m["completed"].(float64) < 1 {
+			t.Errorf("%s: %v: want some completed", k, m)
+		}
+	}
+	if r["txn_committed"].(float64) < 1 {
+		t.Errorf("%v transactions committed, want some", r["txn_committed"])
+	}
+}
+
 // TestBenchKVBadFlags: every bad value is refused before anything starts,
 // with an error naming the flag.
 func TestBenchKVBadFlags(t *testing.T) {
@@ -116,6 +159,7 @@ func TestBenchKVBadFlags(t *testing.T) {
 		{[]string{"--value", "65537"}, "--value"},
 		{[]string{"--reads", "stale"}, "--reads"},
 		{[]string{"--clients", "0"}, "--clients"},
+		{[]string{"--shared-clients", "-1"}, "--shared-clients"},
 		{[]string{"--protocols", "paxos"}, "--protocols"},
 		{[]string{"--durability", "tmpfs"}, "--durability"},
 	} {

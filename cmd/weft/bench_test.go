@@ -41,7 +41,7 @@ func TestBenchLadder(t *testing.T) {
 		t.Fatalf("%d rows, want 2 (one per rung):\n%s", len(rows), out)
 	}
 	for i, r := range rows {
-		for _, k := range []string{"protocol", "durability", "dest", "groups_per_msg", "clients", "client_procs", "window_s", "completed", "errors",
+		for _, k := range []string{"protocol", "durability", "dest", "groups_per_msg", "clients", "client_procs", "shared_clients", "client_conns", "window_s", "completed", "errors",
 			"throughput_per_s", "p50_ms", "p99_ms", "p999_ms", "server_cores", "client_cores", "server_cpu_us_per_msg", "client_cpu_us_per_msg",
 			"total_cpu_us_per_msg", "server_rw_syscalls_per_msg", "server_ctx_switches_per_msg"} {
 			if _, ok := r[k]; !ok {
@@ -49,7 +49,8 @@ func TestBenchLadder(t *testing.T) {
 			}
 		}
 		want := map[string]any{"protocol": "wbcast", "durability": "fsync", "dest": "home", "groups_per_msg": 2.0,
-			"clients": []float64{1, 4}[i], "client_procs": []float64{1, 2}[i], "window_s": 1.0}
+			"clients": []float64{1, 4}[i], "client_procs": []float64{1, 2}[i], "window_s": 1.0,
+			"shared_clients": 0.0, "client_conns": []float64{1, 4}[i]} // a client per worker
 		for k, v := range want {
 			if r[k] != v {
 				t.Errorf("row %d: %s = %v, want %v", i, k, r[k], v)
@@ -143,6 +144,57 @@ func TestBenchLadder(t *testing.T) {
 	}
 }
 
+// TestBenchSharedClients runs `weft bench --shared-clients 2` (WbCast, 1
+// replica per group, 1 and 5 workers in 2 client processes, 2 groups per
+// message, a 1s window): the workers of each process share 2 clients,
+// and each rung completes multicasts without an error and reports the
+// clients in use (1 worker: 1; 3 + 2 workers: 2 + 2). Never how fast.
+func TestBenchSharedClients(t *testing.T) {
+	exe := buildWeft(t)
+	cmd := exec.Command(exe, "bench", "--protocols", "wbcast", "--replicas", "1", "--groups-per-msg", "2", "--clients", "1,5",
+		"--client-procs", "2", "--shared-clients", "2", "--warmup", "200ms", "--window", "1s", "-o", "json")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("weft bench: %v\n%s", err, stderr.String())
+	}
+	var rows []map[string]any
+	if err := json.Unmarshal(out, &rows); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if len(rows) != 2 {
+		t.Fatalf("%d rows, want 2 (one per rung):\n%s", len(rows), out)
+	}
+	for i, r := range rows {
+		want := map[string]any{"clients": []float64{1, 5}[i], "client_procs": []float64{1, 2}[i], "shared_clients": 2.0,
+			"client_conns": []float64{1, 4}[i], "groups_per_msg": 2.0, "errors": 0.0}
+		for k, v := range want {
+			if r[k] != v {
+				t.Errorf("row %d: %s = %v, want %v", i, k, r[k], v)
+			}
+		}
+		if n, _ := r["completed"].(float64); n < 1 || r["p50_ms"].(float64) <= 0 {
+			t.Errorf("row %d: %v completed, p50 %vms: want some multicasts", i, n, r["p50_ms"])
+		}
+	}
+}
+
+// TestBenchClientConns: the clients a rung uses in all, one per worker
+// or shared by each process's workers (at most one per worker).
+func TestBenchClientConns(t *testing.T) {
+	for _, tc := range []struct{ clients, procs, shared, want int }{
+		{90, 2, 0, 90}, {90, 2, 1, 2}, {90, 2, 3, 6}, {5, 2, 2, 4}, {5, 2, 3, 5}, {1, 1, 4, 1}, {7, 3, 1, 3},
+	} {
+		if got := clientConns(tc.clients, tc.procs, tc.shared); got != tc.want {
+			t.Errorf("%d workers over %d processes, --shared-clients %d: %d clients, want %d", tc.clients, tc.procs, tc.shared, got, tc.want)
+		}
+	}
+	if got := fmt.Sprint(procWorkers(7, 3)); got != "[3 2 2]" {
+		t.Errorf("7 workers over 3 processes: %s", got)
+	}
+}
+
 // TestBenchBadFlags: every bad value is refused before anything starts,
 // with an error naming the flag.
 func TestBenchBadFlags(t *testing.T) {
@@ -157,6 +209,7 @@ func TestBenchBadFlags(t *testing.T) {
 		{[]string{"--dest", "random"}, "--dest"},
 		{[]string{"--window", "10ms"}, "--window"},
 		{[]string{"--client-procs", "0"}, "--client-procs"},
+		{[]string{"--shared-clients", "-1"}, "--shared-clients"},
 		{[]string{"--clients", "1,2001"}, "--clients"},
 		{[]string{"--payload", "1048577"}, "--payload"},
 		{[]string{"--replicas", "8"}, "--replicas"},
