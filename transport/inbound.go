@@ -53,6 +53,7 @@ func (t *Transport) acceptLoop() {
 			continue
 		}
 		delay = 0
+		conn = wrapRaw(conn)
 		if !t.track(conn) {
 			conn.Close()
 			return
@@ -73,7 +74,7 @@ func (t *Transport) serveInbound(conn net.Conn, sl *slot) {
 	defer t.wg.Done()
 	defer t.release(conn)
 	defer sl.release()
-	if tc, ok := conn.(*net.TCPConn); ok {
+	if tc, ok := tcpOf(conn); ok {
 		tc.SetNoDelay(true)
 		tc.SetKeepAliveConfig(keepAlive)
 	}

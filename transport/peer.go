@@ -78,6 +78,7 @@ func (p *peer) dial() (net.Conn, *bufio.Reader, error) {
 		p.dialFailed(ReasonDial, err)
 		return nil, nil, err
 	}
+	conn = wrapRaw(conn)
 	if t.cfg.TLS != nil {
 		conn = t.tlsClient(conn)
 	}
@@ -100,7 +101,7 @@ func (p *peer) handshake(conn net.Conn) (*bufio.Reader, error) {
 		p.dialFailed(r, err)
 		return nil, err
 	}
-	if tc, ok := conn.(*net.TCPConn); ok {
+	if tc, ok := tcpOf(conn); ok {
 		tc.SetNoDelay(true)
 	}
 	if err := conn.SetDeadline(time.Now().Add(t.cfg.HandshakeTimeout)); err != nil {

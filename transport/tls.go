@@ -377,7 +377,7 @@ func (c *tlsConn) Close() error { return c.raw.Close() }
 
 func (c *tlsConn) CloseWrite() error {
 	c.Conn.CloseWrite() // close_notify: the peer's reader sees EOF
-	if tc, ok := c.raw.(*net.TCPConn); ok {
+	if tc, ok := tcpOf(c.raw); ok {
 		return tc.CloseWrite()
 	}
 	return nil

@@ -517,7 +517,7 @@ func (t *Transport) release(c net.Conn) {
 
 // closeRead wakes a reader blocked on c without stopping writes.
 func closeRead(c net.Conn) {
-	if tc, ok := c.(*net.TCPConn); ok {
+	if tc, ok := tcpOf(c); ok {
 		tc.CloseRead()
 		return
 	}
