@@ -3,16 +3,18 @@ package main
 import "runtime"
 
 // agentProcs is the GOMAXPROCS of a `weft agent` unless the GOMAXPROCS
-// environment variable sets one (at most one per CPU). An agent's work is
-// one loop goroutine that owns the protocol, plus reader and writer
-// goroutines that mostly wait. With one P those cost fewer thread
-// wake-ups and context switches, but they also wait whenever the loop is
-// in a system call, the WAL's fdatasync above all, until the runtime's
-// monitor hands the P over: with the fsync'd WAL that doubled the p99
-// latency. A second P lets them run meanwhile; the loop being one
-// goroutine, more are not needed for it. Measured with `weft bench` on the
-// 2-core test machine (9 agents): docs/operations.md#gomaxprocs.
-const agentProcs = 2
+// environment variable sets one. An agent's work is one loop goroutine
+// that owns the protocol, plus reader and writer goroutines that mostly
+// wait on the network; with one P the hand-offs between them need no
+// thread wake-ups, no idle P sends threads spinning for work, and the
+// socket reads and writes, raw system calls that never block
+// (transport/rawio_linux.go), keep the P. Two Ps used to pay off with the
+// fsync'd WAL: readers and writers waited while the loop was in fdatasync
+// until the runtime's monitor handed the P over, which doubled the p99;
+// since socket calls stopped entering the runtime's system-call state the
+// monitor no longer backs off that far, and one P measured at least as
+// good with fsync and far better without (docs/operations.md#gomaxprocs).
+const agentProcs = 1
 
 // setAgentProcs applies agentProcs, unless env (the GOMAXPROCS
 // environment variable, which the runtime has applied already) is set,
