@@ -2,9 +2,7 @@ package main
 
 import (
 	"bytes"
-	"encoding/json"
 	"math/rand/v2"
-	"os/exec"
 	"strings"
 	"testing"
 
@@ -21,21 +19,12 @@ import (
 // never how fast.
 func TestBenchKV(t *testing.T) {
 	exe := buildWeft(t)
-	cmd := exec.Command(exe, "bench", "kv", "--protocols", "wbcast,ftskeen", "--replicas", "1", "--clients", "2", "--client-procs", "1",
-		"--txn-fraction", "0,0.5", "--keys", "300", "--warmup", "200ms", "--window", "1s", "-o", "json")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("weft bench kv: %v\n%s", err, stderr.String())
-	}
 	var res struct {
 		KV  []map[string]any `json:"kv"`
 		Raw []map[string]any `json:"raw"`
 	}
-	if err := json.Unmarshal(out, &res); err != nil {
-		t.Fatalf("%v\n%s", err, out)
-	}
+	out, stderr := runJSON(t, exe, &res, "bench", "kv", "--protocols", "wbcast,ftskeen", "--replicas", "1", "--clients", "2", "--client-procs", "1",
+		"--txn-fraction", "0,0.5", "--keys", "300", "--warmup", "200ms", "--window", "1s", "-o", "json")
 	if len(res.Raw) != 2 || len(res.KV) != 4 {
 		t.Fatalf("%d raw rows and %d kv rows, want 2 and 4:\n%s", len(res.Raw), len(res.KV), out)
 	}
@@ -93,8 +82,8 @@ func TestBenchKV(t *testing.T) {
 				j, r["txn_committed"], r["txn_aborted"])
 		}
 	}
-	if strings.Count(stderr.String(), "loaded 300 keys") != 2 {
-		t.Errorf("no load progress on stderr:\n%s", stderr.String())
+	if strings.Count(stderr, "loaded 300 keys") != 2 {
+		t.Errorf("no load progress on stderr:\n%s", stderr)
 	}
 }
 
@@ -106,21 +95,12 @@ func TestBenchKV(t *testing.T) {
 // use. Never how fast.
 func TestBenchKVSharedClients(t *testing.T) {
 	exe := buildWeft(t)
-	cmd := exec.Command(exe, "bench", "kv", "--protocols", "wbcast", "--replicas", "1", "--clients", "3", "--client-procs", "1",
-		"--shared-clients", "1", "--txn-fraction", "0.5", "--raw=false", "--keys", "300", "--warmup", "200ms", "--window", "1s", "-o", "json")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("weft bench kv: %v\n%s", err, stderr.String())
-	}
 	var res struct {
 		KV  []map[string]any `json:"kv"`
 		Raw []map[string]any `json:"raw"`
 	}
-	if err := json.Unmarshal(out, &res); err != nil {
-		t.Fatalf("%v\n%s", err, out)
-	}
+	out, _ := runJSON(t, exe, &res, "bench", "kv", "--protocols", "wbcast", "--replicas", "1", "--clients", "3", "--client-procs", "1",
+		"--shared-clients", "1", "--txn-fraction", "0.5", "--raw=false", "--keys", "300", "--warmup", "200ms", "--window", "1s", "-o", "json")
 	if len(res.Raw) != 0 || len(res.KV) != 1 {
 		t.Fatalf("%d raw rows and %d kv rows, want 0 and 1:\n%s", len(res.Raw), len(res.KV), out)
 	}

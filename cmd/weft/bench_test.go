@@ -17,6 +17,24 @@ import (
 	"github.com/weft-dev/weft/wire"
 )
 
+// runJSON runs exe with args, fails the test if it fails (with its
+// stderr), decodes its standard output into v and returns the output
+// and its stderr.
+func runJSON(t *testing.T, exe string, v any, args ...string) (out []byte, stderr string) {
+	t.Helper()
+	cmd := exec.Command(exe, args...)
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("weft %s: %v\n%s", strings.Join(args[:min(2, len(args))], " "), err, errb.String())
+	}
+	if err := json.Unmarshal(out, v); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	return out, errb.String()
+}
+
 // TestBenchLadder runs a tiny ladder of `weft bench` (WbCast, 1 replica
 // per group, 1 and 4 clients in 2 client processes, a 1s window) as
 // processes and checks its JSON rows and that its plot is XML with both
@@ -25,18 +43,9 @@ import (
 func TestBenchLadder(t *testing.T) {
 	exe := buildWeft(t)
 	plot := filepath.Join(t.TempDir(), "curve.svg")
-	cmd := exec.Command(exe, "bench", "--protocols", "wbcast", "--replicas", "1", "--groups-per-msg", "2", "--dest", "home",
-		"--clients", "1,4", "--client-procs", "2", "--warmup", "200ms", "--window", "1s", "--interval", "500ms", "--format", "json", "--plot", plot)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("weft bench: %v\n%s", err, stderr.String())
-	}
 	var rows []map[string]any
-	if err := json.Unmarshal(out, &rows); err != nil {
-		t.Fatalf("%v\n%s", err, out)
-	}
+	out, stderr := runJSON(t, exe, &rows, "bench", "--protocols", "wbcast", "--replicas", "1", "--groups-per-msg", "2", "--dest", "home",
+		"--clients", "1,4", "--client-procs", "2", "--warmup", "200ms", "--window", "1s", "--interval", "500ms", "--format", "json", "--plot", plot)
 	if len(rows) != 2 {
 		t.Fatalf("%d rows, want 2 (one per rung):\n%s", len(rows), out)
 	}
@@ -139,8 +148,8 @@ func TestBenchLadder(t *testing.T) {
 			t.Errorf("curve %s has %d points, want %d (curves %v)", k, curves[k], v, curves)
 		}
 	}
-	if !strings.Contains(stderr.String(), "== bench: wbcast") {
-		t.Errorf("no progress on stderr:\n%s", stderr.String())
+	if !strings.Contains(stderr, "== bench: wbcast") {
+		t.Errorf("no progress on stderr:\n%s", stderr)
 	}
 }
 
@@ -151,18 +160,9 @@ func TestBenchLadder(t *testing.T) {
 // clients in use (1 worker: 1; 3 + 2 workers: 2 + 2). Never how fast.
 func TestBenchSharedClients(t *testing.T) {
 	exe := buildWeft(t)
-	cmd := exec.Command(exe, "bench", "--protocols", "wbcast", "--replicas", "1", "--groups-per-msg", "2", "--clients", "1,5",
-		"--client-procs", "2", "--shared-clients", "2", "--warmup", "200ms", "--window", "1s", "-o", "json")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("weft bench: %v\n%s", err, stderr.String())
-	}
 	var rows []map[string]any
-	if err := json.Unmarshal(out, &rows); err != nil {
-		t.Fatalf("%v\n%s", err, out)
-	}
+	out, _ := runJSON(t, exe, &rows, "bench", "--protocols", "wbcast", "--replicas", "1", "--groups-per-msg", "2", "--clients", "1,5",
+		"--client-procs", "2", "--shared-clients", "2", "--warmup", "200ms", "--window", "1s", "-o", "json")
 	if len(rows) != 2 {
 		t.Fatalf("%d rows, want 2 (one per rung):\n%s", len(rows), out)
 	}
