@@ -239,13 +239,14 @@ func (t *sessionTable) durableDiff(live *sessionTable) string {
 		if r.done.len() != l.done.len() {
 			return fmt.Sprintf("session %s: %d collected ids, live %d", k, r.done.len(), l.done.len())
 		}
-		var missing *wire.SeqDigest
+		var missing wire.SeqDigest
+		found := false
 		l.done.each(func(e doneEntry) {
-			if missing == nil && !r.done.has(e.q) {
-				missing = &e.q
+			if !found && !r.done.has(e.q) {
+				missing, found = e.q, true
 			}
 		})
-		if missing != nil {
+		if found {
 			return fmt.Sprintf("session %s: seq %d (digest %x) collected live, not restored", k, missing.Seq, missing.Digest[:4])
 		}
 	}
