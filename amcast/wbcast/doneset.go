@@ -90,7 +90,11 @@ func (s *doneSet) has(q wire.SeqDigest) bool {
 func (s *doneSet) add(q wire.SeqDigest, at uint64) bool {
 	e := doneEntry{q: q, at: at}
 	if s.n == 0 {
-		s.chunks = append(s.chunks, append(make([]doneEntry, 0, doneChunk), e))
+		// A session's first chunk starts small and grows by append: most
+		// sessions of short-lived clients hold a few ids, and a full
+		// chunk each (4 KiB) would cost a hundred thousand of them 400
+		// MiB. Once one chunk is full, the next starts at full size.
+		s.chunks = append(s.chunks, []doneEntry{e})
 		s.n = 1
 		return true
 	}
@@ -188,7 +192,7 @@ func (s *doneSet) each(f func(doneEntry)) {
 func (s *doneSet) clone(at uint64) doneSet {
 	out := doneSet{chunks: make([][]doneEntry, len(s.chunks)), n: s.n}
 	for i, c := range s.chunks {
-		cp := make([]doneEntry, len(c), max(len(c), doneChunk))
+		cp := make([]doneEntry, len(c))
 		for j, e := range c {
 			cp[j] = doneEntry{q: e.q, at: at}
 		}

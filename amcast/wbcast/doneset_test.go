@@ -194,3 +194,19 @@ func BenchmarkSessionTable(b *testing.B) {
 	}
 	b.ReportMetric(float64(t.size()), "entries")
 }
+
+// TestDoneSetSmallSessionsStaySmall: a session holding a few ids holds a
+// chunk sized to them, not a full one (a hundred thousand sessions of
+// short-lived clients would otherwise cost 4 KiB each); its clone too.
+func TestDoneSetSmallSessionsStaySmall(t *testing.T) {
+	var s doneSet
+	for q := range uint64(3) {
+		s.add(wire.SeqDigest{Seq: q + 1}, 0)
+	}
+	if c := cap(s.chunks[0]); c > 8 {
+		t.Fatalf("3 ids hold a chunk of capacity %d", c)
+	}
+	if cl := s.clone(0); cap(cl.chunks[0]) != 3 {
+		t.Fatalf("the clone of 3 ids holds a chunk of capacity %d", cap(cl.chunks[0]))
+	}
+}
