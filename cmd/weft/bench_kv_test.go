@@ -9,6 +9,12 @@ import (
 	"github.com/weft-dev/weft/kv"
 )
 
+// kvBenchOut is `weft bench kv -o json`'s output, rows as maps.
+type kvBenchOut struct {
+	KV  []map[string]any `json:"kv"`
+	Raw []map[string]any `json:"raw"`
+}
+
 // TestBenchKV runs a tiny `weft bench kv` (WbCast and FT-Skeen, 1 replica
 // per group, 2 clients, no transactions and half transactions, a 1s
 // window) as processes and checks its JSON: a raw row per protocol, a kv
@@ -19,10 +25,7 @@ import (
 // never how fast.
 func TestBenchKV(t *testing.T) {
 	exe := buildWeft(t)
-	var res struct {
-		KV  []map[string]any `json:"kv"`
-		Raw []map[string]any `json:"raw"`
-	}
+	var res kvBenchOut
 	out, stderr := runJSON(t, exe, &res, "bench", "kv", "--protocols", "wbcast,ftskeen", "--replicas", "1", "--clients", "2", "--client-procs", "1",
 		"--txn-fraction", "0,0.5", "--keys", "300", "--warmup", "200ms", "--window", "1s", "-o", "json")
 	if len(res.Raw) != 2 || len(res.KV) != 4 {
@@ -95,10 +98,7 @@ func TestBenchKV(t *testing.T) {
 // use. Never how fast.
 func TestBenchKVSharedClients(t *testing.T) {
 	exe := buildWeft(t)
-	var res struct {
-		KV  []map[string]any `json:"kv"`
-		Raw []map[string]any `json:"raw"`
-	}
+	var res kvBenchOut
 	out, _ := runJSON(t, exe, &res, "bench", "kv", "--protocols", "wbcast", "--replicas", "1", "--clients", "3", "--client-procs", "1",
 		"--shared-clients", "1", "--txn-fraction", "0.5", "--raw=false", "--keys", "300", "--warmup", "200ms", "--window", "1s", "-o", "json")
 	if len(res.Raw) != 0 || len(res.KV) != 1 {
