@@ -214,26 +214,3 @@ func (s *doneSet) String() string {
 	b.WriteByte(']')
 	return b.String()
 }
-
-// check verifies the invariants (tests): chunks non-empty and within
-// bounds, entries strictly increasing across chunks, n their count.
-func (s *doneSet) check() error {
-	n := 0
-	var prev *wire.SeqDigest
-	for i, c := range s.chunks {
-		if len(c) == 0 || len(c) > doneChunk {
-			return fmt.Errorf("chunk %d holds %d entries", i, len(c))
-		}
-		for j := range c {
-			if prev != nil && compareSeqDigest(*prev, c[j].q) >= 0 {
-				return fmt.Errorf("chunk %d entry %d (seq %d) not above the previous (seq %d)", i, j, c[j].q.Seq, prev.Seq)
-			}
-			prev = &c[j].q
-		}
-		n += len(c)
-	}
-	if n != s.n {
-		return fmt.Errorf("%d entries counted as %d", n, s.n)
-	}
-	return nil
-}

@@ -2,6 +2,7 @@ package wbcast
 
 import (
 	"encoding/binary"
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -209,4 +210,27 @@ func TestDoneSetSmallSessionsStaySmall(t *testing.T) {
 	if cl := s.clone(0); cap(cl.chunks[0]) != 3 {
 		t.Fatalf("the clone of 3 ids holds a chunk of capacity %d", cap(cl.chunks[0]))
 	}
+}
+
+// check verifies the invariants (tests): chunks non-empty and within
+// bounds, entries strictly increasing across chunks, n their count.
+func (s *doneSet) check() error {
+	n := 0
+	var prev *wire.SeqDigest
+	for i, c := range s.chunks {
+		if len(c) == 0 || len(c) > doneChunk {
+			return fmt.Errorf("chunk %d holds %d entries", i, len(c))
+		}
+		for j := range c {
+			if prev != nil && compareSeqDigest(*prev, c[j].q) >= 0 {
+				return fmt.Errorf("chunk %d entry %d (seq %d) not above the previous (seq %d)", i, j, c[j].q.Seq, prev.Seq)
+			}
+			prev = &c[j].q
+		}
+		n += len(c)
+	}
+	if n != s.n {
+		return fmt.Errorf("%d entries counted as %d", n, s.n)
+	}
+	return nil
 }

@@ -320,9 +320,14 @@ func (p *Process) forgot(b wire.Ballot, et uint64) bool {
 		p.forgotB = wire.Ballot{}
 		return false
 	}
-	if p.forgotB != b {
+	// Timed from the first tick of an unbroken run of ticks that saw it
+	// (checkLeadership runs every tick, but returns before this when the
+	// process leads, is a candidate or is behind): a stale start would
+	// count ticks in which nobody looked.
+	if p.forgotB != b || p.forgotSeen+1 != p.ticks {
 		p.forgotB, p.forgotAt = b, p.ticks
 	}
+	p.forgotSeen = p.ticks
 	return p.ticks >= p.forgotAt+et
 }
 
