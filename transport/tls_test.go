@@ -3,6 +3,7 @@ package transport
 import (
 	"crypto/tls"
 	"crypto/x509"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -362,9 +363,8 @@ func TestTLSAgainstPlain(t *testing.T) {
 		{2, "this node requires TLS"},                 // 1 dialed 2
 		{2, "the node answered without TLS"},          // 2 dialed 1
 	} {
-		if !logged(logs[c.id], ReasonTLS, c.why) {
-			t.Errorf("node %d did not log %q", c.id, c.why)
-		}
+		// A failure is counted before it is logged: wait for the line.
+		waitFor(t, fmt.Sprintf("node %d to log %q", c.id, c.why), func() bool { return logged(logs[c.id], ReasonTLS, c.why) })
 	}
 }
 
