@@ -40,6 +40,20 @@ import (
 //     After handOverTicks without success it gives up and leads on,
 //     proposing what it held (the caller sees HandedOver stay false).
 //
+// The floor. Messages whose ACCEPT_ACKs are on their way when HANDOVER is
+// sent still commit at the old leader, which delivers them and sends their
+// DELIVERs after HANDOVER. The successor ignores those (it is a candidate
+// by then; its recovery delivers them). Were the group's floor raised over
+// them (the old leader and a third member delivered them: a quorum), the
+// successor would be behind the floor the quorum's NEW_LEADER_ACKs report,
+// and give its ballot up (recovery.go): the next member takes over and the
+// successor needs a SNAPSHOT (demo.TestPlannedStopHandsOver saw it). So a
+// leader that is handing over does not raise the floor (heartbeat): every
+// member's floor stays at or below what the old leader had delivered when
+// it sent HANDOVER, which FIFO links delivered to the successor first.
+// Nothing is collected above it meanwhile, so the quorum's states still
+// hold those messages for the merge (TestHandOverInFlightCommit).
+//
 // A process that handed over keeps forwarding clients' MULTICASTs to the
 // leader of its ballot for the rest of its life. A departing one is also
 // retired (Retire): it never starts a ballot again and ignores HANDOVERs,

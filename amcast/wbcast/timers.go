@@ -43,7 +43,9 @@ func (p *Process) claimsLead() bool {
 }
 
 func (p *Process) heartbeat() {
-	if p.status == Leader {
+	if p.status == Leader && !p.holding() {
+		// Not while handing over: the floor stays where the successor's
+		// DELIVERs put it (handover.go, "The floor").
 		p.updateGroupLinf()
 	}
 	hb := &wire.Heartbeat{B: p.ballot, CBallot: p.cballot, Leader: p.claimsLead(), MaxDelivered: p.maxDelivered, Linf: p.linf[p.g]}
@@ -103,10 +105,11 @@ func (p *Process) onHeartbeat(from wire.ProcID, hb *wire.Heartbeat) error {
 // its leader takes it for lost.
 const catchUpTicks = 4
 
-// stalled (leader) reports whether a member whose heartbeat reports its
-// last delivery at is below what this leader had delivered catchUpTicks
-// ago: the DELIVERs up to there were sent long enough ago to have
-// arrived, so some were lost.
+// stalled reports whether a member whose heartbeat reports its last
+// delivery at is below what this process had delivered catchUpTicks ago:
+// the DELIVERs up to there were sent long enough ago to have arrived, so
+// some were lost. The leader uses it to catch members up, every member to
+// judge whether a member is behind (peerBehind).
 //
 // The rule before this one took a member whose two last heartbeats
 // reported the same delivery for stalled. Under load that was routine: a

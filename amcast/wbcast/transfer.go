@@ -60,9 +60,19 @@ func (p *Process) behind() bool { return p.maxDelivered.Less(p.linf[p.g]) }
 // restart its own ballot, so the next successor takes over.
 func (p *Process) behindAcked() bool { return p.maxDelivered.Less(p.ackedFloor) }
 
-// peerBehind reports whether member i is known to be below the floor.
+// peerBehind reports whether member i is known to be below the floor: its
+// last report is below the floor and below what this process had
+// delivered catchUpTicks ago (stalled). A report below the floor alone is
+// routine: a member reports every heartbeat, and the DELIVERs that take it
+// past the floor may be on their way, its report older than a report of
+// another member that raised the floor. Passed over on such a report, the
+// designated successor was skipped: a departing leader handed over to the
+// member after it, and a member took the group over from a successor that
+// was starting its ballot (CI, node.TestGossipLeaderLeaves;
+// TestHandOverStaleReport).
 func (p *Process) peerBehind(i int) bool {
-	return i != p.gi && p.peers[i].heardHB && p.peers[i].maxDelivered.Less(p.linf[p.g])
+	pr := &p.peers[i]
+	return i != p.gi && pr.heardHB && pr.maxDelivered.Less(p.linf[p.g]) && p.stalled(pr.maxDelivered)
 }
 
 // sendSnapshot sends member i this leader's delivered prefix, in pages
