@@ -19,7 +19,9 @@ func TestAckedLostCountsInstalls(t *testing.T) {
 	dl := func(id string, p int) check.Event {
 		return check.Event{Ev: check.EvDeliver, ID: id, Proc: p, Group: 0, GTS: gts}
 	}
-	in := func(p int, t uint64) check.Event { return check.Event{Ev: check.EvInstall, Proc: p, Group: 0, GTS: check.GTS{T: t}} }
+	in := func(p int, t uint64) check.Event {
+		return check.Event{Ev: check.EvInstall, Proc: p, Group: 0, GTS: check.GTS{T: t}}
+	}
 	for _, tc := range []struct {
 		name string
 		evs  []check.Event

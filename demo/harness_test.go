@@ -652,7 +652,7 @@ func (c *cluster) finish() {
 func (c *cluster) ackedLost(h *check.History) (int, []string) {
 	dest := map[string][]int{}
 	by := map[string]map[int]check.GTS{} // id -> proc -> gts
-	installed := map[int]check.GTS{}      // proc -> highest install
+	installed := map[int]check.GTS{}     // proc -> highest install
 	for _, ev := range h.Events {
 		switch ev.Ev {
 		case check.EvInstall:
