@@ -67,7 +67,13 @@ var forgedRegressionSeeds = []uint64{300493, 303008, 303407, 300768, 301315, 303
 //     for it as its designated successor: the group stalled for good. The
 //     successor search now passes over a member that gave up a ballot of
 //     its own.
-var quorumGCRegressionSeeds = []uint64{302706, 311782, 509452, 500529, 441503}
+//   - 506430 (disk losses and a torn crash): g1's candidate restarted
+//     below its own ballot (it lost it); the member that had promised it
+//     waited, after three election timeouts, for the next successor, and
+//     that successor, hearing the candidate alive, waited for it: the
+//     group stalled for good. A member now takes a ballot for dead when
+//     its leader has shown a lower one for an election timeout (forgot).
+var quorumGCRegressionSeeds = []uint64{302706, 311782, 509452, 500529, 441503, 506430}
 
 // TestSwarmRegressionSeeds runs each regression seed as it was found
 // (without batches, which came later: Config.Batch), the seeds found

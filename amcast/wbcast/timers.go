@@ -270,7 +270,7 @@ func (p *Process) checkLeadership() {
 	}
 	li := p.topo.MemberIndex(L)
 	dead := det.Suspected(L, p.ticks) || p.peers[li].rejoining ||
-		p.gaveUp(cur) ||
+		p.gaveUp(cur) || p.forgot(cur, et) ||
 		(p.status == Recovering && p.ticks >= p.joinedAt+3*et)
 	if !dead {
 		return
@@ -304,6 +304,34 @@ func (p *Process) gaveUp(b wire.Ballot) bool {
 	}
 	lp := &p.peers[p.topo.MemberIndex(b.Leader())]
 	return lp.heardHB && lp.ballot == b && !lp.claimsLead
+}
+
+// forgot reports whether ballot b's own leader has shown a ballot below b
+// in every heartbeat for a whole election timeout (et ticks): it lost b
+// (the ballot's record torn off by a crash, or its disk lost, after
+// members had promised b), so it will never establish b, nor, being below
+// it, give it up as gaveUp sees. A candidate's heartbeats show b within a
+// tick of its start (it persists b before asking for promises; links are
+// FIFO), so the timeout only spares a successor the race between a
+// promise's heartbeat and the candidate's. (Swarm seed 506430: g1's
+// candidate restarted below its ballot; the member that had promised it
+// waited for the next successor, and that successor, hearing the
+// candidate alive, waited for it: the group stalled for good.)
+func (p *Process) forgot(b wire.Ballot, et uint64) bool {
+	lp := &p.peers[p.topo.MemberIndex(b.Leader())]
+	if b.Leader() == p.id || !lp.heardHB || !lp.ballot.Less(b) {
+		p.forgotB = wire.Ballot{}
+		return false
+	}
+	// Timed from the first tick of an unbroken run of ticks that saw it
+	// (checkLeadership runs every tick, but returns before this when the
+	// process leads, is a candidate or is behind): a stale start would
+	// count ticks in which nobody looked.
+	if p.forgotB != b || p.forgotSeen+1 != p.ticks {
+		p.forgotB, p.forgotAt = b, p.ticks
+	}
+	p.forgotSeen = p.ticks
+	return p.ticks >= p.forgotAt+et
 }
 
 // someoneLeadsHigher reports whether a live member claims to lead a ballot

@@ -256,11 +256,17 @@ type Process struct {
 	joinedAt  uint64        // tick when the current ballot was joined
 	lastStart uint64        // tick when this process last started a ballot
 	started   bool
-	deferred  []wire.Envelope
-	ho        *handover // a leadership hand-over under way or done (handover.go)
-	retiring  bool      // departing: never leads again (handover.go)
-	cov       amcast.Coverage
-	ri        readIndex // read-index rounds (readindex.go)
+	// forgotB is a ballot whose own leader has shown a lower one in its
+	// heartbeats since tick forgotAt, last looked at on tick forgotSeen
+	// (forgot, timers.go).
+	forgotB    wire.Ballot
+	forgotAt   uint64
+	forgotSeen uint64
+	deferred   []wire.Envelope
+	ho         *handover // a leadership hand-over under way or done (handover.go)
+	retiring   bool      // departing: never leads again (handover.go)
+	cov        amcast.Coverage
+	ri         readIndex // read-index rounds (readindex.go)
 
 	local []wire.Envelope // messages to self, handled before Step returns
 	held  []wire.Message  // records held back by MutSendBeforePersist (tests only)
