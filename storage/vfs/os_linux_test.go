@@ -1,0 +1,66 @@
+package vfs
+
+import (
+	"bytes"
+	"errors"
+	"io/fs"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+)
+
+// TestOSWriteAtRaw: the raw pwrite writes everything at the offset (a
+// write larger than one call takes, into a hole), and fails as
+// (*os.File).WriteAt does: a closed file, a file opened read-only, a
+// negative offset.
+func TestOSWriteAtRaw(t *testing.T) {
+	dir := t.TempDir()
+	name := filepath.Join(dir, "f")
+	f, err := OS().Create(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	big := make([]byte, 9<<20)
+	for i := range big {
+		big[i] = byte(rand.Uint32())
+	}
+	const off = 4097
+	if n, err := f.WriteAt(big, off); n != len(big) || err != nil {
+		t.Fatalf("WriteAt: %d, %v", n, err)
+	}
+	if n, err := f.WriteAt([]byte("head"), 0); n != 4 || err != nil {
+		t.Fatalf("WriteAt at 0: %d, %v", n, err)
+	}
+	if n, err := f.WriteAt(nil, 3); n != 0 || err != nil {
+		t.Fatalf("empty WriteAt: %d, %v", n, err)
+	}
+	if _, err := f.WriteAt([]byte("x"), -1); err == nil {
+		t.Fatal("a negative offset was accepted")
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte("x"), 0); !errors.Is(err, os.ErrClosed) {
+		t.Fatalf("WriteAt after Close: %v, want os.ErrClosed", err)
+	}
+	got, err := os.ReadFile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := append(append([]byte("head"), make([]byte, off-4)...), big...)
+	if !bytes.Equal(got, want) {
+		t.Fatalf("read back %d bytes, not what was written (%d)", len(got), len(want))
+	}
+	ro, err := OS().Open(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close()
+	_, err = ro.WriteAt([]byte("x"), 0)
+	var pe *fs.PathError
+	if !errors.As(err, &pe) || !errors.Is(err, syscall.EBADF) || pe.Path != name {
+		t.Fatalf("WriteAt on a read-only file: %v, want a PathError for %s with EBADF", err, name)
+	}
+}
