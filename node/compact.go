@@ -15,7 +15,7 @@ import (
 // The node mirrors every record it makes durable into its protocol's
 // store (the durable image; the process itself does not use it). When the
 // log has grown by Config.CompactBytes since the last compaction began
-// (and by twice the last snapshot), the loop starts one:
+// (and by compactRatio times the last snapshot), the loop starts one:
 //
 //  1. on the loop: the deliveries log is fsynced (the deliveries the cut
 //     drops from the WAL must be durable there first), and
@@ -67,10 +67,16 @@ func (n *Node) mirror(recs []wire.Message) error {
 	return nil
 }
 
+// compactRatio: a compaction starts only once the log has grown by this
+// many times the last snapshot's size, so the snapshots written (and read
+// back, decoded and restored to check them) are at most 1/compactRatio of
+// the bytes logged.
+const compactRatio = 4
+
 // maybeCompact starts a compaction when the log has grown enough, and not
 // in the middle of a state adopted in pages.
 func (n *Node) maybeCompact() error {
-	if n.cfg.CompactBytes <= 0 || n.compaction != nil || n.pagesOpen || n.transferring() || n.sinceCut < max(n.cfg.CompactBytes, 2*n.lastSnapshot) {
+	if n.cfg.CompactBytes <= 0 || n.compaction != nil || n.pagesOpen || n.transferring() || n.sinceCut < max(n.cfg.CompactBytes, compactRatio*n.lastSnapshot) {
 		return nil
 	}
 	return n.startCompaction()
