@@ -1,6 +1,7 @@
 package amcast
 
 import (
+	"math/rand/v2"
 	"testing"
 
 	"github.com/weft-dev/weft/wire"
@@ -168,5 +169,63 @@ func TestClientExpire(t *testing.T) {
 	}
 	if ds := c.Ready().Deliveries; len(ds) != 1 || ds[0].M.ID != m2.ID || ds[0].Expired {
 		t.Fatalf("after late replies: %+v, want only %s completed", ds, m2.ID)
+	}
+}
+
+// TestClientFloorAgainstScan: the floor each multicast carries is the one
+// a scan of the outstanding messages gives (every sequence number below
+// the lowest outstanding one, or below the new one), over random sends
+// with gaps, replies and abandons; the queue behind it stays within its
+// bound at each multicast.
+func TestClientFloorAgainstScan(t *testing.T) {
+	topo, err := NewTopology(2, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for seed := range uint64(20) {
+		rng := rand.New(rand.NewPCG(seed, 7))
+		c, err := NewSessionClient(topo, 100, wire.Session(9))
+		if err != nil {
+			t.Fatal(err)
+		}
+		seq := uint64(0)
+		for range 3000 {
+			ids := c.OutstandingIDs()
+			switch r := rng.IntN(10); {
+			case r < 5 || len(ids) == 0:
+				seq += 1 + uint64(rng.IntN(3))
+				want := seq - 1
+				for _, id := range ids {
+					want = min(want, id.Seq-1)
+				}
+				m := wire.NewAppMsg(wire.MsgID{Client: 100, Session: wire.Session(9), Seq: seq}, []wire.GroupID{wire.GroupID(rng.IntN(2))}, nil)
+				if err := c.Multicast(m); err != nil {
+					t.Fatal(err)
+				}
+				rd := c.Ready()
+				got := rd.Messages[len(rd.Messages)-1].Msg.(*wire.Multicast).M.Floor
+				c.Advance()
+				if got != want {
+					t.Fatalf("seed %d: message %d carries floor %d, a scan of %d outstanding gives %d", seed, seq, got, len(ids), want)
+				}
+				// Replies and abandons shrink out, not order, until the
+				// next multicast.
+				if len(c.order) > 2*len(c.out)+64 {
+					t.Fatalf("seed %d: order holds %d ids for %d outstanding", seed, len(c.order), len(c.out))
+				}
+			case r < 8:
+				// The reply of a random outstanding message, from its leader.
+				id := ids[rng.IntN(len(ids))]
+				m := c.out[id].m
+				g := m.Dest[0]
+				d := &wire.Delivered{ID: id, G: g, GTS: wire.Timestamp{T: seq, G: g}, Leader: c.leaders[g]}
+				if err := c.Step(wire.Envelope{From: c.leaders[g], To: 100, Msg: d}); err != nil {
+					t.Fatal(err)
+				}
+				c.Advance()
+			default:
+				c.Abandon(ids[rng.IntN(len(ids))])
+			}
+		}
 	}
 }
