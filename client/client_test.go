@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -248,5 +249,95 @@ func TestClientSessionsAre128Bits(t *testing.T) {
 	defer cl.Close()
 	if cl.Session() != pinned {
 		t.Errorf("pinned session %s became %s", pinned, cl.Session())
+	}
+}
+
+// TestClientMaxInFlight: a client never has more than MaxInFlight
+// multicasts at the nodes; further calls wait for a slot (or their
+// context) instead of being sent, and all complete once answers come.
+func TestClientMaxInFlight(t *testing.T) {
+	topo, err := amcast.NewTopology(1, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tr atomic.Pointer[transport.Transport]
+	var mu sync.Mutex
+	held := map[wire.MsgID]wire.ProcID{} // unanswered, by id (retries dedup)
+	peak, release := 0, false
+	answer := func(id wire.MsgID, to wire.ProcID) {
+		tr.Load().Send(to, &wire.Delivered{ID: id, G: 0, GTS: wire.Timestamp{T: id.Seq}, Leader: 0})
+	}
+	node, err := transport.New(transport.Config{ClusterName: "c", Self: 0, Listen: "127.0.0.1:0",
+		Handler: func(from wire.ProcID, m wire.Message) {
+			mc, ok := m.(*wire.Multicast)
+			if !ok {
+				return
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if release {
+				answer(mc.M.ID, from)
+				return
+			}
+			held[mc.M.ID] = from
+			peak = max(peak, len(held))
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr.Store(node)
+	t.Cleanup(func() { node.Close() })
+	cl, err := client.New(client.Config{Cluster: "c", Topology: topo, Nodes: map[wire.ProcID]string{0: node.Addr().String()},
+		RetryTicks: 1000, ViewTicks: -1, MaxInFlight: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	errs := make(chan error, 10)
+	for i := range 10 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := cl.Multicast(ctx, []wire.GroupID{0}, []byte{byte(i)}); err != nil {
+				errs <- err
+			}
+		}()
+	}
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(5 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s", what)
+			}
+		}
+	}
+	waitFor("3 multicasts at the node", func() bool { mu.Lock(); defer mu.Unlock(); return len(held) == 3 })
+	// A call that finds no slot ends with its context.
+	short, cancelShort := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancelShort()
+	if _, err := cl.Multicast(short, []wire.GroupID{0}, []byte("late")); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a multicast without a slot: %v, want its context's deadline", err)
+	}
+	mu.Lock()
+	if len(held) != 3 {
+		t.Errorf("the node holds %d multicasts, want 3 (MaxInFlight)", len(held))
+	}
+	release = true
+	for id, to := range held {
+		answer(id, to)
+	}
+	mu.Unlock()
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Errorf("multicast: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if peak != 3 {
+		t.Errorf("peak %d multicasts at the node, want 3", peak)
 	}
 }
