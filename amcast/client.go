@@ -51,10 +51,10 @@ type Client struct {
 	// still outstanding on (floor); ids no longer outstanding are dropped
 	// from its front as they get there, and all at once when it holds
 	// more than twice as many as out (bounded by out's size).
-	order []wire.MsgID
-	ticks uint64
-	retries     int
-	expired     int
+	order   []wire.MsgID
+	ticks   uint64
+	retries int
+	expired int
 }
 
 type outstanding struct {
