@@ -200,7 +200,9 @@ func TestClientBatchPerPass(t *testing.T) {
 		cfg.ClientBatch, cfg.ClientShare = batch, 1000
 		cfg.ElectionTicks = 1000 // the stalled leader stays the leader
 	})
-	cl, err := client.New(client.Config{Cluster: "test", Topology: c.topo, Nodes: c.addrs, RetryTicks: 100000, ViewTicks: -1})
+	// MaxInFlight -1: the client sends all 300 at once (its own bound,
+	// 64 by default, would hold most of them back).
+	cl, err := client.New(client.Config{Cluster: "test", Topology: c.topo, Nodes: c.addrs, RetryTicks: 100000, ViewTicks: -1, MaxInFlight: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
