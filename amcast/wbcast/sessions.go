@@ -82,6 +82,24 @@ func (t *sessionTable) collected(id wire.MsgID) bool {
 	return s.done.has(seqDigest(id))
 }
 
+// collectedElseTouch is collected(m.ID), and if m was not collected,
+// touch(m, now), with one lookup of m's session: the store mirrors every
+// REC_ACCEPTED and REC_DELIVERED through it, two per multicast.
+func (t *sessionTable) collectedElseTouch(m *wire.AppMsg, now uint64) bool {
+	k := m.ID.Key()
+	s := t.m[k]
+	if s != nil && s.done.has(seqDigest(m.ID)) {
+		return true
+	}
+	if s == nil {
+		s = &session{}
+		t.m[k] = s
+	}
+	s.last = now
+	s.floor = max(s.floor, m.Floor)
+	return false
+}
+
 // mayHaveForgotten reports whether id could be a message collected here
 // whose id is no longer remembered: one still remembered, one at or below
 // its client's floor, or one of a session not (or no longer) known here.

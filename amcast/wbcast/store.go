@@ -64,20 +64,18 @@ func (st *Store) Apply(rec wire.Message) error {
 	case *wire.RecBallot:
 		st.Ballot, st.CBallot = r.Ballot, r.CBallot
 	case *wire.RecAccepted:
-		if st.sess.collected(r.S.M.ID) {
+		if st.sess.collectedElseTouch(&r.S.M, 0) {
 			return nil
 		}
-		st.sess.touch(&r.S.M, 0)
 		if m := st.msgs[r.S.M.ID]; m != nil && m.delivered {
 			return nil
 		}
 		st.msgs[r.S.M.ID] = &storedMsg{s: r.S}
 	case *wire.RecDelivered:
 		st.maxDelivered = wire.MaxTS(st.maxDelivered, r.GTS)
-		if st.sess.collected(r.M.ID) {
+		if st.sess.collectedElseTouch(&r.M, 0) {
 			return nil // collected already: a delivery cannot come back
 		}
-		st.sess.touch(&r.M, 0)
 		m := st.msgs[r.M.ID]
 		if m == nil {
 			m = &storedMsg{s: wire.MsgState{M: r.M}}
