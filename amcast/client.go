@@ -243,7 +243,6 @@ func (c *Client) floor(seq uint64) uint64 {
 		if _, ok := c.out[c.order[0]]; ok {
 			break
 		}
-		c.order[0] = wire.MsgID{}
 		c.order = c.order[1:]
 	}
 	if len(c.order) > 2*len(c.out)+64 {

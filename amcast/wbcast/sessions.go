@@ -67,8 +67,10 @@ func (t *sessionTable) get(k wire.SessionKey) *session {
 }
 
 // touch records activity of m's session at tick now and raises its floor.
-func (t *sessionTable) touch(m *wire.AppMsg, now uint64) {
-	s := t.get(m.ID.Key())
+func (t *sessionTable) touch(m *wire.AppMsg, now uint64) { t.get(m.ID.Key()).seen(m, now) }
+
+// seen records m as activity of session s at tick now.
+func (s *session) seen(m *wire.AppMsg, now uint64) {
 	s.last = now
 	s.floor = max(s.floor, m.Floor)
 }
@@ -86,17 +88,14 @@ func (t *sessionTable) collected(id wire.MsgID) bool {
 // touch(m, now), with one lookup of m's session: the store mirrors every
 // REC_ACCEPTED and REC_DELIVERED through it, two per multicast.
 func (t *sessionTable) collectedElseTouch(m *wire.AppMsg, now uint64) bool {
-	k := m.ID.Key()
-	s := t.m[k]
-	if s != nil && s.done.has(seqDigest(m.ID)) {
+	s := t.m[m.ID.Key()]
+	switch {
+	case s == nil:
+		s = t.get(m.ID.Key())
+	case s.done.has(seqDigest(m.ID)):
 		return true
 	}
-	if s == nil {
-		s = &session{}
-		t.m[k] = s
-	}
-	s.last = now
-	s.floor = max(s.floor, m.Floor)
+	s.seen(m, now)
 	return false
 }
 

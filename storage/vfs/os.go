@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"syscall"
 )
 
 // OS returns the operating system's filesystem.
@@ -16,7 +17,7 @@ func (osFS) Create(name string) (File, error) {
 	if err != nil {
 		return nil, err
 	}
-	return osFile{f}, nil
+	return newOSFile(f), nil
 }
 
 func (osFS) Open(name string) (File, error) {
@@ -24,7 +25,7 @@ func (osFS) Open(name string) (File, error) {
 	if err != nil {
 		return nil, err
 	}
-	return osFile{f}, nil
+	return newOSFile(f), nil
 }
 
 func (osFS) OpenReadWrite(name string) (File, error) {
@@ -32,7 +33,7 @@ func (osFS) OpenReadWrite(name string) (File, error) {
 	if err != nil {
 		return nil, err
 	}
-	return osFile{f}, nil
+	return newOSFile(f), nil
 }
 
 func (osFS) OpenDir(name string) (File, error) {
@@ -72,8 +73,18 @@ func (osFS) List(dir string) ([]string, error) {
 
 func (osFS) Stat(name string) (fs.FileInfo, error) { return os.Stat(name) }
 
-// osFile is a regular file. Sync is fdatasync where available.
-type osFile struct{ *os.File }
+// osFile is a regular file. Sync is fdatasync where available. rc is
+// the file's syscall.RawConn (nil if it has none), taken once at open:
+// WriteAt uses it on every write where writes are raw (os_linux.go).
+type osFile struct {
+	*os.File
+	rc syscall.RawConn
+}
+
+func newOSFile(f *os.File) osFile {
+	rc, _ := f.SyscallConn()
+	return osFile{File: f, rc: rc}
+}
 
 func (f osFile) Sync() error { return datasync(f.File) }
 

@@ -89,13 +89,12 @@ func (f osFile) WriteAt(b []byte, off int64) (int, error) {
 	if off < 0 {
 		return 0, &fs.PathError{Op: "writeat", Path: f.Name(), Err: errors.New("negative offset")}
 	}
-	rc, err := f.File.SyscallConn()
-	if err != nil {
-		return 0, &fs.PathError{Op: "write", Path: f.Name(), Err: err}
+	if f.rc == nil {
+		return f.File.WriteAt(b, off)
 	}
 	done := 0
 	var errno syscall.Errno
-	if err := rc.Write(func(fd uintptr) bool {
+	if err := f.rc.Write(func(fd uintptr) bool {
 		for done < len(b) {
 			p := b[done:]
 			r, _, e := syscall.RawSyscall6(syscall.SYS_PWRITE64, fd, uintptr(unsafe.Pointer(unsafe.SliceData(p))), uintptr(len(p)), uintptr(off+int64(done)), 0, 0)
