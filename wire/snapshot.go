@@ -2,7 +2,6 @@ package wire
 
 import (
 	"fmt"
-	"slices"
 )
 
 // Snapshot pages. A REC_SNAPSHOT holds a process's whole image, which
@@ -53,8 +52,15 @@ func SnapshotPages(r *RecSnapshot, budget int) []*RecSnapshot {
 				next()
 			}
 			d := ClientDone{Client: c.Client, Session: c.Session, Floor: c.Floor}
+			// At least one id, so the list shrinks; then as many as fit.
+			// Not full(): its "at least one entry" guard (used > base)
+			// holds for the whole of a fresh page, which let one
+			// session's list fill it far past the budget, up to
+			// MaxStateEntries ids: a page over the frame limit, which a
+			// compaction refused to write and a state transfer could not
+			// send.
 			k := 0
-			for k < len(coll) && k < MaxStateEntries && (k == 0 || !full(n+sizeSeqDigest(coll[k]))) {
+			for k < len(coll) && k < MaxStateEntries && (k == 0 || used+n+sizeSeqDigest(coll[k]) <= budget) {
 				n += sizeSeqDigest(coll[k])
 				k++
 			}
@@ -108,6 +114,13 @@ func JoinSnapshotPages(pages []*RecSnapshot) (*RecSnapshot, error) {
 	out.Msgs = make([]MsgState, 0, msgs)
 	out.Delivered = make([]bool, 0, msgs)
 	out.Done = make([]ClientDone, 0, done)
+	// owned is the index in out.Done of the entry whose Collected this
+	// function allocated: continuations append to it in place, growing it
+	// as append does. Appending to a page's own slice instead (clipped, so
+	// as not to write into the page) copied the session's ids so far at
+	// every page: quadratic in the pages of one session, which a client
+	// with a long window spreads over hundreds.
+	owned := -1
 	for i, p := range pages {
 		if p.Ballot != f.Ballot || p.CBallot != f.CBallot || p.Clock != f.Clock || p.MaxDelivered != f.MaxDelivered {
 			return nil, fmt.Errorf("wire: snapshot page %d of %d belongs to another image (ballot %s clock %d, page 0: ballot %s clock %d)",
@@ -124,7 +137,12 @@ func JoinSnapshotPages(pages []*RecSnapshot) (*RecSnapshot, error) {
 					if last.Floor != d.Floor {
 						return nil, fmt.Errorf("wire: snapshot page %d of %d continues session %d@%s with another floor", i, len(pages), d.Client, d.Session)
 					}
-					last.Collected = append(slices.Clip(last.Collected), d.Collected...)
+					if k := len(out.Done) - 1; owned != k {
+						c := make([]SeqDigest, len(last.Collected), 2*(len(last.Collected)+len(d.Collected)))
+						copy(c, last.Collected)
+						last.Collected, owned = c, k
+					}
+					last.Collected = append(last.Collected, d.Collected...)
 					continue
 				}
 			}

@@ -3,6 +3,7 @@ package wire
 import (
 	"errors"
 	"reflect"
+	"slices"
 	"testing"
 )
 
@@ -34,9 +35,10 @@ func TestSnapshotPages(t *testing.T) {
 	decoded := make([]*RecSnapshot, len(pages))
 	for i, p := range pages {
 		b := Append(nil, p)
-		entries := len(p.Msgs) + len(p.Done)
-		if len(b) > budget && entries > 1 {
-			t.Fatalf("page %d: %d bytes with %d entries, over the budget %d", i, len(b), entries, budget)
+		// No entry here is larger than the budget (a session's list
+		// splits by id), so no page may exceed it.
+		if len(b) > budget {
+			t.Fatalf("page %d: %d bytes with %d entries, over the budget %d", i, len(b), len(p.Msgs)+len(p.Done), budget)
 		}
 		m, err := Decode(b)
 		if err != nil {
@@ -64,4 +66,50 @@ func TestSnapshotPages(t *testing.T) {
 	if ps := SnapshotPages(small, budget); len(ps) != 1 || !reflect.DeepEqual(ps[0], small) {
 		t.Fatalf("small image split into %d pages", len(ps))
 	}
+}
+
+// TestJoinLongSession: one client session whose collected ids span
+// hundreds of pages joins back whole, leaves the pages as they were, and
+// costs allocations in the logarithm of its length, not one copy of the
+// ids so far per page (the join used to be quadratic in the pages).
+func TestJoinLongSession(t *testing.T) {
+	r := &RecSnapshot{Clock: 5, Done: []ClientDone{{Client: 1, Session: Session(1), Floor: 9}, {Client: 2, Session: Session(2), Floor: 3}}}
+	for j := range 200_000 {
+		r.Done[0].Collected = append(r.Done[0].Collected, SeqDigest{Seq: uint64(j + 1), Digest: Digest{byte(j), byte(j >> 8)}})
+	}
+	r.Done[1].Collected = []SeqDigest{{Seq: 1}, {Seq: 2}}
+	pages := SnapshotPages(r, 16<<10)
+	if len(pages) < 200 {
+		t.Fatalf("%d pages: the test wants the session over hundreds", len(pages))
+	}
+	before := make([][]SeqDigest, len(pages))
+	for i, p := range pages {
+		before[i] = slices.Clone(p.Done[0].Collected)
+	}
+	got, err := JoinSnapshotPages(pages)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got.Done, r.Done) || got.Clock != r.Clock || len(got.Msgs) != 0 {
+		t.Fatalf("joined image differs: %d sessions, %d ids in the first (want %d, %d)", len(got.Done), len(got.Done[0].Collected), len(r.Done), len(r.Done[0].Collected))
+	}
+	for i, p := range pages {
+		if n := Size(p); n > 16<<10 {
+			t.Fatalf("page %d of %d: %d bytes, over the budget", i, len(pages), n)
+		}
+	}
+	for i, p := range pages {
+		if !slices.Equal(p.Done[0].Collected, before[i]) {
+			t.Fatalf("page %d changed by the join", i)
+		}
+	}
+	allocs := testing.AllocsPerRun(3, func() {
+		if _, err := JoinSnapshotPages(pages); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs > 40 {
+		t.Fatalf("%.0f allocations to join %d pages: more than logarithmic in the session's ids", allocs, len(pages))
+	}
+	t.Logf("%d pages joined in %.0f allocations", len(pages), allocs)
 }
