@@ -144,7 +144,7 @@ type Config struct {
 	MaxConns, MaxConnsPerHost        int
 	HandshakeTimeout, IdleTimeout    time.Duration
 	// CompactBytes: the log is compacted when the records appended since
-	// the last compaction exceed this many bytes and twice the last
+	// the last compaction exceed this many bytes and four times the last
 	// snapshot (default DefaultCompactBytes; negative disables).
 	CompactBytes int64
 	// WAL tunes the log.

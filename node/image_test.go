@@ -160,6 +160,30 @@ func TestSnapshotRejectsGarbage(t *testing.T) {
 	}
 }
 
+// TestSnapshotLongSession: one client session remembering more collected
+// ids than one record may hold (a client shared by an application's
+// threads, at thousands of multicasts a second, over the session lease)
+// is written across records and read back whole. Pages used to split a
+// session's list only at wire.MaxStateEntries, so this snapshot was one
+// record of about 5 MiB, which writeSnapshot refused: every compaction
+// failed and the log grew without bound.
+func TestSnapshotLongSession(t *testing.T) {
+	done := wire.ClientDone{Client: 7, Session: wire.Session(3), Floor: 1}
+	for j := range 250_000 {
+		done.Collected = append(done.Collected, wire.SeqDigest{Seq: uint64(j + 2), Digest: wire.Digest{byte(j), byte(j >> 8), byte(j >> 16)}})
+	}
+	if n := wire.Size(&wire.RecSnapshot{Done: []wire.ClientDone{done}}); n <= maxImageRecord {
+		t.Fatalf("the session encodes in %d bytes, within one record: the test no longer needs pages", n)
+	}
+	back, err := roundTrip(t, []wire.Message{&wire.RecSnapshot{Clock: 4, Done: []wire.ClientDone{done}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(back) != 1 || !reflect.DeepEqual(back[0].(*wire.RecSnapshot).Done, []wire.ClientDone{done}) {
+		t.Fatalf("read back %d records, not the session's %d ids", len(back), len(done.Collected))
+	}
+}
+
 // TestSnapshotEncoderRefusesWhatTheDecoderWould: a record over the
 // per-record limit is refused when writing, not discovered when reading.
 func TestSnapshotEncoderRefusesWhatTheDecoderWould(t *testing.T) {

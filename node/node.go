@@ -26,7 +26,7 @@
 // after it) into the protocol's store (wbcast.Store, or ftskeen.Store for
 // both Paxos-based baselines) and restores the process from it; a node
 // whose data directory has no log yet starts fresh. When the log has grown
-// by Config.CompactBytes since the last compaction (and by at least twice
+// by Config.CompactBytes since the last compaction (and by at least four times
 // the last snapshot), the node writes a snapshot of the store and cuts
 // the log (wal.Cut). Skeen is not fault tolerant: it runs one replica per
 // group, persists nothing, and a Skeen node refuses to restart from a data
