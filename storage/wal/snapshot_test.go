@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -281,5 +282,87 @@ func TestLegacySnapshotSegment(t *testing.T) {
 	writeFile(t, m, name, b)
 	if _, err := Open(m, dir, Options{}); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "earlier weft") {
 		t.Fatalf("Open = %v", err)
+	}
+}
+
+// TestReleaseSnapshotLater: the log stops using the files a snapshot
+// replaced as soon as it is released, keeps appending while they are
+// still on disk, and a crash before the caller deletes them recovers the
+// new snapshot and the records after it; Open deletes them then. Remove
+// deletes them otherwise, and a second Remove finds nothing to do.
+func TestReleaseSnapshotLater(t *testing.T) {
+	opts := Options{SegmentSize: 256}
+	for _, crash := range []bool{false, true} {
+		m := vfs.NewCrashableMem()
+		w := mustOpen(t, m, opts)
+		for i := range 30 {
+			w.Append(rec(i))
+		}
+		if err := w.Cut([]byte("first")); err != nil {
+			t.Fatal(err)
+		}
+		for i := 30; i < 60; i++ {
+			w.Append(rec(i))
+		}
+		s, err := w.BeginSnapshot()
+		if err != nil {
+			t.Fatal(err)
+		}
+		image := []byte("second image")
+		if _, err := s.Write(image); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Finish(); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		segsBefore, snapsBefore := len(segments(t, m)), len(snapshots(t, m))
+		obs, err := w.ReleaseSnapshotLater(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if obs.Len() < 2 || len(segments(t, m)) != segsBefore || len(snapshots(t, m)) != snapsBefore {
+			t.Fatalf("release deleted files itself, or has %d to delete", obs.Len())
+		}
+		w.Append(rec(60))
+		if err := w.Sync(); err != nil {
+			t.Fatal(err)
+		}
+		if crash {
+			w2 := mustOpen(t, m.CrashClone(nil), opts)
+			snap, got := mustReadAll(t, w2)
+			if !bytes.Equal(snap, image) {
+				t.Fatalf("recovered snapshot %q, want %q", snap, image)
+			}
+			wantRecs(t, got, 60, 61)
+			if n := len(snapshots(t, w2.fs)); n != 1 {
+				t.Fatalf("Open left %d snapshots", n)
+			}
+			w2.Close()
+		}
+		present := append(segments(t, m), snapshots(t, m)...)
+		for _, p := range obs.paths {
+			if !slices.Contains(present, filepath.Base(p)) {
+				t.Fatalf("before Remove, %s is already gone (%v)", filepath.Base(p), present)
+			}
+		}
+		if err := obs.Remove(); err != nil {
+			t.Fatal(err)
+		}
+		left := append(segments(t, m), snapshots(t, m)...)
+		for _, p := range obs.paths {
+			if slices.Contains(left, filepath.Base(p)) {
+				t.Fatalf("after Remove, %s is still there (%v)", filepath.Base(p), left)
+			}
+		}
+		if len(snapshots(t, m)) != 1 {
+			t.Fatalf("after Remove: snapshots %v", snapshots(t, m))
+		}
+		if err := obs.Remove(); err != nil {
+			t.Fatalf("a second Remove: %v", err)
+		}
+		w.Close()
 	}
 }
