@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"time"
 
 	"github.com/weft-dev/weft/storage/wal"
@@ -31,7 +32,8 @@ import (
 //     the records it makes durable are kept aside, not mirrored, since
 //     the goroutine owns the store;
 //  3. on the loop again: the records kept aside are applied to the store,
-//     and wal.ReleaseSnapshot deletes the segments the snapshot replaced.
+//     and wal.ReleaseSnapshotLater releases the segments the snapshot
+//     replaced, which another goroutine deletes.
 //
 // A compaction that fails (a write or sync error of the snapshot, or a
 // snapshot that does not restore) is given up: the node keeps its log,
@@ -73,12 +75,35 @@ func (n *Node) mirror(recs []wire.Message) error {
 // the bytes logged.
 const compactRatio = 4
 
+// compactSpread: each compaction waits for up to this fraction more log
+// than compactThreshold asks, drawn anew for each one. The replicas of a
+// group log the same records, so without it they all compact at once, and
+// so did every agent of a benchmark: a wave every few seconds in which
+// the nine agents' compactions took the machine's CPU for 0.3 to 0.6 s
+// and the latency's p99 per 100 ms rose from about 10 ms to 60-190 ms
+// (docs/batching.md). Spread, a group's compactions mostly come one at a
+// time, and a quorum without the compacting member keeps its pace.
+const compactSpread = 0.5
+
+// newCompactRand is the source of a node's compactJitter, seeded by its
+// id: replicas draw differently, a node the same way in every run.
+func newCompactRand(id wire.ProcID) *rand.Rand {
+	return rand.New(rand.NewPCG(uint64(id), 0x636f6d70616374))
+}
+
+// compactThreshold is the log growth at which the next compaction starts.
+func (n *Node) compactThreshold() int64 {
+	base := max(n.cfg.CompactBytes, compactRatio*n.lastSnapshot)
+	return base + int64(float64(base)*n.compactJitter)
+}
+
 // maybeCompact starts a compaction when the log has grown enough, and not
 // in the middle of a state adopted in pages.
 func (n *Node) maybeCompact() error {
-	if n.cfg.CompactBytes <= 0 || n.compaction != nil || n.pagesOpen || n.transferring() || n.sinceCut < max(n.cfg.CompactBytes, compactRatio*n.lastSnapshot) {
+	if n.cfg.CompactBytes <= 0 || n.compaction != nil || n.pagesOpen || n.transferring() || n.sinceCut < n.compactThreshold() {
 		return nil
 	}
+	n.compactJitter = compactSpread * n.compactRand.Float64()
 	return n.startCompaction()
 }
 
@@ -212,11 +237,26 @@ func (n *Node) finishCompaction(err error) error {
 		n.log.Error("compaction failed; keeping the log", "err", err, "snapshot_index", c.sw.Index(), "took", time.Since(c.start))
 		return nil
 	}
-	if err := n.w.ReleaseSnapshot(c.sw); err != nil {
+	// The log lets go of the replaced segments and snapshot here; they
+	// are deleted on a goroutine: unlinking a 64 MiB segment whose pages
+	// are cached took 6 to 29 ms in the kernel on the test machine, a
+	// stall of the loop at every compaction that showed in the latency's
+	// tail (docs/batching.md).
+	obs, err := n.w.ReleaseSnapshotLater(c.sw)
+	if err != nil {
 		if errors.Is(err, wal.ErrFailed) || errors.Is(err, wal.ErrClosed) {
 			return err
 		}
-		n.log.Warn("compaction: deleting replaced files failed (retried at the next compaction or start)", "err", err)
+		n.log.Warn("compaction: releasing the replaced files failed (deleted at the next start)", "err", err)
+	}
+	if obs.Len() > 0 {
+		n.removals.Add(1)
+		go func() {
+			defer n.removals.Done()
+			if err := obs.Remove(); err != nil {
+				n.log.Warn("compaction: deleting replaced files failed (deleted at the next start)", "err", err)
+			}
+		}()
 	}
 	n.stats.Compactions++
 	n.stats.LastSnapshotBytes = c.size
@@ -227,8 +267,10 @@ func (n *Node) finishCompaction(err error) error {
 }
 
 // abandonCompaction cancels the compaction in flight, if any, and waits
-// for its goroutine, when the loop stops.
+// for its goroutine and for the deletion of replaced files, when the loop
+// stops.
 func (n *Node) abandonCompaction() {
+	defer n.removals.Wait()
 	c := n.compaction
 	if c == nil {
 		return

@@ -122,6 +122,65 @@ func TestCompactionDoesNotStallTheLoop(t *testing.T) {
 	}
 }
 
+// TestRemovalDoesNotStallTheLoop blocks the deletion of the first WAL
+// segment a compaction replaced (a kernel taking long to free a large
+// cached file, as it did for 6 to 29 ms on the test machine): the loop
+// has let the file go and keeps serving and ticking meanwhile; the node
+// stops once the deletion ends, and restarts from its snapshot with every
+// delivery checked.
+func TestRemovalDoesNotStallTheLoop(t *testing.T) {
+	release := make(chan struct{})
+	entered := make(chan struct{})
+	var once sync.Once
+	slowRemove := vfs.InjectorFunc(func(op vfs.Op, path string) error {
+		if op == vfs.OpRemove && strings.HasSuffix(path, ".wal") {
+			once.Do(func() {
+				close(entered)
+				<-release
+			})
+		}
+		return nil
+	})
+	c := newCluster(t, 1, 3, func(cfg *Config) {
+		cfg.CompactBytes = 8 << 10
+		if cfg.ID == 0 {
+			cfg.FS = vfs.WithErrors(vfs.OS(), slowRemove)
+		}
+	})
+	var releaseOnce sync.Once
+	unblock := func() { releaseOnce.Do(func() { close(release) }) }
+	t.Cleanup(unblock)
+	cl := c.client()
+	one := func(int) []wire.GroupID { return []wire.GroupID{0} }
+	if lead, ok := c.leader(0); !ok || lead != 0 {
+		t.Fatalf("leader %d (%v), want 0", lead, ok)
+	}
+	go multicast(t, cl, 400, 8, one)
+	select {
+	case <-entered:
+	case <-time.After(30 * time.Second):
+		t.Fatal("node 0 never deleted a segment")
+	}
+	n0 := c.nodes[0]
+	before := n0.Status()
+	res := multicast(t, cl, 100, 8, one)
+	waitFor(t, "50 ticks while a deletion is blocked", func() bool { return n0.Status().Stats.Ticks >= before.Stats.Ticks+50 })
+	if during := n0.Status(); len(res) != 100 || !during.Leader || during.Ballot != before.Ballot {
+		t.Fatalf("while a deletion was blocked: %d multicasts served, leader %v, ballot %s (was %s)", len(res), during.Leader, during.Ballot, before.Ballot)
+	}
+	unblock()
+	c.stop(0)
+	c.restart(0)
+	if st := c.nodes[0].Status(); st.Stats.RestoredSnapshotBytes == 0 {
+		t.Fatalf("node 0 restarted without a snapshot (%d records)", st.Stats.RestoredRecords)
+	}
+	multicast(t, cl, 50, 8, one)
+	c.waitDelivered(t, 550)
+	if rep := check.Check(c.history(t), check.Options{Termination: check.TermAll}); !rep.OK() {
+		t.Fatal(rep.Error())
+	}
+}
+
 // hugeSessions returns the number of client sessions of
 // TestCompactHugeState: by default 1,100,000, more than one message may
 // carry (wire.MaxStateEntries, 1,048,576: the 1,048,577 sessions
@@ -263,5 +322,44 @@ func TestNoSnapshotBetweenPages(t *testing.T) {
 	}
 	if !pagesOpen(first) || pagesOpen(last) || pagesOpen(&wire.RecBallot{Ballot: b}) {
 		t.Fatal("pagesOpen is wrong")
+	}
+}
+
+// TestCompactThresholdSpread: the replicas of a group log the same
+// records; their compactions must not all start at the same log size. Each
+// node's threshold lies between the base (CompactBytes, or compactRatio
+// times the last snapshot) and compactSpread more, the nine nodes of a
+// benchmark draw nine different thresholds, and a node draws the same
+// ones in every run (seeded by its id).
+func TestCompactThresholdSpread(t *testing.T) {
+	const base = 8 << 20
+	mk := func(id wire.ProcID) *Node {
+		n := &Node{cfg: Config{ID: id, CompactBytes: base}, compactRand: newCompactRand(id)}
+		n.compactJitter = compactSpread * n.compactRand.Float64()
+		return n
+	}
+	seen := map[int64]bool{}
+	for id := range wire.ProcID(9) {
+		n := mk(id)
+		for range 50 {
+			th := n.compactThreshold()
+			if th < base || th > base+int64(compactSpread*base) {
+				t.Fatalf("node %d: threshold %d outside [%d, %d]", id, th, base, base+int64(compactSpread*base))
+			}
+			n.compactJitter = compactSpread * n.compactRand.Float64()
+		}
+		first := mk(id).compactThreshold()
+		if seen[first] {
+			t.Fatalf("node %d draws the first threshold %d of another node", id, first)
+		}
+		seen[first] = true
+		if again := mk(id).compactThreshold(); again != first {
+			t.Fatalf("node %d: threshold %d, then %d in another run", id, first, again)
+		}
+	}
+	n := mk(1)
+	n.lastSnapshot = 10 << 20 // compactRatio times it is above CompactBytes
+	if th := n.compactThreshold(); th < compactRatio*n.lastSnapshot {
+		t.Fatalf("threshold %d below %d times the last snapshot", th, compactRatio)
 	}
 }

@@ -45,6 +45,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"os"
 	"path/filepath"
@@ -106,7 +107,12 @@ type Node struct {
 	cc          coreConfig
 	compaction  *compaction
 	compactDone chan error
-	pagesOpen   bool // a paged state's last page is not durable yet
+	removals    sync.WaitGroup // deletions of the files compactions replaced
+	// compactJitter is the share of compactThreshold the next compaction
+	// waits for in addition (compactSpread), from compactRand.
+	compactJitter float64
+	compactRand   *rand.Rand
+	pagesOpen     bool // a paged state's last page is not durable yet
 
 	leaderSince time.Time
 
@@ -151,8 +157,10 @@ func New(cfg Config) (*Node, error) {
 		ctl:     make(chan func()),
 
 		compactDone: make(chan error, 1),
+		compactRand: newCompactRand(cfg.ID),
 		pid:         os.Getpid(),
 	}
+	n.compactJitter = compactSpread * n.compactRand.Float64()
 	n.met = newMetrics(n)
 	if cfg.Gossip != nil && cfg.Detector == nil {
 		n.det = newGossipDetector(cfg.ElectionTicks)
