@@ -487,7 +487,7 @@ func (p *Process) onNewStateAck(from wire.ProcID, a *wire.NewStateAck) error {
 	c := p.cand
 	if c == nil || a.B != c.b || p.cballot != c.b || p.status != Recovering {
 		if p.status == Leader && a.B == p.cballot {
-			p.catchUp(i)
+			p.catchUp(i, true)
 		}
 		return nil
 	}
@@ -541,7 +541,7 @@ func (p *Process) becomeLeader() {
 	p.tryDeliver()
 	for i, q := range p.topo.Members(p.g) {
 		if q != p.id && p.peers[i].cballot == p.cballot {
-			p.catchUp(i)
+			p.catchUp(i, true)
 		}
 	}
 	p.replayDeferred()

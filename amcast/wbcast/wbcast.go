@@ -197,6 +197,7 @@ type peer struct {
 	caughtUp     bool        // catchAt is meaningful
 	stateSent    bool
 	snapBusy     uint64 // no SNAPSHOT sent before this tick (leader; transfer.go)
+	stuckReports int    // heartbeats in a row that reported the same delivery, stalled (leader; catchUp)
 	rejoining    bool   // it lost its disk and asks to rejoin (amnesia.go); cannot lead
 }
 
