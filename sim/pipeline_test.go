@@ -14,7 +14,7 @@ import (
 // passes the same seeds. It was caught at seed 34; since a leader waits
 // ElectionTicks of an unchanged report before it sends a SNAPSHOT from a
 // heartbeat (wbcast catchUp), the seeds run differently and the first
-// catch is at seed 76 (then 77 and 83).
+// catch is at seed 73.
 func TestSendBeforeSyncCaught(t *testing.T) {
 	const seeds = 150
 	caught := uint64(0)
