@@ -75,6 +75,24 @@ func SnapshotPages(r *RecSnapshot, budget int) []*RecSnapshot {
 	return append(pages, p)
 }
 
+// continued returns how many collected ids of the session (client,
+// session) the pages carry in continuations: each page's first Done
+// entry, while it is that session's, and the chain goes on to the next
+// page only through a page holding nothing else.
+func continued(pages []*RecSnapshot, client ProcID, session SessionID) int {
+	n := 0
+	for _, p := range pages {
+		if len(p.Done) == 0 || p.Done[0].Client != client || p.Done[0].Session != session {
+			break
+		}
+		n += len(p.Done[0].Collected)
+		if len(p.Done) > 1 || len(p.Msgs) > 0 {
+			break
+		}
+	}
+	return n
+}
+
 func firstCollectedSize(c []SeqDigest) int {
 	if len(c) == 0 {
 		return 0
@@ -115,8 +133,8 @@ func JoinSnapshotPages(pages []*RecSnapshot) (*RecSnapshot, error) {
 	out.Delivered = make([]bool, 0, msgs)
 	out.Done = make([]ClientDone, 0, done)
 	// owned is the index in out.Done of the entry whose Collected this
-	// function allocated: continuations append to it in place, growing it
-	// as append does. Appending to a page's own slice instead (clipped, so
+	// function allocated, at the session's joined length (continued):
+	// continuations append to it in place, each id copied once. Appending to a page's own slice instead (clipped, so
 	// as not to write into the page) copied the session's ids so far at
 	// every page: quadratic in the pages of one session, which a client
 	// with a long window spreads over hundreds.
@@ -138,7 +156,7 @@ func JoinSnapshotPages(pages []*RecSnapshot) (*RecSnapshot, error) {
 						return nil, fmt.Errorf("wire: snapshot page %d of %d continues session %d@%s with another floor", i, len(pages), d.Client, d.Session)
 					}
 					if k := len(out.Done) - 1; owned != k {
-						c := make([]SeqDigest, len(last.Collected), 2*(len(last.Collected)+len(d.Collected)))
+						c := make([]SeqDigest, len(last.Collected), len(last.Collected)+continued(pages[i:], d.Client, d.Session))
 						copy(c, last.Collected)
 						last.Collected, owned = c, k
 					}

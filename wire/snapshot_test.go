@@ -70,8 +70,9 @@ func TestSnapshotPages(t *testing.T) {
 
 // TestJoinLongSession: one client session whose collected ids span
 // hundreds of pages joins back whole, leaves the pages as they were, and
-// costs allocations in the logarithm of its length, not one copy of the
-// ids so far per page (the join used to be quadratic in the pages).
+// costs a few allocations (the lists, and the session's ids once, at
+// their joined length), not one copy of the ids so far per page (the
+// join used to be quadratic in the pages).
 func TestJoinLongSession(t *testing.T) {
 	r := &RecSnapshot{Clock: 5, Done: []ClientDone{{Client: 1, Session: Session(1), Floor: 9}, {Client: 2, Session: Session(2), Floor: 3}}}
 	for j := range 200_000 {
@@ -108,8 +109,8 @@ func TestJoinLongSession(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
-	if allocs > 40 {
-		t.Fatalf("%.0f allocations to join %d pages: more than logarithmic in the session's ids", allocs, len(pages))
+	if allocs > 8 {
+		t.Fatalf("%.0f allocations to join %d pages of one session", allocs, len(pages))
 	}
 	t.Logf("%d pages joined in %.0f allocations", len(pages), allocs)
 }
