@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/weft-dev/weft/amcast/wbcast"
+	"github.com/weft-dev/weft/client"
 	"github.com/weft-dev/weft/internal/check"
 	"github.com/weft-dev/weft/storage/vfs"
 	"github.com/weft-dev/weft/storage/wal"
@@ -42,17 +43,17 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// TestCompactionDoesNotStallTheLoop blocks the fsync of the leader's
-// snapshot file (a disk that takes forever): while it is blocked the
-// leader keeps ticking, heartbeating and serving multicasts, and no
-// follower starts an election; once it unblocks the compaction completes,
-// and the leader restarts from the snapshot with every delivery checked.
-func TestCompactionDoesNotStallTheLoop(t *testing.T) {
+// blockedLeader starts a group of three whose leader p0 compacts every
+// 8 KiB, on a filesystem that blocks the first op on a path ending in
+// suffix until unblock is called (or the test ends), and multicasts until
+// p0 is blocked there. It returns the cluster, its client and unblock.
+func blockedLeader(t *testing.T, op vfs.Op, suffix string) (*cluster, *client.Client, func()) {
+	t.Helper()
 	release := make(chan struct{})
 	entered := make(chan struct{})
 	var once sync.Once
-	slowSnapshots := vfs.InjectorFunc(func(op vfs.Op, path string) error {
-		if op == vfs.OpSync && strings.HasSuffix(path, ".snap.tmp") {
+	block := vfs.InjectorFunc(func(o vfs.Op, path string) error {
+		if o == op && strings.HasSuffix(path, suffix) {
 			once.Do(func() {
 				close(entered)
 				<-release
@@ -63,28 +64,40 @@ func TestCompactionDoesNotStallTheLoop(t *testing.T) {
 	c := newCluster(t, 1, 3, func(cfg *Config) {
 		cfg.CompactBytes = 8 << 10
 		if cfg.ID == 0 {
-			cfg.FS = vfs.WithErrors(vfs.OS(), slowSnapshots)
+			cfg.FS = vfs.WithErrors(vfs.OS(), block)
 		}
 	})
 	var releaseOnce sync.Once
 	unblock := func() { releaseOnce.Do(func() { close(release) }) }
 	t.Cleanup(unblock) // before the nodes close (cleanups run last first)
 	cl := c.client()
-	one := func(int) []wire.GroupID { return []wire.GroupID{0} }
 	if lead, ok := c.leader(0); !ok || lead != 0 {
 		t.Fatalf("leader %d (%v), want 0", lead, ok)
 	}
-	go multicast(t, cl, 400, 8, one) // enough records to start a compaction
+	go multicast(t, cl, 400, 8, toGroup0) // enough records to start a compaction
 	select {
 	case <-entered:
 	case <-time.After(30 * time.Second):
-		t.Fatal("node 0 never synced a snapshot")
+		t.Fatalf("node 0 never reached a blocked %s of a %s file", op, suffix)
 	}
+	return c, cl, unblock
+}
+
+// toGroup0 sends every multicast to group 0.
+func toGroup0(int) []wire.GroupID { return []wire.GroupID{0} }
+
+// TestCompactionDoesNotStallTheLoop blocks the fsync of the leader's
+// snapshot file (a disk that takes forever): while it is blocked the
+// leader keeps ticking, heartbeating and serving multicasts, and no
+// follower starts an election; once it unblocks the compaction completes,
+// and the leader restarts from the snapshot with every delivery checked.
+func TestCompactionDoesNotStallTheLoop(t *testing.T) {
+	c, cl, unblock := blockedLeader(t, vfs.OpSync, ".snap.tmp")
 	n0 := c.nodes[0]
 	before := n0.Status()
 	followers := map[wire.ProcID]wire.Ballot{1: c.nodes[1].Status().Ballot, 2: c.nodes[2].Status().Ballot}
 	// The snapshot's fsync is stuck. The loop is not.
-	res := multicast(t, cl, 100, 8, one)
+	res := multicast(t, cl, 100, 8, toGroup0)
 	waitFor(t, "50 ticks during the compaction", func() bool { return n0.Status().Stats.Ticks >= before.Stats.Ticks+50 })
 	during := n0.Status()
 	if during.Stats.Compactions != before.Stats.Compactions {
@@ -109,14 +122,22 @@ func TestCompactionDoesNotStallTheLoop(t *testing.T) {
 	if st := n0.Status(); st.Stats.CompactionErrors != 0 {
 		t.Fatalf("%d compaction errors", st.Stats.CompactionErrors)
 	}
-	multicast(t, cl, 50, 8, one)
+	multicast(t, cl, 50, 8, toGroup0)
+	restartFromSnapshot(t, c, cl, 600)
+}
+
+// restartFromSnapshot restarts node 0, which must come back from a
+// snapshot, multicasts 50 more messages, waits for total deliveries and
+// checks the history.
+func restartFromSnapshot(t *testing.T, c *cluster, cl *client.Client, total int) {
+	t.Helper()
 	c.stop(0)
 	c.restart(0)
 	if st := c.nodes[0].Status(); st.Stats.RestoredSnapshotBytes == 0 {
 		t.Fatalf("node 0 restarted without a snapshot (%d records)", st.Stats.RestoredRecords)
 	}
-	multicast(t, cl, 50, 8, one)
-	c.waitDelivered(t, 600)
+	multicast(t, cl, 50, 8, toGroup0)
+	c.waitDelivered(t, total)
 	if rep := check.Check(c.history(t), check.Options{Termination: check.TermAll}); !rep.OK() {
 		t.Fatal(rep.Error())
 	}
@@ -129,56 +150,16 @@ func TestCompactionDoesNotStallTheLoop(t *testing.T) {
 // stops once the deletion ends, and restarts from its snapshot with every
 // delivery checked.
 func TestRemovalDoesNotStallTheLoop(t *testing.T) {
-	release := make(chan struct{})
-	entered := make(chan struct{})
-	var once sync.Once
-	slowRemove := vfs.InjectorFunc(func(op vfs.Op, path string) error {
-		if op == vfs.OpRemove && strings.HasSuffix(path, ".wal") {
-			once.Do(func() {
-				close(entered)
-				<-release
-			})
-		}
-		return nil
-	})
-	c := newCluster(t, 1, 3, func(cfg *Config) {
-		cfg.CompactBytes = 8 << 10
-		if cfg.ID == 0 {
-			cfg.FS = vfs.WithErrors(vfs.OS(), slowRemove)
-		}
-	})
-	var releaseOnce sync.Once
-	unblock := func() { releaseOnce.Do(func() { close(release) }) }
-	t.Cleanup(unblock)
-	cl := c.client()
-	one := func(int) []wire.GroupID { return []wire.GroupID{0} }
-	if lead, ok := c.leader(0); !ok || lead != 0 {
-		t.Fatalf("leader %d (%v), want 0", lead, ok)
-	}
-	go multicast(t, cl, 400, 8, one)
-	select {
-	case <-entered:
-	case <-time.After(30 * time.Second):
-		t.Fatal("node 0 never deleted a segment")
-	}
+	c, cl, unblock := blockedLeader(t, vfs.OpRemove, ".wal")
 	n0 := c.nodes[0]
 	before := n0.Status()
-	res := multicast(t, cl, 100, 8, one)
+	res := multicast(t, cl, 100, 8, toGroup0)
 	waitFor(t, "50 ticks while a deletion is blocked", func() bool { return n0.Status().Stats.Ticks >= before.Stats.Ticks+50 })
 	if during := n0.Status(); len(res) != 100 || !during.Leader || during.Ballot != before.Ballot {
 		t.Fatalf("while a deletion was blocked: %d multicasts served, leader %v, ballot %s (was %s)", len(res), during.Leader, during.Ballot, before.Ballot)
 	}
 	unblock()
-	c.stop(0)
-	c.restart(0)
-	if st := c.nodes[0].Status(); st.Stats.RestoredSnapshotBytes == 0 {
-		t.Fatalf("node 0 restarted without a snapshot (%d records)", st.Stats.RestoredRecords)
-	}
-	multicast(t, cl, 50, 8, one)
-	c.waitDelivered(t, 550)
-	if rep := check.Check(c.history(t), check.Options{Termination: check.TermAll}); !rep.OK() {
-		t.Fatal(rep.Error())
-	}
+	restartFromSnapshot(t, c, cl, 550)
 }
 
 // hugeSessions returns the number of client sessions of
