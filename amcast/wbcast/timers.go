@@ -157,8 +157,8 @@ func (p *Process) stalled(at wire.Timestamp) bool {
 // 45 s from the two loaded leaders, none installed. Its next heartbeats
 // report progress. A member that did lose DELIVERs reports the same
 // delivery on every heartbeat, and gets its SNAPSHOT at its third stalled
-// report instead of its first; the quorum orders and delivers meanwhile. A new leader's
-// catch-ups (recovery) send it at once.
+// report instead of its first; the quorum orders and delivers meanwhile.
+// A new leader's catch-ups (recovery) send it at once.
 func (p *Process) catchUp(i int, snapshot bool) {
 	pr := &p.peers[i]
 	q := p.topo.Members(p.g)[i]
