@@ -35,7 +35,8 @@
 // finishes (fsync), reads back and commits (rename, directory fsync) the
 // file on any goroutine while the log keeps appending; ReleaseSnapshot (on
 // the log's goroutine again) then deletes the segments and the snapshot
-// it replaced. Cut(snapshot) does all of it in one call. Without
+// it replaced, or ReleaseSnapshotLater lets go of them and leaves their
+// deletion (Obsolete.Remove) to any goroutine. Cut(snapshot) does all of it in one call. Without
 // snapshots the log only grows.
 //
 // # Guarantees
