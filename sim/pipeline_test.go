@@ -11,10 +11,10 @@ import (
 // its sync leave, so a node that sent every message before its records
 // were durable (acknowledgements included: promises of state it may then
 // lose) is caught, while the real rule (ACCEPT, DELIVER, HEARTBEAT only)
-// passes the same seeds. It was caught at seed 34; since a leader waits
-// ElectionTicks of an unchanged report before it sends a SNAPSHOT from a
-// heartbeat (wbcast catchUp), the seeds run differently and the first
-// catch is at seed 73.
+// passes the same seeds. It was caught at seed 34; since a leader sends a
+// SNAPSHOT from a heartbeat only at a member's third stalled report of the
+// same delivery (wbcast catchUp, snapshotReports), the seeds run
+// differently and the first catch is at seed 73.
 func TestSendBeforeSyncCaught(t *testing.T) {
 	const seeds = 150
 	caught := uint64(0)

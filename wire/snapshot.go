@@ -76,17 +76,20 @@ func SnapshotPages(r *RecSnapshot, budget int) []*RecSnapshot {
 }
 
 // continued returns how many collected ids of the session (client,
-// session) the pages carry in continuations: each page's first Done
-// entry, while it is that session's, and the chain goes on to the next
-// page only through a page holding nothing else.
+// session) the pages carry in continuations, by JoinSnapshotPages' rule:
+// each page's first Done entry, while it is that session's; a page
+// without Done entries passes the chain on, one with more ends it.
 func continued(pages []*RecSnapshot, client ProcID, session SessionID) int {
 	n := 0
 	for _, p := range pages {
-		if len(p.Done) == 0 || p.Done[0].Client != client || p.Done[0].Session != session {
+		if len(p.Done) == 0 {
+			continue
+		}
+		if p.Done[0].Client != client || p.Done[0].Session != session {
 			break
 		}
 		n += len(p.Done[0].Collected)
-		if len(p.Done) > 1 || len(p.Msgs) > 0 {
+		if len(p.Done) > 1 {
 			break
 		}
 	}
