@@ -91,6 +91,9 @@ func newCompactRand(id wire.ProcID) *rand.Rand {
 	return rand.New(rand.NewPCG(uint64(id), 0x636f6d70616374))
 }
 
+// drawCompactJitter draws the spread of the next compaction's threshold.
+func (n *Node) drawCompactJitter() { n.compactJitter = compactSpread * n.compactRand.Float64() }
+
 // compactThreshold is the log growth at which the next compaction starts.
 func (n *Node) compactThreshold() int64 {
 	base := max(n.cfg.CompactBytes, compactRatio*n.lastSnapshot)
@@ -103,7 +106,7 @@ func (n *Node) maybeCompact() error {
 	if n.cfg.CompactBytes <= 0 || n.compaction != nil || n.pagesOpen || n.transferring() || n.sinceCut < n.compactThreshold() {
 		return nil
 	}
-	n.compactJitter = compactSpread * n.compactRand.Float64()
+	n.drawCompactJitter()
 	return n.startCompaction()
 }
 

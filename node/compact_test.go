@@ -316,7 +316,7 @@ func TestCompactThresholdSpread(t *testing.T) {
 	const base = 8 << 20
 	mk := func(id wire.ProcID) *Node {
 		n := &Node{cfg: Config{ID: id, CompactBytes: base}, compactRand: newCompactRand(id)}
-		n.compactJitter = compactSpread * n.compactRand.Float64()
+		n.drawCompactJitter()
 		return n
 	}
 	seen := map[int64]bool{}
@@ -327,7 +327,7 @@ func TestCompactThresholdSpread(t *testing.T) {
 			if th < base || th > base+int64(compactSpread*base) {
 				t.Fatalf("node %d: threshold %d outside [%d, %d]", id, th, base, base+int64(compactSpread*base))
 			}
-			n.compactJitter = compactSpread * n.compactRand.Float64()
+			n.drawCompactJitter()
 		}
 		first := mk(id).compactThreshold()
 		if seen[first] {

@@ -160,7 +160,7 @@ func New(cfg Config) (*Node, error) {
 		compactRand: newCompactRand(cfg.ID),
 		pid:         os.Getpid(),
 	}
-	n.compactJitter = compactSpread * n.compactRand.Float64()
+	n.drawCompactJitter()
 	n.met = newMetrics(n)
 	if cfg.Gossip != nil && cfg.Detector == nil {
 		n.det = newGossipDetector(cfg.ElectionTicks)
