@@ -7,6 +7,7 @@ import (
 	"github.com/weft-dev/weft/amcast/amcasttest"
 	"github.com/weft-dev/weft/amcast/wbcast"
 	"github.com/weft-dev/weft/sim"
+	"github.com/weft-dev/weft/wire"
 )
 
 // slowFollowerEnv is a group of three led by p0 that delivered m1 and
@@ -100,5 +101,46 @@ func TestLostDeliversSnapshot(t *testing.T) {
 	p1 := env.Machine(1).(*wbcast.Process)
 	if c := p1.Coverage(); c.Installs != 1 {
 		t.Fatalf("p1 installed %d SNAPSHOTs, want 1:\n%s", c.Installs, env.Do(t, "status"))
+	}
+}
+
+// TestInstalledRecordsCollected: the records a SNAPSHOT installs as
+// delivered are not in the installing member's delivery log (its chain
+// restarts there), yet collection must still find them once the floor
+// passes them (gc.go, offLog); otherwise each install would leak its
+// prefix's records for good.
+func TestInstalledRecordsCollected(t *testing.T) {
+	env := slowFollowerEnv(t, "")
+	env.Do(t, "heal")
+	for range 2 { // two stalled reports: no SNAPSHOT yet
+		env.Do(t, "tick p=0,1")
+		env.Do(t, "deliver kind=HEARTBEAT from=1 to=0")
+	}
+	// m5, delivered at p0 and p2 but not collected (p2 does not tick, so
+	// it reports nothing new): the SNAPSHOT carries it as delivered.
+	env.Do(t, "multicast dest=0 payload=m5")
+	env.Do(t, "deliver from=3 to=0") // the client's MULTICAST
+	for range 8 {
+		env.Do(t, "deliver from=0 to=2")
+		env.Do(t, "deliver from=2 to=0")
+	}
+	env.Do(t, "tick p=0,1")
+	env.Do(t, "deliver kind=HEARTBEAT from=1 to=0")
+	env.Do(t, "stabilize")
+	p1 := env.Machine(1).(*wbcast.Process)
+	if c := p1.Coverage(); c.Installs != 1 {
+		t.Fatalf("p1 installed %d SNAPSHOTs, want 1:\n%s", c.Installs, env.Do(t, "status"))
+	}
+	if n := wbcast.Records(p1); n == 0 {
+		t.Fatalf("p1 installed no delivered record: the scenario needs m5 in the SNAPSHOT")
+	}
+	for range 12 {
+		env.Do(t, "tick")
+		env.Do(t, "stabilize")
+	}
+	for i := range wire.ProcID(3) {
+		if n := wbcast.Records(env.Machine(i).(*wbcast.Process)); n != 0 {
+			t.Errorf("p%d holds %d records after every message was delivered everywhere and the floors passed them", i, n)
+		}
 	}
 }

@@ -42,3 +42,6 @@ func Fingerprint(p *Process) string {
 // ReadWithoutQuorum breaks the read index on purpose (test only): p
 // releases reads at once, without confirming its leadership.
 func ReadWithoutQuorum(p *Process) { p.ri.noQuorum = true }
+
+// Records is the number of message records p holds (delivered or not).
+func Records(p *Process) int { return len(p.recs) }

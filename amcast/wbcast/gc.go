@@ -12,27 +12,41 @@ import (
 // member with Config.CollectAfterAll; a member behind gets a SNAPSHOT,
 // transfer.go); its record is dropped and its id kept in its session's
 // duplicate-suppression state (sessions.go).
+//
+// It looks only at what it may collect: the delivery log up to this
+// group's floor (every message here has this group among its
+// destinations, and the log is in gts order, so nothing past the first
+// entry above the floor qualifies) and the deliveries the log does not
+// hold (offLog). Scanning every record held instead cost a loaded agent
+// 4.5% of its CPU (docs/batching.md): most records are in flight, not
+// delivered. The ids go in delivery order, deterministic without a sort.
 func (p *Process) collect() {
 	var ids []wire.MsgID
-	for id, r := range p.recs {
-		if !r.issued {
-			continue
-		}
-		ok := true
-		for _, g := range r.m.Dest {
-			if p.linf[g].Less(r.gts) && (g == p.g || !p.mut(MutEarlyCollect)) {
-				ok = false
-				break
-			}
-		}
-		if ok {
+	k := 0
+	for _, id := range p.offLog {
+		r := p.recs[id]
+		switch {
+		case r == nil || !r.issued: // dropped meanwhile
+		case p.collectable(r):
 			ids = append(ids, id)
+		default:
+			p.offLog[k] = id
+			k++
+		}
+	}
+	clear(p.offLog[k:])
+	p.offLog = p.offLog[:k]
+	for _, e := range p.dlog {
+		if p.linf[p.g].Less(e.gts) {
+			break
+		}
+		if r := p.recs[e.id]; r != nil && p.collectable(r) {
+			ids = append(ids, e.id)
 		}
 	}
 	if len(ids) == 0 {
 		return
 	}
-	slices.SortFunc(ids, wire.MsgID.Compare)
 	for _, id := range ids {
 		delete(p.recs, id)
 		s := p.sess.get(id.Key())
@@ -42,7 +56,7 @@ func (p *Process) collect() {
 			p.sess.add(id, p.ticks)
 		}
 	}
-	k := 0
+	k = 0
 	for k < len(p.dlog) && p.recs[p.dlog[k].id] == nil {
 		k++
 	}
@@ -53,6 +67,34 @@ func (p *Process) collect() {
 		p.persist(&wire.RecCollected{IDs: ids[:n:n]})
 		ids = ids[n:]
 	}
+}
+
+// collectable reports whether delivered record r is at or below the
+// delivered floor of each of its destination groups.
+func (p *Process) collectable(r *record) bool {
+	if !r.issued {
+		return false
+	}
+	for _, g := range r.m.Dest {
+		if p.linf[g].Less(r.gts) && (g == p.g || !p.mut(MutEarlyCollect)) {
+			return false
+		}
+	}
+	return true
+}
+
+// offLogIDs lists the delivered records the delivery log does not hold,
+// sorted: after a restart or an installed snapshot, every delivered
+// record (the log starts empty there).
+func (p *Process) offLogIDs() []wire.MsgID {
+	var ids []wire.MsgID
+	for id, r := range p.recs {
+		if r.issued {
+			ids = append(ids, id)
+		}
+	}
+	slices.SortFunc(ids, wire.MsgID.Compare)
+	return ids
 }
 
 // maxRecordIDs bounds the ids (and expired sessions) one REC_COLLECTED or

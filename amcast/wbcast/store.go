@@ -247,5 +247,6 @@ func Restore(cfg Config, st *Store) (*Process, error) {
 	// No delivery log: the chain of this incarnation starts at its last
 	// delivery (catchUp sends members behind it a SNAPSHOT).
 	p.clock = max(p.clock, p.maxDelivered.T)
+	p.offLog = p.offLogIDs()
 	return p, nil
 }

@@ -229,6 +229,7 @@ func (p *Process) install(img *wire.RecSnapshot, pages []*wire.RecSnapshot) {
 	p.ackFloor = wire.MaxTS(p.ackFloor, img.MaxDelivered) // the leader collected up to its floor, at most here
 	p.clock = max(p.clock, img.Clock)
 	p.dlog = p.dlog[:0] // the chain restarts at the point (catchUp)
+	p.offLog = p.offLogIDs()
 	p.cov.Installs++
 	p.out.Install(img.MaxDelivered)
 }

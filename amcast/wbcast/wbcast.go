@@ -234,7 +234,8 @@ type Process struct {
 
 	recs         map[wire.MsgID]*record
 	maxDelivered wire.Timestamp
-	dlog         []logEntry // deliveries in gts order, trimmed by GC
+	dlog         []logEntry   // deliveries in gts order, trimmed by GC
+	offLog       []wire.MsgID // delivered records dlog does not hold (restored, installed), for collect
 	pending      tsheap.Heap
 	committed    tsheap.Heap
 	sess         sessionTable // per client session: collected ids, floor (sessions.go)
