@@ -220,7 +220,7 @@ func Restore(cfg Config, st *Store) (*Process, error) {
 		r := &record{}
 		s := m.s
 		r.m, r.known = s.M, true
-		r.acc = make([]accEntry, len(s.M.Dest))
+		r.acc = r.newAcc(len(s.M.Dest))
 		own := s.M.DestIndex(p.g)
 		if len(s.Ballots) == len(r.acc) && len(s.LTSs) == len(r.acc) {
 			for i := range r.acc {

@@ -182,6 +182,34 @@ type record struct {
 	ackB    []wire.Ballot
 	ackGTS  wire.Timestamp
 	ackFrom []uint64 // per destination group, bitmask of member indexes
+
+	// Room for acc and ackFrom of a message to at most inlineDests groups
+	// (nearly every message), so a record costs one allocation, not three
+	// (issue #14 item 4: allocations per multicast; TestStepAllocs).
+	accInline     [inlineDests]accEntry
+	ackFromInline [inlineDests]uint64
+}
+
+// inlineDests is how many destination groups a record holds without
+// allocating its per-destination slices.
+const inlineDests = 2
+
+// newAcc returns r's acc for n destination groups, zeroed.
+func (r *record) newAcc(n int) []accEntry {
+	if n <= inlineDests {
+		r.accInline = [inlineDests]accEntry{}
+		return r.accInline[:n:n]
+	}
+	return make([]accEntry, n)
+}
+
+// newAckFrom returns r's ackFrom for n destination groups, zeroed.
+func (r *record) newAckFrom(n int) []uint64 {
+	if n <= inlineDests {
+		r.ackFromInline = [inlineDests]uint64{}
+		return r.ackFromInline[:n:n]
+	}
+	return make([]uint64, n)
 }
 
 // peer is what a process knows of a member of its group.
@@ -460,7 +488,7 @@ func (p *Process) learn(r *record, m *wire.AppMsg) {
 		return
 	}
 	r.m, r.known = *m, true
-	r.acc = make([]accEntry, len(m.Dest))
+	r.acc = r.newAcc(len(m.Dest))
 	p.sess.touch(m, p.ticks)
 }
 
@@ -613,7 +641,8 @@ func (p *Process) onAccept(env wire.Envelope, a *wire.Accept) error {
 	if r.nacc < len(r.acc) {
 		return nil
 	}
-	B := make([]wire.Ballot, len(r.acc))
+	ack := newAcceptAck(len(r.acc))
+	B := ack.Ballots
 	var G wire.Timestamp
 	for i, x := range r.acc {
 		B[i] = x.b
@@ -640,28 +669,79 @@ func (p *Process) onAccept(env wire.Envelope, a *wire.Accept) error {
 		p.clock = max(p.clock, G.T) // H2.11
 	}
 	if changed && !r.issued {
-		p.persist(&wire.RecAccepted{S: p.msgState(r)})
+		p.persist(p.recAccepted(r))
 	}
 	if r.issued && p.mut(MutNoReack) {
 		return nil // P2 broken: no re-ack of a delivered message
 	}
-	ack := &wire.AcceptAck{ID: r.m.ID, G: p.g, Ballots: B, GTS: G, Linf: p.linf[p.g]}
+	ack.ID, ack.G, ack.GTS, ack.Linf = r.m.ID, p.g, G, p.linf[p.g]
 	for _, b := range B {
 		p.send(b.Leader(), ack)
 	}
 	return nil
 }
 
+// vectors returns a ballot and a timestamp vector of n zero entries. For
+// up to inlineDests entries both share one allocation: a message state is
+// made for every REC_ACCEPTED, and the store keeps it.
+func vectors(n int) ([]wire.Ballot, []wire.Timestamp) {
+	if n > inlineDests {
+		return make([]wire.Ballot, n), make([]wire.Timestamp, n)
+	}
+	v := new(struct {
+		b [inlineDests]wire.Ballot
+		t [inlineDests]wire.Timestamp
+	})
+	return v.b[:n:n], v.t[:n:n]
+}
+
+// newAcceptAck returns an ACCEPT_ACK with a zero ballot vector of n
+// entries, in one allocation for up to inlineDests.
+func newAcceptAck(n int) *wire.AcceptAck {
+	if n > inlineDests {
+		return &wire.AcceptAck{Ballots: make([]wire.Ballot, n)}
+	}
+	v := new(struct {
+		ack wire.AcceptAck
+		b   [inlineDests]wire.Ballot
+	})
+	v.ack.Ballots = v.b[:n:n]
+	return &v.ack
+}
+
 // msgState snapshots r for records and recovery messages.
 func (p *Process) msgState(r *record) wire.MsgState {
-	s := wire.MsgState{M: r.m, Phase: r.phase, LTS: r.lts, GTS: r.gts,
-		Ballots: make([]wire.Ballot, len(r.acc)), LTSs: make([]wire.Timestamp, len(r.acc))}
+	s := wire.MsgState{}
+	s.Ballots, s.LTSs = vectors(len(r.acc))
+	fillState(&s, r)
+	return s
+}
+
+// recAccepted returns r's REC_ACCEPTED, in one allocation with its
+// vectors for up to inlineDests (one per message at every member).
+func (p *Process) recAccepted(r *record) *wire.RecAccepted {
+	n := len(r.acc)
+	if n > inlineDests {
+		return &wire.RecAccepted{S: p.msgState(r)}
+	}
+	v := new(struct {
+		rec wire.RecAccepted
+		b   [inlineDests]wire.Ballot
+		t   [inlineDests]wire.Timestamp
+	})
+	v.rec.S.Ballots, v.rec.S.LTSs = v.b[:n:n], v.t[:n:n]
+	fillState(&v.rec.S, r)
+	return &v.rec
+}
+
+// fillState copies r into s, whose vectors have r's length.
+func fillState(s *wire.MsgState, r *record) {
+	s.M, s.Phase, s.LTS, s.GTS = r.m, r.phase, r.lts, r.gts
 	for i, e := range r.acc {
 		if e.ok {
 			s.Ballots[i], s.LTSs[i] = e.b, e.lts
 		}
 	}
-	return s
 }
 
 // vecCmp compares ballot vectors: -1 if a has a lower component than b
@@ -731,7 +811,7 @@ func (p *Process) onAcceptAck(from wire.ProcID, ak *wire.AcceptAck) error {
 	case r.ackB == nil:
 		r.ackB = ak.Ballots
 		r.ackGTS = ak.GTS
-		r.ackFrom = make([]uint64, len(r.m.Dest))
+		r.ackFrom = r.newAckFrom(len(r.m.Dest))
 	case p.mut(MutMixAckVectors): // P1 broken: one tally across vectors
 	default:
 		switch vecCmp(ak.Ballots, r.ackB) {
