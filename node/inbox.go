@@ -220,19 +220,24 @@ func (n *Node) handle(from wire.ProcID, m wire.Message) {
 	case *wire.Multicast:
 		if !n.cfg.Topology.IsReplica(from) {
 			in.at = time.Now().UnixNano()
-			n.admit(in, &wire.Overloaded{ID: m.M.ID})
+			if !n.admit(in) {
+				n.shed(from, &wire.Overloaded{ID: m.M.ID})
+			}
 			return
 		}
 	case *wire.Read: // reads.go
-		n.admit(in, &wire.ReadReply{ID: m.ID, G: m.G, Status: wire.ReadOverloaded, Err: "the node's client inbox is full"})
+		if !n.admit(in) {
+			n.shed(from, &wire.ReadReply{ID: m.ID, G: m.G, Status: wire.ReadOverloaded, Err: "the node's client inbox is full"})
+		}
 		return
 	}
 	n.inbox.put(in, n.stop, &n.inboxWaits)
 }
 
-// admit queues a client's MULTICAST or READ in the client inbox, or sheds
-// it and answers shed.
-func (n *Node) admit(in input, shed wire.Message) {
+// admit queues a client's MULTICAST or READ in the client inbox, or
+// counts it shed and returns false; the caller then answers it (shed).
+// The answer is built only then: it was an allocation per client message.
+func (n *Node) admit(in input) bool {
 	switch {
 	case !n.shares.take(in.env.From):
 		n.clientShedShare.Add(1)
@@ -240,12 +245,15 @@ func (n *Node) admit(in input, shed wire.Message) {
 		n.shares.give(in.env.From)
 		n.clientShed.Add(1)
 	default:
-		return
+		return true
 	}
-	// Best effort: if the client's reply queue is full this is dropped,
-	// and the client retries after its timeout instead.
-	n.tr.Send(in.env.From, shed)
+	return false
 }
+
+// shed answers a client's message that admit refused. Best effort: if the
+// client's reply queue is full this is dropped, and the client retries
+// after its timeout instead.
+func (n *Node) shed(to wire.ProcID, answer wire.Message) { n.tr.Send(to, answer) }
 
 // take steps one input from q.
 func (n *Node) take(q *inbox, in input) {

@@ -3,6 +3,7 @@ package transport
 import (
 	"io"
 	"net"
+	"sync"
 	"syscall"
 	"unsafe"
 )
@@ -24,7 +25,26 @@ import (
 // context switches, about a quarter more multicasts a second.
 type rawTCP struct {
 	*net.TCPConn
-	rc syscall.RawConn
+	rc     syscall.RawConn
+	rd, wr *rawOp
+}
+
+// rawOp is one direction's system call and its operands, built once per
+// connection: a closure over a call's own operands escaped to the heap
+// with them, three allocations per read or write.
+type rawOp struct {
+	mu    sync.Mutex // one call at a time (net.Conn allows concurrent callers)
+	trap  uintptr
+	b     []byte
+	n     int
+	errno syscall.Errno
+	do    func(fd uintptr) bool // rawIO on the fields above
+}
+
+func newRawOp(trap uintptr) *rawOp {
+	op := &rawOp{trap: trap}
+	op.do = func(fd uintptr) bool { return rawIO(op.trap, fd, op.b, &op.n, &op.errno) }
+	return op
 }
 
 // wrapRaw returns c with raw reads and writes if it is a TCP connection.
@@ -37,7 +57,7 @@ func wrapRaw(c net.Conn) net.Conn {
 	if err != nil {
 		return c
 	}
-	return &rawTCP{TCPConn: tc, rc: rc}
+	return &rawTCP{TCPConn: tc, rc: rc, rd: newRawOp(syscall.SYS_READ), wr: newRawOp(syscall.SYS_WRITE)}
 }
 
 // tcpOf returns the TCP connection under c, if c is or wraps one.
@@ -71,32 +91,38 @@ func (c *rawTCP) Read(b []byte) (int, error) {
 	if len(b) == 0 {
 		return 0, nil
 	}
-	var n int
-	var errno syscall.Errno
-	if err := c.rc.Read(func(fd uintptr) bool { return rawIO(syscall.SYS_READ, fd, b, &n, &errno) }); err != nil {
+	op := c.rd
+	op.mu.Lock()
+	defer op.mu.Unlock()
+	op.b = b
+	defer func() { op.b = nil }()
+	if err := c.rc.Read(op.do); err != nil {
 		return 0, c.opError("read", err)
 	}
 	switch {
-	case errno != 0:
-		return 0, c.opError("read", errno)
-	case n == 0:
+	case op.errno != 0:
+		return 0, c.opError("read", op.errno)
+	case op.n == 0:
 		return 0, io.EOF
 	}
-	return n, nil
+	return op.n, nil
 }
 
 func (c *rawTCP) Write(b []byte) (int, error) {
+	op := c.wr
+	op.mu.Lock()
+	defer op.mu.Unlock()
+	defer func() { op.b = nil }()
 	done := 0
 	for done < len(b) {
-		var n int
-		var errno syscall.Errno
-		if err := c.rc.Write(func(fd uintptr) bool { return rawIO(syscall.SYS_WRITE, fd, b[done:], &n, &errno) }); err != nil {
+		op.b = b[done:]
+		if err := c.rc.Write(op.do); err != nil {
 			return done, c.opError("write", err)
 		}
-		if errno != 0 {
-			return done, c.opError("write", errno)
+		if op.errno != 0 {
+			return done, c.opError("write", op.errno)
 		}
-		done += n
+		done += op.n
 	}
 	return done, nil
 }

@@ -89,18 +89,19 @@ func (d *decoder) decodeBatch() (m Message, ok bool) {
 	}
 	x := &Batch{Msgs: make([]Message, 0, n)}
 	for i := 0; i < n && d.err == nil; i++ {
-		field := "msgs[" + strconv.Itoa(i) + "]"
-		l := d.count(field, math.MaxInt32, 1) // the input bounds it (malformed past its end)
+		// An error names the message's index; the name is built only then
+		// (once per message, it was an allocation per message decoded).
+		l := d.count("msgs", math.MaxInt32, 1) // the input bounds it (malformed past its end)
 		if d.err != nil {
 			break
 		}
 		inner, err := Decode(d.b[d.off : d.off+l])
 		if err != nil {
-			d.fail(ErrMalformed, field, err.Error())
+			d.fail(ErrMalformed, "msgs["+strconv.Itoa(i)+"]", err.Error())
 			break
 		}
 		if err := batchable(inner); err != nil {
-			d.fail(ErrMalformed, field, err.Error())
+			d.fail(ErrMalformed, "msgs["+strconv.Itoa(i)+"]", err.Error())
 			break
 		}
 		d.off += l

@@ -343,10 +343,14 @@ func Decode(b []byte) (Message, error) {
 		x.Linf = d.ts("linf")
 		m = x
 	case KindAcceptAck:
-		x := new(AcceptAck)
+		box := new(struct {
+			AcceptAck
+			ballots [inlineDest]Ballot
+		})
+		x := &box.AcceptAck
 		x.ID = d.msgID("id")
 		x.G = GroupID(d.u32("g"))
-		x.Ballots = d.ballots("ballots")
+		x.Ballots = d.ballotsInto("ballots", box.ballots[:])
 		x.GTS = d.ts("gts")
 		x.Linf = d.ts("linf")
 		m = x
@@ -704,12 +708,20 @@ func (d *decoder) appMsg(m *AppMsg, inline []GroupID) {
 	}
 }
 
-func (d *decoder) ballots(field string) []Ballot {
+func (d *decoder) ballots(field string) []Ballot { return d.ballotsInto(field, nil) }
+
+// ballotsInto is ballots, in inline's room when the vector fits there.
+func (d *decoder) ballotsInto(field string, inline []Ballot) []Ballot {
 	n := d.count(field, MaxGroups, minBallotSize)
 	if n == 0 {
 		return nil
 	}
-	bs := make([]Ballot, n)
+	var bs []Ballot
+	if n <= len(inline) {
+		bs = inline[:n:n]
+	} else {
+		bs = make([]Ballot, n)
+	}
 	for i := range bs {
 		bs[i] = d.ballot(field)
 	}
