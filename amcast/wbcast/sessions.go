@@ -234,8 +234,7 @@ func (t *sessionTable) records() []wire.ClientDone {
 		s := t.m[k]
 		cd := wire.ClientDone{Client: k.Client, Session: k.Session, Floor: s.floor}
 		if n := s.done.len(); n > 0 {
-			cd.Collected = make([]wire.SeqDigest, 0, n)
-			s.done.each(func(e doneEntry) { cd.Collected = append(cd.Collected, e.q) })
+			cd.Collected = s.done.appendIDs(make([]wire.SeqDigest, 0, n))
 		}
 		out = append(out, cd)
 	}
