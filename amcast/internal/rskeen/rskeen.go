@@ -52,6 +52,10 @@ type Rec struct {
 	FinalVal       wire.Timestamp
 	SpecDone       bool // FastCast: the speculative FINAL was proposed
 
+	// Room for TS and Soft of a message to at most two groups (nearly
+	// every message): a record then costs one allocation, not three.
+	tsInline, softInline [2]wire.Timestamp
+
 	early   []early // timestamps received before the message itself
 	since   uint64  // tick of the last progress (liveness re-multicast)
 	sentAt  uint64  // tick (+1) of the last re-send of our timestamp
@@ -439,8 +443,13 @@ func (c *Core) learn(r *Rec, m *wire.AppMsg) {
 	if r.Phase != Committed {
 		c.open[m.ID] = r
 	}
-	r.TS = make([]wire.Timestamp, len(m.Dest))
-	r.Soft = make([]wire.Timestamp, len(m.Dest))
+	if n := len(m.Dest); n <= len(r.tsInline) {
+		r.tsInline, r.softInline = [2]wire.Timestamp{}, [2]wire.Timestamp{}
+		r.TS, r.Soft = r.tsInline[:n:n], r.softInline[:n:n]
+	} else {
+		r.TS = make([]wire.Timestamp, n)
+		r.Soft = make([]wire.Timestamp, n)
+	}
 	for _, e := range r.early {
 		if i := m.DestIndex(e.g); i >= 0 {
 			if e.soft {
