@@ -213,7 +213,8 @@ func TestDoneSetSmallSessionsStaySmall(t *testing.T) {
 }
 
 // check verifies the invariants (tests): chunks non-empty and within
-// bounds, entries strictly increasing across chunks, n their count.
+// bounds, entries strictly increasing across chunks, n their count, top
+// the last of them.
 func (s *doneSet) check() error {
 	n := 0
 	var prev *wire.SeqDigest
@@ -231,6 +232,9 @@ func (s *doneSet) check() error {
 	}
 	if n != s.n {
 		return fmt.Errorf("%d entries counted as %d", n, s.n)
+	}
+	if prev != nil && *prev != s.top {
+		return fmt.Errorf("top is seq %d, the highest entry seq %d", s.top.Seq, prev.Seq)
 	}
 	return nil
 }
