@@ -41,9 +41,11 @@ import (
 // Version 4: NEW_LEADER_ACK gained Linf; SNAPSHOT, REJOIN and REC_INSTALL
 // (state transfer).
 // Version 5: a session is 128 bits (two uvarints, SessionID).
+// Version 6: REC_COLLECTED's and REC_EXPIRED's ids are in runs of one
+// session (idlist.go).
 // New kinds are appended without a new version (HAND_OVER, READ, VOTE,
 // BATCH, ...): every earlier encoding still decodes the same.
-const Version = 5
+const Version = 6
 
 // Size caps enforced by Decode before it allocates anything.
 const (
@@ -170,20 +172,14 @@ func Append(buf []byte, m Message) []byte {
 		buf = appendStates(buf, m.State)
 		buf = appendPaged(buf, m.Paged)
 	case *RecCollected:
-		buf = binary.AppendUvarint(buf, uint64(len(m.IDs)))
-		for _, id := range m.IDs {
-			buf = appendMsgID(buf, id)
-		}
+		buf = appendIDList(buf, m.IDs)
 	case *RecExpired:
 		buf = binary.AppendUvarint(buf, uint64(len(m.Sessions)))
 		for _, k := range m.Sessions {
 			buf = binary.AppendUvarint(buf, uint64(k.Client))
 			buf = appendSession(buf, k.Session)
 		}
-		buf = binary.AppendUvarint(buf, uint64(len(m.IDs)))
-		for _, id := range m.IDs {
-			buf = appendMsgID(buf, id)
-		}
+		buf = appendIDList(buf, m.IDs)
 	case *RecSnapshot:
 		buf = appendBallot(buf, m.Ballot)
 		buf = appendBallot(buf, m.CBallot)
@@ -470,14 +466,7 @@ func Decode(b []byte) (Message, error) {
 		}
 		m = x
 	case KindRecCollected:
-		x := new(RecCollected)
-		if n := d.count("ids", MaxStateEntries, minMsgIDSize); n > 0 {
-			x.IDs = make([]MsgID, n)
-			for i := range x.IDs {
-				x.IDs[i] = d.msgID("ids")
-			}
-		}
-		m = x
+		m = &RecCollected{IDs: d.idList("ids")}
 	case KindRecExpired:
 		x := new(RecExpired)
 		if n := d.count("sessions", MaxStateEntries, 3); n > 0 {
@@ -486,12 +475,7 @@ func Decode(b []byte) (Message, error) {
 				x.Sessions[i] = SessionKey{Client: ProcID(d.u32("sessions.client")), Session: d.session("sessions.session")}
 			}
 		}
-		if n := d.count("ids", MaxStateEntries, minMsgIDSize); n > 0 {
-			x.IDs = make([]MsgID, n)
-			for i := range x.IDs {
-				x.IDs[i] = d.msgID("ids")
-			}
-		}
+		x.IDs = d.idList("ids")
 		m = x
 	default:
 		x, ok := d.decodePaxos()

@@ -43,6 +43,8 @@ func TestDecodeErrors(t *testing.T) {
 	v2[0] = 2
 	v4 := slices.Clone(valid)
 	v4[0] = 4
+	v5 := slices.Clone(valid)
+	v5[0] = 5
 	zeroVersion := slices.Clone(valid)
 	zeroVersion[0] = 0
 	dg := make([]byte, len(Digest{})) // a MsgID's digest
@@ -55,7 +57,8 @@ func TestDecodeErrors(t *testing.T) {
 	}{
 		{"empty", nil, ErrMalformed, "empty"},
 		{"version only", []byte{Version}, ErrMalformed, "kind"},
-		{"version 6", badVersion, ErrVersion, "version byte 6"},
+		{"version 7", badVersion, ErrVersion, "version byte 7"},
+		{"version 5 (before id runs)", v5, ErrVersion, "version byte 5"},
 		{"version 4 (before 128-bit sessions)", v4, ErrVersion, "version byte 4"},
 		{"version 1 (before client sessions)", oldVersion, ErrVersion, "version byte 1"},
 		{"version 2 (before content digests)", v2, ErrVersion, "version byte 2"},
@@ -153,6 +156,61 @@ func TestDecodeSmallInputSmallAlloc(t *testing.T) {
 		runtime.ReadMemStats(&after)
 		if perCall := (after.TotalAlloc - before.TotalAlloc) / 10; perCall > 4096 {
 			t.Errorf("Decode(% x) allocated %d bytes per call", in, perCall)
+		}
+	}
+}
+
+// TestIDListRuns: ids of one session share one run (about 19 bytes an id
+// instead of 43), the order is kept, and the decoder takes only the
+// canonical form.
+func TestIDListRuns(t *testing.T) {
+	s1 := SessionID{Hi: 1 << 60, Lo: 1<<63 + 5}
+	s2 := SessionID{Hi: 3 << 60, Lo: 1<<62 + 7}
+	var ids []MsgID
+	for i := range 100 {
+		ids = append(ids, MsgID{Client: 9, Session: s1, Seq: 100_000 + uint64(i), Digest: Digest{byte(i), 15: 1}})
+	}
+	one := Append(nil, &RecCollected{IDs: ids[:1]})
+	all := Append(nil, &RecCollected{IDs: ids})
+	if per := float64(len(all)-len(one)) / 99; per > 20 {
+		t.Errorf("an id in a run takes %.1f bytes, want at most 20", per)
+	}
+	// Order kept, sessions interleaved: s1, s2, s1 are three runs.
+	mixed := []MsgID{ids[5], {Client: 9, Session: s2, Seq: 1}, ids[2], ids[3]}
+	m, err := Decode(Append(nil, &RecExpired{IDs: mixed}))
+	if err != nil || !slices.Equal(m.(*RecExpired).IDs, mixed) {
+		t.Fatalf("decoded %v, %v; want %v", m, err, mixed)
+	}
+
+	// Hand-made lists: header, count, then runs.
+	list := func(count uint64, runs ...[]byte) []byte {
+		b := append([]byte{Version, byte(KindRecCollected)}, binary.AppendUvarint(nil, count)...)
+		for _, r := range runs {
+			b = append(b, r...)
+		}
+		return b
+	}
+	run := func(client, n uint64, seqs ...uint64) []byte {
+		b := binary.AppendUvarint(nil, client)
+		b = appendSession(b, s1)
+		b = binary.AppendUvarint(b, n)
+		for _, q := range seqs {
+			b = binary.AppendUvarint(b, q)
+			b = append(b, make([]byte, len(Digest{}))...)
+		}
+		return b
+	}
+	if _, err := Decode(list(2, run(9, 2, 1, 2))); err != nil {
+		t.Fatalf("a canonical list does not decode: %v", err)
+	}
+	for name, in := range map[string][]byte{
+		"two runs of one session in a row": list(2, run(9, 1, 1), run(9, 1, 2)),
+		"an empty run":                     list(1, run(9, 0), run(8, 1, 1)),
+		"a run longer than the list":       list(1, run(9, 2, 1, 2)),
+		"fewer ids than counted":           list(3, run(9, 2, 1, 2)),
+	} {
+		if _, err := Decode(in); !errors.Is(err, ErrMalformed) {
+			t.Errorf("%s: error %v, want ErrMalformed", name, err)
 		}
 	}
 }

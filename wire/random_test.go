@@ -22,6 +22,28 @@ func randID(r *rand.Rand) MsgID {
 	return MsgID{Client: ProcID(randNum(r, 32)), Session: SessionID{Hi: randNum(r, 64), Lo: randNum(r, 64)}, Seq: randNum(r, 64)}
 }
 
+// randIDList is an id list (REC_COLLECTED, REC_EXPIRED) with runs of one
+// session, sessions that come back after another's run, and digests.
+func randIDList(r *rand.Rand) []MsgID {
+	var ids []MsgID
+	for range r.IntN(8) {
+		var id MsgID
+		switch {
+		case len(ids) > 0 && r.IntN(2) == 0: // the run goes on
+			id = ids[len(ids)-1]
+			id.Seq = randNum(r, 64)
+		case len(ids) > 1 && r.IntN(3) == 0: // an earlier session again
+			id = ids[r.IntN(len(ids))]
+			id.Seq = randNum(r, 64)
+		default:
+			id = randID(r)
+		}
+		id.Digest = Digest{byte(r.IntN(256)), 15: byte(r.IntN(256))}
+		ids = append(ids, id)
+	}
+	return ids
+}
+
 func randTS(r *rand.Rand) Timestamp {
 	return Timestamp{T: randNum(r, 64), G: GroupID(randNum(r, 32))}
 }
@@ -183,11 +205,7 @@ func randMessage(r *rand.Rand, k Kind) Message {
 		return &RecSnapshot{Ballot: randBallot(r), CBallot: randBallot(r), Clock: randNum(r, 64), MaxDelivered: randTS(r),
 			Msgs: ss, Delivered: del, Done: done}
 	case KindRecCollected:
-		var ids []MsgID
-		for range r.IntN(4) {
-			ids = append(ids, randID(r))
-		}
-		return &RecCollected{IDs: ids}
+		return &RecCollected{IDs: randIDList(r)}
 	case KindRecNewState:
 		return &RecNewState{B: randBallot(r), Clock: randNum(r, 64), State: randStates(r), Paged: randPaged(r)}
 	case KindPaxosPrepare:
@@ -223,11 +241,7 @@ func randMessage(r *rand.Rand, k Kind) Message {
 		for range r.IntN(4) {
 			ks = append(ks, SessionKey{Client: ProcID(randNum(r, 32)), Session: SessionID{Hi: randNum(r, 64), Lo: randNum(r, 64)}})
 		}
-		var ids []MsgID
-		for range r.IntN(4) {
-			ids = append(ids, randID(r))
-		}
-		return &RecExpired{Sessions: ks, IDs: ids}
+		return &RecExpired{Sessions: ks, IDs: randIDList(r)}
 	case KindGossip:
 		return &Gossip{Data: randBytes(r)}
 	case KindViewRequest:

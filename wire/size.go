@@ -85,19 +85,11 @@ func Size(m Message) int {
 			for _, k := range m.Sessions {
 				n += uvarintLen(uint64(k.Client)) + sessionLen(k.Session)
 			}
-			n += uvarintLen(uint64(len(m.IDs)))
-			for _, id := range m.IDs {
-				n += sizeMsgID(id)
-			}
-			return n
+			return n + sizeIDList(m.IDs)
 		}
 	case *RecCollected:
 		if m != nil {
-			n += uvarintLen(uint64(len(m.IDs)))
-			for _, id := range m.IDs {
-				n += sizeMsgID(id)
-			}
-			return n
+			return n + sizeIDList(m.IDs)
 		}
 	case *RecSnapshot:
 		if m != nil {

@@ -19,7 +19,7 @@ import (
 // entry above the floor qualifies) and the deliveries the log does not
 // hold (offLog). Scanning every record held instead cost a loaded agent
 // 4.5% of its CPU (docs/batching.md): most records are in flight, not
-// delivered. The ids go in delivery order, deterministic without a sort.
+// delivered.
 func (p *Process) collect() {
 	var ids []wire.MsgID
 	k := 0
@@ -47,6 +47,11 @@ func (p *Process) collect() {
 	if len(ids) == 0 {
 		return
 	}
+	// By session (MsgID order): a REC_COLLECTED's ids are encoded in runs
+	// of one session (wire/idlist.go), about 19 bytes an id in a run
+	// against 43 alone, and each session's set takes its ids in order
+	// (doneSet.add's append).
+	slices.SortFunc(ids, wire.MsgID.Compare)
 	for _, id := range ids {
 		delete(p.recs, id)
 		s := p.sess.get(id.Key())
@@ -101,8 +106,8 @@ func (p *Process) offLogIDs() []wire.MsgID {
 // REC_EXPIRED carries: what one collection or one forget pass produces is
 // persisted as several records of at most this many entries, so a record
 // stays far below the decoder's per-list cap (wire.MaxStateEntries) and a
-// WAL record limit of 1 MiB (an id encodes in at most 41 bytes; 16,384 of
-// them in under 700 KiB), whatever the state: a million idle sessions
+// WAL record limit of 1 MiB (an id encodes in at most 52 bytes, alone in
+// its run of one session: wire/idlist.go; 16,384 of them in under 850 KiB), whatever the state: a million idle sessions
 // expiring in one pass used to make one record no node could write or
 // read back.
 const maxRecordIDs = 16 << 10
