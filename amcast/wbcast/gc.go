@@ -47,11 +47,9 @@ func (p *Process) collect() {
 	if len(ids) == 0 {
 		return
 	}
-	// By session (MsgID order): a REC_COLLECTED's ids are encoded in runs
-	// of one session (wire/idlist.go), about 19 bytes an id in a run
-	// against 43 alone, and each session's set takes its ids in order
-	// (doneSet.add's append).
-	slices.SortFunc(ids, wire.MsgID.Compare)
+	// By session: a REC_COLLECTED's ids are encoded in runs of one session
+	// (wire/idlist.go), about 19 bytes an id in a run against 43 alone.
+	ids = groupBySession(ids)
 	for _, id := range ids {
 		delete(p.recs, id)
 		s := p.sess.get(id.Key())
@@ -72,6 +70,63 @@ func (p *Process) collect() {
 		p.persist(&wire.RecCollected{IDs: ids[:n:n]})
 		ids = ids[n:]
 	}
+}
+
+// groupBySession returns ids with each session's ids together, sessions
+// in the order of their first id, each session's ids in their order (the
+// delivery order: increasing sequence numbers, so doneSet.add appends).
+// Linear, where a sort of the ids cost 1% of a loaded agent's CPU.
+func groupBySession(ids []wire.MsgID) []wire.MsgID {
+	if len(ids) < 2 {
+		return ids
+	}
+	var keys []wire.SessionKey
+	var index map[wire.SessionKey]int // once there are many sessions
+	slot := make([]int32, len(ids))   // each id's session, an index in keys
+	last := -1
+	for i, id := range ids {
+		k := id.Key()
+		switch {
+		case last >= 0 && keys[last] == k:
+		case index != nil:
+			j, ok := index[k]
+			if !ok {
+				j = len(keys)
+				keys = append(keys, k)
+				index[k] = j
+			}
+			last = j
+		default:
+			last = slices.Index(keys, k)
+			if last < 0 {
+				last = len(keys)
+				keys = append(keys, k)
+				if len(keys) > 8 {
+					index = make(map[wire.SessionKey]int, 2*len(keys))
+					for j, k := range keys {
+						index[k] = j
+					}
+				}
+			}
+		}
+		slot[i] = int32(last)
+	}
+	if len(keys) == 1 {
+		return ids
+	}
+	start := make([]int, len(keys)+1) // where each session's ids go
+	for _, s := range slot {
+		start[s+1]++
+	}
+	for j := 1; j < len(start); j++ {
+		start[j] += start[j-1]
+	}
+	out := make([]wire.MsgID, len(ids))
+	for i, id := range ids {
+		out[start[slot[i]]] = id
+		start[slot[i]]++
+	}
+	return out
 }
 
 // collectable reports whether delivered record r is at or below the

@@ -2,7 +2,9 @@ package wbcast
 
 import (
 	"errors"
+	"math/rand/v2"
 	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/weft-dev/weft/amcast"
@@ -190,5 +192,39 @@ func TestForgetBoundsRecords(t *testing.T) {
 	}
 	if records != 3 || expired != n || p.sess.size() != 0 {
 		t.Fatalf("%d records with %d expired sessions (want 3 and %d), %d entries left", records, expired, n, p.sess.size())
+	}
+}
+
+// TestGroupBySession: each session's ids together and in their order,
+// sessions in the order of their first id, with few sessions and with
+// many (the map).
+func TestGroupBySession(t *testing.T) {
+	for _, sessions := range []int{1, 2, 8, 9, 90} {
+		r := rand.New(rand.NewPCG(uint64(sessions), 3))
+		var ids []wire.MsgID
+		next := make([]uint64, sessions)
+		for range 2000 {
+			c := r.IntN(sessions)
+			next[c]++
+			ids = append(ids, wire.MsgID{Client: wire.ProcID(100 + c), Session: wire.SessionID{Lo: uint64(c)}, Seq: next[c]})
+		}
+		got := groupBySession(slices.Clone(ids))
+		var want []wire.MsgID
+		var seen []wire.SessionKey
+		for _, id := range ids {
+			if !slices.Contains(seen, id.Key()) {
+				seen = append(seen, id.Key())
+			}
+		}
+		for _, k := range seen {
+			for _, id := range ids {
+				if id.Key() == k {
+					want = append(want, id)
+				}
+			}
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("%d sessions: grouped ids differ from each session's ids in order, sessions by first appearance", sessions)
+		}
 	}
 }
