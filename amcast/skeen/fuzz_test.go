@@ -3,15 +3,17 @@ package skeen_test
 import (
 	"testing"
 
+	"github.com/weft-dev/weft/amcast/amcasttest"
+
 	"github.com/weft-dev/weft/sim"
 )
 
 // FuzzStep feeds a skeen replica, brought into a varied state by a short
 // simulated run, arbitrary decoded messages from arbitrary senders
 // (sim.FuzzReplica): it must never panic and, when the senders are
-// strangers, the run must still pass the checkers. The seed corpus is in
-// testdata/fuzz/FuzzStep (regenerate: WEFT_WRITE_FUZZ_CORPUS=1 go test
-// ./sim -run TestWriteFuzzCorpus). Fuzz: go test -run '^$' -fuzz FuzzStep
+// strangers, the run must still pass the checkers. The seed corpus is
+// testdata/fuzz/FuzzStep (sim.BaselineFuzzCorpus; see TestFuzzCorpus).
+// Fuzz: go test -run '^$' -fuzz FuzzStep
 // -fuzztime 60s ./amcast/skeen
 func FuzzStep(f *testing.F) {
 	f.Fuzz(func(t *testing.T, seed uint64, data []byte) {
@@ -19,4 +21,15 @@ func FuzzStep(f *testing.F) {
 			t.Fatal(err)
 		}
 	})
+}
+
+// TestFuzzCorpus: the seed corpus files are sim.BaselineFuzzCorpus, in the
+// fuzzing engine's format (FuzzStep runs them). Rewrite them with
+// go test ./amcast/skeen -run TestFuzzCorpus -rewrite.
+func TestFuzzCorpus(t *testing.T) {
+	files := map[string][]byte{}
+	for name, e := range sim.BaselineFuzzCorpus("skeen") {
+		files[name] = e.File()
+	}
+	amcasttest.CheckFuzzCorpus(t, files)
 }

@@ -1,13 +1,9 @@
 package wbcast_test
 
 import (
-	"flag"
-	"fmt"
-	"os"
-	"path/filepath"
-	"strconv"
 	"testing"
 
+	"github.com/weft-dev/weft/amcast/amcasttest"
 	"github.com/weft-dev/weft/sim"
 	"github.com/weft-dev/weft/wire"
 )
@@ -31,27 +27,11 @@ func FuzzStep(f *testing.F) {
 // engine's format (FuzzStep runs them). Rewrite them with
 // go test ./amcast/wbcast -run TestFuzzCorpus -rewrite.
 func TestFuzzCorpus(t *testing.T) {
-	dir := filepath.Join("testdata", "fuzz", "FuzzStep")
-	rewrite := false
-	if f := flag.Lookup("rewrite"); f != nil { // datadriven's flag
-		rewrite = f.Value.String() == "true"
-	}
+	files := map[string][]byte{}
 	for name, e := range fuzzCorpus() {
-		want := fmt.Sprintf("go test fuzz v1\nuint64(%d)\n[]byte(%s)\n", e.seed, strconv.Quote(string(e.data)))
-		path := filepath.Join(dir, name)
-		if rewrite {
-			if err := os.MkdirAll(dir, 0o755); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(path, []byte(want), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			continue
-		}
-		if got, err := os.ReadFile(path); err != nil || string(got) != want {
-			t.Errorf("%s is not fuzzCorpus()[%q] (%v): rewrite the corpus", path, name, err)
-		}
+		files[name] = e.File()
 	}
+	amcasttest.CheckFuzzCorpus(t, files)
 }
 
 // fuzzCorpus is FuzzStep's seed corpus, by file name: every WbCast message
@@ -59,10 +39,7 @@ func TestFuzzCorpus(t *testing.T) {
 // and contradicting what the run's replicas know. Sender bytes index
 // sim.FuzzReplica's choices: replicas 0..5 (g0 = p0 p1 p2, g1 = p3 p4 p5),
 // the clients 6 and 7, then two strangers, 8 and 9.
-func fuzzCorpus() map[string]struct {
-	seed uint64
-	data []byte
-} {
+func fuzzCorpus() map[string]sim.FuzzSeed {
 	const client, stranger = 6, 8
 	ts := func(t uint64, g wire.GroupID) wire.Timestamp { return wire.Timestamp{T: t, G: g} }
 	m := wire.NewAppMsg(wire.MsgID{Client: 6, Seq: 1}, []wire.GroupID{0, 1}, []byte("fuzz"))
@@ -71,48 +48,45 @@ func fuzzCorpus() map[string]struct {
 	nb := wire.Ballot{N: 5, P: 1}
 	st := []wire.MsgState{{M: m, Phase: wire.PhaseAccepted, LTS: ts(3, 0), GTS: ts(3, 1),
 		Ballots: []wire.Ballot{b0, b1}, LTSs: []wire.Timestamp{ts(3, 0), ts(3, 1)}}}
-	type entry = struct {
-		seed uint64
-		data []byte
-	}
+	type entry = sim.FuzzSeed
 	in := sim.FuzzInput
 	type fm = sim.FuzzMsg
 	return map[string]entry{
-		"stranger_multicast": {7, in(fm{Sender: stranger, Msg: &wire.Multicast{M: wire.NewAppMsg(wire.MsgID{Client: 9, Seq: 1}, []wire.GroupID{0, 1}, nil)}},
+		"stranger_multicast": {Seed: 7, Data: in(fm{Sender: stranger, Msg: &wire.Multicast{M: wire.NewAppMsg(wire.MsgID{Client: 9, Seq: 1}, []wire.GroupID{0, 1}, nil)}},
 			fm{Sender: stranger, Msg: &wire.Multicast{M: wire.NewAppMsg(wire.MsgID{Client: 9, Seq: 1}, []wire.GroupID{0}, nil)}})},
-		"stranger_protocol": {20, in(fm{Sender: stranger, Msg: &wire.Accept{M: m, G: 0, B: b0, LTS: ts(1, 0)}},
+		"stranger_protocol": {Seed: 20, Data: in(fm{Sender: stranger, Msg: &wire.Accept{M: m, G: 0, B: b0, LTS: ts(1, 0)}},
 			fm{Sender: stranger + 1, Msg: &wire.Deliver{ID: id, B: b0, LTS: ts(1, 0), GTS: ts(2, 1)}},
 			fm{Sender: stranger, Msg: &wire.NewLeaderAck{B: nb, CBallot: b0, State: st}},
 			fm{Sender: stranger, Msg: &wire.Delivered{ID: id, G: 0, GTS: ts(1, 0), Leader: 0}})},
-		"replica_accepts": {33, in(fm{Sender: 0, Msg: &wire.Accept{M: m, G: 0, B: b0, LTS: ts(9, 0)}},
+		"replica_accepts": {Seed: 33, Data: in(fm{Sender: 0, Msg: &wire.Accept{M: m, G: 0, B: b0, LTS: ts(9, 0)}},
 			fm{Sender: 3, Msg: &wire.Accept{M: m, G: 1, B: b1, LTS: ts(1, 1)}},
 			fm{Sender: 3, Msg: &wire.AcceptAck{ID: id, G: 1, Ballots: []wire.Ballot{b0, b1}, GTS: ts(9, 1)}})},
-		"replica_recovery": {61, in(fm{Sender: 1, Msg: &wire.NewLeader{B: nb}},
+		"replica_recovery": {Seed: 61, Data: in(fm{Sender: 1, Msg: &wire.NewLeader{B: nb}},
 			fm{Sender: 2, Msg: &wire.NewLeaderAck{B: nb, CBallot: b0, Clock: 3, State: st}},
 			fm{Sender: 1, Msg: &wire.NewState{B: nb, Clock: 3, State: st}},
 			fm{Sender: 1, Msg: &wire.NewStateAck{B: nb}},
 			fm{Sender: 2, Msg: &wire.Heartbeat{B: wire.Ballot{N: 9, P: 2}, CBallot: b0, Leader: true, MaxDelivered: ts(4, 0)}})},
 		// Paged states (paging.go): a gap, a page that contradicts its first
 		// page, pages of a NEW_STATE out of order.
-		"replica_paged_recovery": {72, in(fm{Sender: 1, Msg: &wire.NewLeader{B: nb}},
+		"replica_paged_recovery": {Seed: 72, Data: in(fm{Sender: 1, Msg: &wire.NewLeader{B: nb}},
 			fm{Sender: 2, Msg: &wire.NewLeaderAck{B: nb, CBallot: b0, Clock: 3, State: st, Paged: wire.Paged{More: true}}},
 			fm{Sender: 2, Msg: &wire.NewLeaderAck{B: nb, CBallot: b0, Clock: 4, Paged: wire.Paged{Page: 1}}},
 			fm{Sender: 2, Msg: &wire.NewLeaderAck{B: nb, CBallot: b0, Clock: 3, Paged: wire.Paged{Page: 2}}},
 			fm{Sender: 1, Msg: &wire.NewState{B: nb, Clock: 3, State: st, Paged: wire.Paged{More: true}}},
 			fm{Sender: 1, Msg: &wire.NewState{B: nb, Clock: 3, Paged: wire.Paged{Page: 7, More: true}}},
 			fm{Sender: 1, Msg: &wire.NewState{B: nb, Clock: 3, Paged: wire.Paged{Page: 1}}})},
-		"replica_catchup": {94, in(fm{Sender: 0, Msg: &wire.Deliver{ID: id, B: b0, LTS: ts(1, 0), GTS: ts(50, 1), M: &m}},
+		"replica_catchup": {Seed: 94, Data: in(fm{Sender: 0, Msg: &wire.Deliver{ID: id, B: b0, LTS: ts(1, 0), GTS: ts(50, 1), M: &m}},
 			fm{Sender: 3, Msg: &wire.Deliver{ID: id, B: b1, LTS: ts(1, 1), GTS: ts(2, 1), Prev: ts(1, 0)}})},
 		// Hand-overs: from the leader of the first ballot, from a member
 		// that leads no ballot, from a stranger, and a stale one.
-		"replica_handover": {151, in(fm{Sender: 0, Msg: &wire.HandOver{B: b0}},
+		"replica_handover": {Seed: 151, Data: in(fm{Sender: 0, Msg: &wire.HandOver{B: b0}},
 			fm{Sender: 1, Msg: &wire.HandOver{B: nb}},
 			fm{Sender: stranger, Msg: &wire.HandOver{B: wire.Ballot{N: 3, P: 8}}},
 			fm{Sender: 3, Msg: &wire.HandOver{B: b1}})},
 		// Read index (readindex.go): rounds from a leader and a non-leader,
 		// acks under a lower, the same and a higher ballot, an ack for a
 		// round never sent, and both from a stranger.
-		"read_index": {140, in(fm{Sender: 0, Msg: &wire.ReadIndex{B: b0, Seq: 1}},
+		"read_index": {Seed: 140, Data: in(fm{Sender: 0, Msg: &wire.ReadIndex{B: b0, Seq: 1}},
 			fm{Sender: 1, Msg: &wire.ReadIndex{B: b0, Seq: 2}},
 			fm{Sender: 1, Msg: &wire.ReadIndexAck{B: b0, Seq: 1 << 40}},
 			fm{Sender: 2, Msg: &wire.ReadIndexAck{B: nb, Seq: 1}},
@@ -121,7 +95,7 @@ func fuzzCorpus() map[string]struct {
 			fm{Sender: stranger, Msg: &wire.ReadIndexAck{B: b0, Seq: 1}})},
 		// Another content under m's id (bad digest), then the same sequence
 		// number sealed with other content: a second message.
-		"client_reuses_ids": {125, in(fm{Sender: client, Msg: &wire.Multicast{M: m}},
+		"client_reuses_ids": {Seed: 125, Data: in(fm{Sender: client, Msg: &wire.Multicast{M: m}},
 			fm{Sender: client, Msg: &wire.Multicast{M: wire.AppMsg{ID: id, Dest: []wire.GroupID{1}, Payload: []byte("other")}}},
 			fm{Sender: client, Msg: &wire.Multicast{M: wire.NewAppMsg(wire.MsgID{Client: 6, Seq: 1}, []wire.GroupID{1}, []byte("other"))}})},
 	}
