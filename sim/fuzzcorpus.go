@@ -14,9 +14,14 @@ type FuzzSeed struct {
 	Data []byte
 }
 
-// File is the seed in the fuzzing engine's corpus format.
-func (s FuzzSeed) File() []byte {
-	return fmt.Appendf(nil, "go test fuzz v1\nuint64(%d)\n[]byte(%s)\n", s.Seed, strconv.Quote(string(s.Data)))
+// FuzzCorpusFiles is a corpus's files (amcasttest.CheckFuzzCorpus) by
+// name, in the fuzzing engine's format.
+func FuzzCorpusFiles(corpus map[string]FuzzSeed) map[string][]byte {
+	files := make(map[string][]byte, len(corpus))
+	for name, s := range corpus {
+		files[name] = fmt.Appendf(nil, "go test fuzz v1\nuint64(%d)\n[]byte(%s)\n", s.Seed, strconv.Quote(string(s.Data)))
+	}
+	return files
 }
 
 // BaselineFuzzCorpus is the seed corpus of a baseline protocol's (skeen,
@@ -43,8 +48,7 @@ func BaselineFuzzCorpus(protocol string) map[string]FuzzSeed {
 	b := func(n uint32, p int) wire.Ballot { return wire.Ballot{N: n, P: wire.ProcID(p)} }
 	assign := wire.Command{Op: wire.CmdAssign, M: wire.AppMsg{ID: id(strangerID, 1), Dest: []wire.GroupID{0, 1}, Payload: []byte("x")}}
 	final := wire.Command{Op: wire.CmdFinal, M: wire.AppMsg{ID: id(nrep, 2), Dest: []wire.GroupID{0, 1}}, TS: ts(3, 1)}
-	type entry = FuzzSeed
-	c := map[string]entry{
+	return map[string]FuzzSeed{
 		"stranger_multicasts": {Seed: 7, Data: FuzzInput(
 			FuzzMsg{stranger, mc(strangerID, 1, "new", 0, 1)},
 			FuzzMsg{stranger, mc(strangerID, 1, "other", 0)},
@@ -76,5 +80,4 @@ func BaselineFuzzCorpus(protocol string) map[string]FuzzSeed {
 			FuzzMsg{client, mc(nrep, 3, "", 1)},
 			FuzzMsg{client + 1, mc(nrep+1, 1, "x", 0)})},
 	}
-	return c
 }

@@ -4,7 +4,6 @@ import (
 	"testing"
 
 	"github.com/weft-dev/weft/amcast/amcasttest"
-
 	"github.com/weft-dev/weft/sim"
 )
 
@@ -27,9 +26,5 @@ func FuzzStep(f *testing.F) {
 // fuzzing engine's format (FuzzStep runs them). Rewrite them with
 // go test ./amcast/fastcast -run TestFuzzCorpus -rewrite.
 func TestFuzzCorpus(t *testing.T) {
-	files := map[string][]byte{}
-	for name, e := range sim.BaselineFuzzCorpus("fastcast") {
-		files[name] = e.File()
-	}
-	amcasttest.CheckFuzzCorpus(t, files)
+	amcasttest.CheckFuzzCorpus(t, sim.FuzzCorpusFiles(sim.BaselineFuzzCorpus("fastcast")))
 }

@@ -27,11 +27,7 @@ func FuzzStep(f *testing.F) {
 // engine's format (FuzzStep runs them). Rewrite them with
 // go test ./amcast/wbcast -run TestFuzzCorpus -rewrite.
 func TestFuzzCorpus(t *testing.T) {
-	files := map[string][]byte{}
-	for name, e := range fuzzCorpus() {
-		files[name] = e.File()
-	}
-	amcasttest.CheckFuzzCorpus(t, files)
+	amcasttest.CheckFuzzCorpus(t, sim.FuzzCorpusFiles(fuzzCorpus()))
 }
 
 // fuzzCorpus is FuzzStep's seed corpus, by file name: every WbCast message
@@ -48,10 +44,9 @@ func fuzzCorpus() map[string]sim.FuzzSeed {
 	nb := wire.Ballot{N: 5, P: 1}
 	st := []wire.MsgState{{M: m, Phase: wire.PhaseAccepted, LTS: ts(3, 0), GTS: ts(3, 1),
 		Ballots: []wire.Ballot{b0, b1}, LTSs: []wire.Timestamp{ts(3, 0), ts(3, 1)}}}
-	type entry = sim.FuzzSeed
 	in := sim.FuzzInput
 	type fm = sim.FuzzMsg
-	return map[string]entry{
+	return map[string]sim.FuzzSeed{
 		"stranger_multicast": {Seed: 7, Data: in(fm{Sender: stranger, Msg: &wire.Multicast{M: wire.NewAppMsg(wire.MsgID{Client: 9, Seq: 1}, []wire.GroupID{0, 1}, nil)}},
 			fm{Sender: stranger, Msg: &wire.Multicast{M: wire.NewAppMsg(wire.MsgID{Client: 9, Seq: 1}, []wire.GroupID{0}, nil)}})},
 		"stranger_protocol": {Seed: 20, Data: in(fm{Sender: stranger, Msg: &wire.Accept{M: m, G: 0, B: b0, LTS: ts(1, 0)}},
