@@ -71,7 +71,6 @@ const (
 	minBallotSize   = 2  // N P
 	minMsgStateSize = 29 // AppMsg(22) Phase(1) LTS(2) GTS(2) len(Ballots)(1) len(LTSs)(1)
 	minTSSize       = 2  // T G
-	minMsgIDSize    = 20 // Client Session(2) Seq Digest
 )
 
 // Decode errors. Decode wraps them with the kind and field at fault; test
