@@ -266,10 +266,10 @@ func (e *benchEnv) multicastRow(cl *benchCluster, c benchConfig, dest string, k,
 		}
 		row.Timeline = timeline(hists, o.interval, run.rss)
 	}
-	row.Completed, row.Errors = len(lat), errs
-	row.Throughput = float64(len(lat)) / o.window.Seconds()
-	row.P50ms, row.P90ms, row.P99ms, row.P999ms, row.MaxMs = pctMs(lat, 0.5), pctMs(lat, 0.9), pctMs(lat, 0.99), pctMs(lat, 0.999), pctMs(lat, 1)
-	row.benchCPU = run.cpu(len(lat))
+	row.Completed, row.Errors = lat.count(), errs
+	row.Throughput = float64(row.Completed) / o.window.Seconds()
+	row.P50ms, row.P90ms, row.P99ms, row.P999ms, row.MaxMs = lat.pctMs(0.5), lat.pctMs(0.9), lat.pctMs(0.99), lat.pctMs(0.999), lat.pctMs(1)
+	row.benchCPU = run.cpu(row.Completed)
 	fmt.Fprintf(os.Stderr, "   %d group(s)/msg, %3d clients (%d conns): %8.0f/s  p50 %.2fms  p99 %.2fms  cores: agents %.2f clients %.2f\n",
 		k, n, row.ClientConns, row.Throughput, row.P50ms, row.P99ms, row.ServerCores, row.ClientCores)
 	return row, nil

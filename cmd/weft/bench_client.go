@@ -53,11 +53,12 @@ type benchClientSpec struct {
 // benchClientResult is a client process's answer (one JSON line on its
 // stdout): by operation kind (raw multicasts: kind 0 only; weft-kv: the
 // kvKinds), the latencies of the operations sent and answered inside the
-// window, in nanoseconds, and the failures.
+// window (bench_hist.go), and the failures.
 type benchClientResult struct {
-	LatNs [][]int64 `json:"lat_ns"`
+	Lat []latKind `json:"lat"`
 	// Intervals holds, with an interval, the latencies of each slice of
-	// the window (by completion time) as histograms (bench_timeline.go).
+	// the window (by completion time), all kinds together
+	// (bench_timeline.go).
 	Intervals []latHist `json:"intervals,omitempty"`
 	Errors    []int     `json:"errors"`
 	Error     string    `json:"error,omitempty"`
@@ -150,7 +151,16 @@ func runBenchClient(ctx context.Context, in io.Reader, out io.Writer) benchClien
 			return res
 		}
 	}
-	res.LatNs, res.Errors = make([][]int64, kinds), make([]int, kinds)
+	res.Lat, res.Errors = make([]latKind, kinds), make([]int, kinds)
+	for k := range res.Lat {
+		res.Lat[k] = newLatKind()
+	}
+	if spec.Interval > 0 {
+		res.Intervals = make([]latHist, int(spec.Window/spec.Interval))
+		for i := range res.Intervals {
+			res.Intervals[i] = newLatHist()
+		}
+	}
 	fmt.Fprintln(out, `{"ready":true}`)
 	if !sc.Scan() {
 		res.Error = "bench-client: no go line on stdin"
@@ -169,17 +179,10 @@ func runBenchClient(ctx context.Context, in io.Reader, out io.Writer) benchClien
 	var wg sync.WaitGroup
 	for _, op := range ops {
 		wg.Go(func() {
-			lat, hists, errs := closedLoop(ctx, op, kinds, spec, wstart, wend)
+			errs := closedLoop(ctx, op, &res, spec, wstart, wend)
 			mu.Lock()
-			for k := range kinds {
-				res.LatNs[k] = append(res.LatNs[k], lat[k]...)
-				res.Errors[k] += errs[k]
-			}
-			for i, h := range hists {
-				if i == len(res.Intervals) {
-					res.Intervals = append(res.Intervals, newLatHist())
-				}
-				res.Intervals[i].merge(h)
+			for k, n := range errs {
+				res.Errors[k] += n
 			}
 			mu.Unlock()
 		})
@@ -220,40 +223,35 @@ func multicastOp(cl *client.Client, groups int, spec benchClientSpec, w int, rng
 	}
 }
 
-// closedLoop runs op closed-loop until wend and returns, by kind, the
-// latencies (call to return of op) of the operations started at or after
-// wstart and answered by wend, with spec.Interval all kinds' as one
-// histogram per interval (by completion time), and the failures.
-func closedLoop(ctx context.Context, op benchOp, kinds int, spec benchClientSpec, wstart, wend time.Time) ([][]int64, []latHist, []int) {
+// closedLoop runs op closed-loop until wend, counts into res (shared by
+// the process's workers) the latencies (call to return of op) of the
+// operations started at or after wstart and answered by wend, by kind and
+// with spec.Interval by interval of completion, and returns the failures
+// by kind.
+func closedLoop(ctx context.Context, op benchOp, res *benchClientResult, spec benchClientSpec, wstart, wend time.Time) []int {
 	// An operation still in flight at the end of the window no longer
 	// counts; give it a little while, then leave it.
 	ctx, cancel := context.WithDeadline(ctx, wend.Add(2*time.Second))
 	defer cancel()
-	lat, errs := make([][]int64, kinds), make([]int, kinds)
-	var hists []latHist
-	if spec.Interval > 0 {
-		hists = make([]latHist, int(spec.Window/spec.Interval))
-		for i := range hists {
-			hists[i] = newLatHist()
-		}
-	}
+	errs := make([]int, len(res.Lat))
 	for n := 0; ; n++ {
 		start := time.Now()
 		if !start.Before(wend) {
-			return lat, hists, errs
+			return errs
 		}
 		k, err := op(ctx, n)
 		done := time.Now()
 		switch {
 		case err != nil && ctx.Err() != nil:
-			return lat, hists, errs
+			return errs
 		case err != nil:
 			errs[k]++
 			time.Sleep(10 * time.Millisecond) // overloaded: back off
 		case !start.Before(wstart) && !done.After(wend):
-			lat[k] = append(lat[k], int64(done.Sub(start)))
-			if len(hists) > 0 {
-				hists[min(int(done.Sub(wstart)/spec.Interval), len(hists)-1)].add(int64(done.Sub(start)))
+			ns := int64(done.Sub(start))
+			res.Lat[k].add(ns)
+			if len(res.Intervals) > 0 {
+				res.Intervals[min(int(done.Sub(wstart)/spec.Interval), len(res.Intervals)-1)].add(ns)
 			}
 		}
 	}

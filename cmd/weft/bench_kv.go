@@ -261,20 +261,20 @@ func (e *benchEnv) kvRows(c benchConfig, o *kvBenchOptions, raw map[int]float64)
 
 // fill computes the row's figures from its run.
 func (r *kvBenchRow) fill(run *benchRun, window time.Duration) {
-	kind := func(lat []int64, errs int) kvKindRow {
-		return kvKindRow{Completed: len(lat), Errors: errs, Throughput: float64(len(lat)) / window.Seconds(),
-			P50ms: pctMs(lat, 0.5), P99ms: pctMs(lat, 0.99), P999ms: pctMs(lat, 0.999), MaxMs: pctMs(lat, 1)}
+	kind := func(lat latKind, errs int) kvKindRow {
+		n := lat.count()
+		return kvKindRow{Completed: n, Errors: errs, Throughput: float64(n) / window.Seconds(),
+			P50ms: lat.pctMs(0.5), P99ms: lat.pctMs(0.99), P999ms: lat.pctMs(0.999), MaxMs: lat.pctMs(1)}
 	}
 	reads, rerr := run.kind(kvRead)
 	updates, uerr := run.kind(kvUpdate)
 	committed, cerr := run.kind(kvTxn)
 	aborted, aerr := run.kind(kvTxnAborted)
 	r.Read, r.Update = kind(reads, rerr), kind(updates, uerr)
-	txns := slices.Concat(committed, aborted)
-	slices.Sort(txns)
-	r.Txn = kind(txns, cerr+aerr)
-	r.TxnCommitted, r.TxnAborted = len(committed), len(aborted)
-	r.TxnCommittedPerS = float64(len(committed)) / window.Seconds()
+	r.TxnCommitted, r.TxnAborted = committed.count(), aborted.count()
+	r.TxnCommittedPerS = float64(r.TxnCommitted) / window.Seconds()
+	committed.merge(aborted)
+	r.Txn = kind(committed, cerr+aerr)
 	r.Completed = r.Read.Completed + r.Update.Completed + r.Txn.Completed
 	r.Errors = r.Read.Errors + r.Update.Errors + r.Txn.Errors
 	r.Throughput = float64(r.Completed) / window.Seconds()

@@ -12,7 +12,6 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
-	"slices"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -250,18 +249,17 @@ func clientConns(clients, procs, shared int) int {
 	return n
 }
 
-// kind merges every process's latencies (sorted) and errors of one
-// operation kind.
-func (r *benchRun) kind(k int) (lat []int64, errs int) {
+// kind merges every process's latencies and errors of one operation kind.
+func (r *benchRun) kind(k int) (lat latKind, errs int) {
+	lat = newLatKind()
 	for _, res := range r.results {
-		if k < len(res.LatNs) {
-			lat = append(lat, res.LatNs[k]...)
+		if k < len(res.Lat) {
+			lat.merge(res.Lat[k])
 		}
 		if k < len(res.Errors) {
 			errs += res.Errors[k]
 		}
 	}
-	slices.Sort(lat)
 	return lat, errs
 }
 
@@ -279,15 +277,6 @@ func (r *benchRun) cpu(n int) benchCPU {
 		c.ServerCtxSwitches, c.ClientCtxSwitches = float64(r.sCS)/f, float64(r.cCS)/f
 	}
 	return c
-}
-
-// pctMs is quantile q of the sorted latencies (ns), in milliseconds (0
-// without any).
-func pctMs(lat []int64, q float64) float64 {
-	if len(lat) == 0 {
-		return 0
-	}
-	return float64(lat[min(int(q*float64(len(lat))), len(lat)-1)]) / 1e6
 }
 
 func sleepUntil(ctx context.Context, t time.Time) error {

@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"math/bits"
 	"os"
 	"strconv"
 	"strings"
@@ -14,74 +13,6 @@ import (
 // throughput must stay flat over a long run, and memory too): each
 // interval of the window gets its own throughput, latency percentiles and
 // the agents' resident memory at its end.
-
-// latBuckets is the size of a latHist: 16 sub-buckets per power of two
-// of microseconds, up to 2^40 µs.
-const latBuckets = 41 * 16
-
-// latHist is a log-linear latency histogram (about 6% resolution): small
-// and mergeable, so a client process can report a ten-minute timeline
-// without every latency of it.
-type latHist []uint32
-
-func newLatHist() latHist { return make(latHist, latBuckets) }
-
-// latBucket is the bucket of a latency in nanoseconds.
-func latBucket(ns int64) int {
-	us := uint64(max(ns/1000, 1))
-	e := bits.Len64(us) - 1 // us in [2^e, 2^(e+1))
-	var sub uint64
-	if e >= 4 {
-		sub = (us >> (e - 4)) & 15
-	} else {
-		sub = (us << (4 - e)) & 15
-	}
-	return min(e*16+int(sub), latBuckets-1)
-}
-
-// latLow is the lowest latency of bucket i, in nanoseconds.
-func latLow(i int) int64 {
-	e, sub := i/16, uint64(i%16)
-	var us uint64
-	if e >= 4 {
-		us = uint64(1)<<e | sub<<(e-4)
-	} else {
-		us = uint64(1)<<e | sub>>(4-e) // the inverse of latBucket's shift
-	}
-	return int64(us) * 1000
-}
-
-func (h latHist) add(ns int64) { h[latBucket(ns)]++ }
-
-func (h latHist) merge(o latHist) {
-	for i := range min(len(h), len(o)) {
-		h[i] += o[i]
-	}
-}
-
-func (h latHist) count() (n uint64) {
-	for _, c := range h {
-		n += uint64(c)
-	}
-	return n
-}
-
-// quantile is the lower bound of the bucket holding quantile q.
-func (h latHist) quantile(q float64) time.Duration {
-	n := h.count()
-	if n == 0 {
-		return 0
-	}
-	rank := uint64(q * float64(n-1))
-	var seen uint64
-	for i, c := range h {
-		seen += uint64(c)
-		if seen > rank {
-			return time.Duration(latLow(i))
-		}
-	}
-	return time.Duration(latLow(len(h) - 1))
-}
 
 // benchInterval is one interval of a row's timeline.
 type benchInterval struct {
