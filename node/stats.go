@@ -101,6 +101,19 @@ type Status struct {
 	// Service holds the state machine driver's counters and its applied
 	// gts (nil without Config.StateMachine).
 	Service *ServiceStatus `json:"service,omitempty"`
+	// Transport holds the transport's traffic counters.
+	Transport TransportTraffic `json:"transport"`
+}
+
+// TransportTraffic is the part of transport.Stats a status carries: frames
+// and the system calls that moved them (FramesOut/Writes and
+// FramesIn/Reads are the batching achieved on each side).
+type TransportTraffic struct {
+	FramesIn     uint64 `json:"frames_in"`
+	FramesOut    uint64 `json:"frames_out"`
+	Writes       uint64 `json:"writes"`
+	Reads        uint64 `json:"reads"`
+	ReadsRecvmsg uint64 `json:"reads_recvmsg"` // not counted by /proc/<pid>/io
 }
 
 // ServiceStatus describes the replicated service (service.go).

@@ -28,8 +28,13 @@ func (n *Node) Status() Status {
 	}
 	timer.Stop()
 	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.status
+	st := n.status
+	n.mu.Unlock()
+	// The transport's counters are its own (atomics): read here, not at
+	// every publish.
+	ts := n.tr.Stats()
+	st.Transport = TransportTraffic{FramesIn: ts.FramesIn, FramesOut: ts.FramesOut, Writes: ts.Writes, Reads: ts.Reads, ReadsRecvmsg: ts.ReadsRecvmsg}
+	return st
 }
 
 // changed reports whether the process's role, leadership or ballot moved

@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -26,6 +27,14 @@ func TestStatusFresh(t *testing.T) {
 		if st.Stats.Delivered != uint64(i+1) || st.MaxDelivered != res.GTS || st.Stats.Ticks != 0 {
 			t.Fatalf("after multicast %d (gts %s): status says %d delivered, max %s, %d ticks", i+1, res.GTS, st.Stats.Delivered, st.MaxDelivered, st.Stats.Ticks)
 		}
+	}
+	// The transport's traffic: the client's 3 multicasts came in frames,
+	// read by at least one read each way they could be batched, and the
+	// replies went out.
+	tr := c.nodes[0].Status().Transport
+	reads := tr.Reads > 0 && tr.Reads <= 2*tr.FramesIn+8 // each read takes a frame or more, but for a few that find nothing
+	if tr.FramesIn < 3 || tr.FramesOut < 3 || tr.Writes == 0 || (runtime.GOOS == "linux" && !reads) {
+		t.Fatalf("transport traffic %+v", tr)
 	}
 }
 

@@ -256,6 +256,20 @@ func (fr *FrameReader) Next() (FrameType, []byte, error) {
 	return t, payload, nil
 }
 
+// each hands every frame to fn until fn or the stream fails; at a clean
+// end of stream it returns io.EOF.
+func (fr *FrameReader) each(fn func(FrameType, []byte) error) error {
+	for {
+		t, payload, err := fr.Next()
+		if err != nil {
+			return err
+		}
+		if err := fn(t, payload); err != nil {
+			return err
+		}
+	}
+}
+
 // readSpill reads total bytes into the spill buffer, growing it (at most
 // doubling, never beyond total) as bytes arrive.
 func (fr *FrameReader) readSpill(total int) ([]byte, error) {

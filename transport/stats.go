@@ -63,6 +63,11 @@ type Stats struct {
 	// writes every frame queued since its last write at once, so
 	// FramesOut/Writes is the batching achieved.
 	Writes uint64
+	// Reads counts the read system calls of the readers of raw TCP
+	// connections after their handshake (Linux; rawframes_linux.go):
+	// FramesIn/Reads is the batching received. ReadsRecvmsg counts those
+	// made with recvmsg(2), which /proc/<pid>/io's syscr leaves out.
+	Reads, ReadsRecvmsg uint64
 	// Dials counts outbound connection attempts, Connects the ones whose
 	// handshake succeeded, and Reconnects the Connects to a peer after its
 	// first.
@@ -117,6 +122,7 @@ type counters struct {
 	framesIn, framesOut atomic.Uint64
 	bytesIn, bytesOut   atomic.Uint64
 	writes              atomic.Uint64
+	reads, recvmsgs     atomic.Uint64
 	dials, connects     atomic.Uint64
 	reconnects, accepts atomic.Uint64
 	drops               [dropEnd]atomic.Uint64
@@ -127,15 +133,17 @@ type counters struct {
 
 func (c *counters) snapshot() Stats {
 	s := Stats{
-		FramesIn:   c.framesIn.Load(),
-		FramesOut:  c.framesOut.Load(),
-		BytesIn:    c.bytesIn.Load(),
-		BytesOut:   c.bytesOut.Load(),
-		Writes:     c.writes.Load(),
-		Dials:      c.dials.Load(),
-		Connects:   c.connects.Load(),
-		Reconnects: c.reconnects.Load(),
-		Accepts:    c.accepts.Load(),
+		FramesIn:     c.framesIn.Load(),
+		FramesOut:    c.framesOut.Load(),
+		BytesIn:      c.bytesIn.Load(),
+		BytesOut:     c.bytesOut.Load(),
+		Writes:       c.writes.Load(),
+		Reads:        c.reads.Load(),
+		ReadsRecvmsg: c.recvmsgs.Load(),
+		Dials:        c.dials.Load(),
+		Connects:     c.connects.Load(),
+		Reconnects:   c.reconnects.Load(),
+		Accepts:      c.accepts.Load(),
 	}
 	s.Drops = nonZero[DropReason](c.drops[:])
 	s.Rejected = nonZero[Reason](c.rejected[:])

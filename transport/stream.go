@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
 	"io"
@@ -175,58 +176,95 @@ const (
 // cut comes between 7/8 idle and idle after the last frame.
 func (t *Transport) readLoop(conn net.Conn, fr *FrameReader, from wire.ProcID, mode readMode, idle time.Duration) (Reason, error) {
 	var armed time.Time
-	for {
-		if idle > 0 {
-			if t.ctx.Err() != nil {
-				return ReasonNone, nil // closing: don't undo closeRead's deadline
-			}
-			if now := time.Now(); now.Sub(armed) >= idle/8 {
-				if err := conn.SetReadDeadline(now.Add(idle)); err != nil {
-					return classify(err), err
-				}
-				armed = now
-			}
+	// arm pushes the idle deadline forward, before the first frame and
+	// after each.
+	arm := func() error {
+		if idle <= 0 {
+			return nil
 		}
-		typ, payload, err := fr.Next()
-		if err != nil {
-			if idle > 0 && errors.Is(err, os.ErrDeadlineExceeded) && t.ctx.Err() == nil {
-				return ReasonIdle, fmt.Errorf("nothing received for %v", idle)
-			}
-			return classify(err), err
+		if t.ctx.Err() != nil {
+			return &readStop{ReasonNone, nil} // closing: don't undo closeRead's deadline
 		}
+		if now := time.Now(); now.Sub(armed) >= idle/8 {
+			if err := conn.SetReadDeadline(now.Add(idle)); err != nil {
+				return &readStop{classify(err), err}
+			}
+			armed = now
+		}
+		return nil
+	}
+	handle := func(typ FrameType, payload []byte) error {
 		t.st.framesIn.Add(1)
 		t.st.bytesIn.Add(uint64(len(payload) + FrameOverhead))
 		switch typ {
 		case FramePing:
 			if len(payload) != 0 {
-				return ReasonBadHandshake, fmt.Errorf("ping frame with %d bytes of payload", len(payload))
+				return &readStop{ReasonBadHandshake, fmt.Errorf("ping frame with %d bytes of payload", len(payload))}
 			}
 		case FrameMessage:
 			if mode == modeSendOnly {
-				return ReasonUnexpectedFrame, errors.New("message frame on a send-only connection")
+				return &readStop{ReasonUnexpectedFrame, errors.New("message frame on a send-only connection")}
 			}
 			m, err := wire.Decode(payload)
 			if err != nil {
-				return ReasonBadMessage, err
+				return &readStop{ReasonBadMessage, err}
 			}
 			k := m.Kind()
 			if k >= wire.KindRecBallot {
-				return ReasonBadMessage, fmt.Errorf("durable record %s sent as a message", k)
+				return &readStop{ReasonBadMessage, fmt.Errorf("durable record %s sent as a message", k)}
 			}
 			if mode == modeFromClient && k != wire.KindMulticast && k != wire.KindViewRequest && k != wire.KindRead {
-				return ReasonForbiddenKind, fmt.Errorf("clients may send only %s, %s and %s, got %s", wire.KindMulticast, wire.KindViewRequest, wire.KindRead, k)
+				return &readStop{ReasonForbiddenKind, fmt.Errorf("clients may send only %s, %s and %s, got %s", wire.KindMulticast, wire.KindViewRequest, wire.KindRead, k)}
 			}
 			t.cfg.Handler(from, m)
 		case FrameClose:
 			n, err := DecodeNotice(payload)
 			if err != nil {
-				return ReasonBadHandshake, fmt.Errorf("close frame: %w", err)
+				return &readStop{ReasonBadHandshake, fmt.Errorf("close frame: %w", err)}
 			}
-			return ReasonNone, fmt.Errorf("peer closed the connection: %s: %q", n.Reason, n.Text)
+			return &readStop{ReasonNone, fmt.Errorf("peer closed the connection: %s: %q", n.Reason, n.Text)}
 		default:
-			return ReasonUnexpectedFrame, fmt.Errorf("unexpected %s frame after the handshake", typ)
+			return &readStop{ReasonUnexpectedFrame, fmt.Errorf("unexpected %s frame after the handshake", typ)}
+		}
+		return arm()
+	}
+	err := arm()
+	if err == nil {
+		if fe, ok := conn.(frameEacher); ok {
+			err = fe.eachFrame(fr.br, fr.maxPayload, &t.st, handle) // rawframes_linux.go
+		} else {
+			err = fr.each(handle)
 		}
 	}
+	if s, ok := err.(*readStop); ok {
+		return s.reason, s.err
+	}
+	if idle > 0 && errors.Is(err, os.ErrDeadlineExceeded) && t.ctx.Err() == nil {
+		return ReasonIdle, fmt.Errorf("nothing received for %v", idle)
+	}
+	return classify(err), err
+}
+
+// readStop is how readLoop's frame handler ends the loop: with why, and
+// the error to report (nil for a clean stop).
+type readStop struct {
+	reason Reason
+	err    error
+}
+
+func (s *readStop) Error() string {
+	if s.err == nil {
+		return "stopped"
+	}
+	return s.err.Error()
+}
+
+// frameEacher is a connection that pushes its frames to a handler instead
+// of being read through a FrameReader: a raw TCP connection on Linux
+// (rawframes_linux.go), whose reads then need no extra read to find the
+// socket empty.
+type frameEacher interface {
+	eachFrame(br *bufio.Reader, maxPayload int, st *counters, fn func(FrameType, []byte) error) error
 }
 
 // classify maps an I/O or framing error to a Reason; ReasonNone means a

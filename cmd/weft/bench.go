@@ -70,7 +70,8 @@ type benchCPU struct {
 	ClientCPUus float64 `json:"client_cpu_us_per_msg"`
 	TotalCPUus  float64 `json:"total_cpu_us_per_msg"`
 	// Read- and write-type system calls per operation (/proc/<pid>/io
-	// syscr+syscw; fsync, epoll and futex calls are not in it), and
+	// syscr+syscw, plus the socket reads made with recvmsg, which it
+	// leaves out; fsync, epoll and futex calls are not in it), and
 	// context switches per operation (/proc/<pid>/task/*/status), over
 	// agents and clients.
 	ServerRWSyscalls  float64 `json:"server_rw_syscalls_per_msg"`
@@ -299,7 +300,7 @@ func writeBenchTable(w io.Writer, rows []benchRow, o benchOptions) {
 	}
 	fmt.Fprintln(w, "conns: clients in use, each its own id, session and connection to every node (= clients, one per worker, unless --shared-clients)")
 	fmt.Fprintln(w, "srv/cli: cores used by the agents / the client processes; cpu/msg: their CPU per multicast; rw/msg: read+write")
-	fmt.Fprintln(w, "system calls per multicast (/proc/<pid>/io; fsync, epoll, futex not counted); cs/msg: context switches per multicast")
+	fmt.Fprintln(w, "system calls per multicast (/proc/<pid>/io, plus socket reads by recvmsg from the transports; fsync, epoll, futex not counted); cs/msg: context switches per multicast")
 	if notFT {
 		fmt.Fprintln(w, "* skeen is not fault tolerant: 1 replica per group, nothing persisted")
 	}

@@ -61,7 +61,11 @@ type benchClientResult struct {
 	// (bench_timeline.go).
 	Intervals []latHist `json:"intervals,omitempty"`
 	Errors    []int     `json:"errors"`
-	Error     string    `json:"error,omitempty"`
+	// Recvmsgs is the socket reads the process's clients made with
+	// recvmsg in the window (transport.Stats.ReadsRecvmsg), which
+	// /proc/<pid>/io does not count.
+	Recvmsgs uint64 `json:"recvmsgs"`
+	Error    string `json:"error,omitempty"`
 }
 
 // benchClientCmd is the hidden subcommand `weft bench` re-executes for
@@ -177,6 +181,18 @@ func runBenchClient(ctx context.Context, in io.Reader, out io.Writer) benchClien
 	time.Sleep(time.Until(t0))
 	var mu sync.Mutex
 	var wg sync.WaitGroup
+	recvmsgs := func() (n uint64) {
+		for _, cl := range clients {
+			n += cl.TransportStats().ReadsRecvmsg
+		}
+		return n
+	}
+	wg.Go(func() {
+		time.Sleep(time.Until(wstart))
+		r0 := recvmsgs()
+		time.Sleep(time.Until(wend))
+		res.Recvmsgs = recvmsgs() - r0
+	})
 	for _, op := range ops {
 		wg.Go(func() {
 			errs := closedLoop(ctx, op, &res, spec, wstart, wend)

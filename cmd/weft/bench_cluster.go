@@ -31,6 +31,7 @@ type benchCluster struct {
 	nodes   map[wire.ProcID]string // client addresses
 	procs   []*exec.Cmd
 	exited  []chan struct{}
+	admins  []string // the agents' admin addresses
 }
 
 // startBenchCluster writes the configurations and starts groups x
@@ -109,6 +110,7 @@ func startBenchCluster(ctx context.Context, exe, dir, protocol string, groups, r
 		c.nodes[wire.ProcID(p)] = addrs[p]
 		admins = append(admins, addrs[n+p])
 	}
+	c.admins = admins
 	// Up: every agent answers its status and every group has a leader.
 	// Polled once a second (the measurement must not pay for polling).
 	hc := &http.Client{Timeout: time.Second}
@@ -136,6 +138,20 @@ func startBenchCluster(ctx context.Context, exe, dir, protocol string, groups, r
 		}
 		time.Sleep(time.Second)
 	}
+}
+
+// recvmsgs sums the agents' socket reads made with recvmsg, which
+// /proc/<pid>/io does not count (node.TransportTraffic); an agent that
+// does not answer counts 0.
+func (c *benchCluster) recvmsgs(ctx context.Context) uint64 {
+	hc := &http.Client{Timeout: time.Second}
+	var n uint64
+	for _, a := range c.admins {
+		if st, err := node.FetchStatus(ctx, hc, a); err == nil {
+			n += st.Transport.ReadsRecvmsg
+		}
+	}
+	return n
 }
 
 // pids returns the agents' process ids.

@@ -14,9 +14,11 @@ type procSample struct {
 	// 14 and 15, every thread of the process).
 	CPU uint64
 	// Syscalls counts the read- and write-type system calls
-	// (/proc/<pid>/io syscr + syscw: read, write, readv, writev, sendmsg,
-	// recvmsg, ...). fsync, epoll and futex calls are not counted there,
-	// and nothing else gives the total without perf or strace.
+	// (/proc/<pid>/io syscr + syscw: read, write, pread, pwrite, readv,
+	// writev; not sendmsg or recvmsg, whose socket reads the bench adds
+	// from the transports' counters). fsync, epoll and futex calls are
+	// not counted there, and nothing else gives the total without perf or
+	// strace.
 	Syscalls uint64
 	// CtxSwitches holds the voluntary plus involuntary context switches
 	// of each live thread (/proc/<pid>/task/<tid>/status), by pid and tid:

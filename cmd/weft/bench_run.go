@@ -188,6 +188,7 @@ func (e *benchEnv) runProcs(cl *benchCluster, clients, procs int, spec benchClie
 		return nil, err
 	}
 	run := &benchRun{}
+	r0 := cl.recvmsgs(e.ctx)
 	s0, c0, at0 := sampleProcs(cl.pids()), sampleProcs(clientPids), time.Now()
 	for end := wstart.Add(o.interval); o.interval > 0 && !end.After(wend); end = end.Add(o.interval) {
 		if err := sleepUntil(e.ctx, end); err != nil {
@@ -200,6 +201,7 @@ func (e *benchEnv) runProcs(cl *benchCluster, clients, procs int, spec benchClie
 		return nil, err
 	}
 	s1, c1, at1 := sampleProcs(cl.pids()), sampleProcs(clientPids), time.Now()
+	r1 := cl.recvmsgs(e.ctx)
 	for _, p := range ps {
 		if !p.lines.Scan() {
 			return nil, fmt.Errorf("a client process ended without a result: %s", p.stderr.String())
@@ -212,9 +214,14 @@ func (e *benchEnv) runProcs(cl *benchCluster, clients, procs int, spec benchClie
 			return nil, errors.New(res.Error)
 		}
 		run.results = append(run.results, res)
+		run.cSys += res.Recvmsgs
 	}
 	run.sCPU, run.sSys, run.sCS = s1.since(s0)
 	run.cCPU, run.cSys, run.cCS = c1.since(c0)
+	// Socket reads made with recvmsg are not in /proc/<pid>/io: the
+	// agents' from their status (taken around the samples), the clients'
+	// from their results.
+	run.sSys += r1 - min(r0, r1)
 	run.secs = at1.Sub(at0).Seconds()
 	for _, p := range ps {
 		if err := p.cmd.Wait(); err != nil {
