@@ -140,6 +140,47 @@ func TestRawFramesEndWithData(t *testing.T) {
 	}
 }
 
+// TestRawFramesResetWithData: a reset that arrives together with the
+// last frame is not counted by TCP_INQ, so the loop may wait after the
+// frame (the doc's known case); closing the connection, as the
+// transport does when its writer's next write or ping fails, ends it.
+func TestRawFramesResetWithData(t *testing.T) {
+	a, b := rawPair(t)
+	b.Write(AppendFrame(nil, FrameMessage, []byte("first")))
+	got := 0
+	done := make(chan error, 1)
+	go func() {
+		done <- a.(*rawTCP).eachFrame(bufio.NewReader(a), 1<<10, nil, func(_ FrameType, p []byte) error {
+			if got++; got == 1 {
+				b.Write(AppendFrame(nil, FrameMessage, []byte("last")))
+				tc, _ := tcpOf(b)
+				tc.SetLinger(0)
+				b.Close() // a reset
+				time.Sleep(50 * time.Millisecond)
+			}
+			return nil
+		})
+	}()
+	select {
+	case err := <-done: // the kernel signalled the reset after all
+		t.Logf("ended by itself: %v", err)
+		return
+	case <-time.After(200 * time.Millisecond):
+	}
+	if _, err := a.Write([]byte("x")); err == nil {
+		t.Fatal("a write to the reset connection succeeded")
+	}
+	a.Close()
+	select {
+	case err := <-done:
+		if got != 2 || err == nil {
+			t.Fatalf("%d frames, then %v", got, err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("closing the connection did not end the loop")
+	}
+}
+
 // TestRawFramesErrors: a bad checksum, an oversized or unknown frame, a
 // stream cut inside a frame, the handler's error, CloseRead and a passed
 // deadline all end the loop with their error.
