@@ -150,9 +150,11 @@ func (rf *rawFrames) recv(fd uintptr) (n, left int, errno syscall.Errno) {
 		var r uintptr
 		var e syscall.Errno
 		if rf.inq {
-			rf.iov.Base, rf.iov.Len = unsafe.SliceData(b), uint64(len(b))
+			rf.iov.Base = unsafe.SliceData(b)
+			rf.iov.SetLen(len(b))
 			rf.hdr.Iov, rf.hdr.Iovlen = &rf.iov, 1
-			rf.hdr.Control, rf.hdr.Controllen = &rf.cmsg[0], uint64(len(rf.cmsg))
+			rf.hdr.Control = &rf.cmsg[0]
+			rf.hdr.SetControllen(len(rf.cmsg))
 			r, _, e = syscall.RawSyscall(syscall.SYS_RECVMSG, fd, uintptr(unsafe.Pointer(&rf.hdr)), 0)
 		} else {
 			r, _, e = syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(unsafe.SliceData(b))), uintptr(len(b)))
@@ -170,6 +172,13 @@ func (rf *rawFrames) recv(fd uintptr) (n, left int, errno syscall.Errno) {
 	}
 }
 
+// cmsgAlign rounds a control message's length up to the kernel's
+// alignment (the size of a long).
+func cmsgAlign(n int) int {
+	const a = int(unsafe.Sizeof(uintptr(0)))
+	return (n + a - 1) &^ (a - 1)
+}
+
 // inqLeft is the TCP_CM_INQ control message's count, -1 if there is none.
 func (rf *rawFrames) inqLeft() int {
 	cm := rf.cmsg[:min(int(rf.hdr.Controllen), len(rf.cmsg))]
@@ -181,7 +190,7 @@ func (rf *rawFrames) inqLeft() int {
 		if h.Level == syscall.IPPROTO_TCP && h.Type == tcpCmInq && int(h.Len) >= syscall.SizeofCmsghdr+4 {
 			return int(int32(binary.NativeEndian.Uint32(cm[syscall.SizeofCmsghdr:])))
 		}
-		cm = cm[min(len(cm), int((h.Len+7)&^7)):]
+		cm = cm[min(len(cm), cmsgAlign(int(h.Len))):]
 	}
 	return -1
 }

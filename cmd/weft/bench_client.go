@@ -48,6 +48,9 @@ type benchClientSpec struct {
 	// share (worker i of the process uses client i mod SharedClients, at
 	// most one per worker: benchClients); 0 gives every worker its own.
 	SharedClients int `json:"shared_clients"`
+	// CPUProfile, if set, is where the process writes a CPU profile of
+	// its window (weft bench --cpu-profile).
+	CPUProfile string `json:"cpu_profile,omitempty"`
 }
 
 // benchClientResult is a client process's answer (one JSON line on its
@@ -187,11 +190,19 @@ func runBenchClient(ctx context.Context, in io.Reader, out io.Writer) benchClien
 		}
 		return n
 	}
+	var profErr error
 	wg.Go(func() {
 		time.Sleep(time.Until(wstart))
+		stop := func() {}
+		if spec.CPUProfile != "" {
+			if stop, profErr = startCPUProfile(spec.CPUProfile); profErr != nil {
+				stop = func() {}
+			}
+		}
 		r0 := recvmsgs()
 		time.Sleep(time.Until(wend))
 		res.Recvmsgs = recvmsgs() - r0
+		stop()
 	})
 	for _, op := range ops {
 		wg.Go(func() {
@@ -204,6 +215,9 @@ func runBenchClient(ctx context.Context, in io.Reader, out io.Writer) benchClien
 		})
 	}
 	wg.Wait()
+	if profErr != nil {
+		res.Error = profErr.Error()
+	}
 	return res
 }
 

@@ -146,8 +146,11 @@ func (e *benchEnv) runProcs(cl *benchCluster, clients, procs int, spec benchClie
 	spec.Warmup, spec.Window, spec.Interval, spec.Seed = o.warmup, o.window, o.interval, o.seed
 	spec.SharedClients = o.sharedClients
 	first := 0
-	for _, w := range procWorkers(clients, procs) {
+	for i, w := range procWorkers(clients, procs) {
 		spec.Workers, spec.FirstWorker = w, first
+		if o.cpuProfile != "" {
+			spec.CPUProfile = filepath.Join(o.cpuProfile, fmt.Sprintf("%s-g%d-c%d-client%d.pprof", filepath.Base(cl.dir), spec.PerMsg, clients, i))
+		}
 		first += w
 		p := &benchProc{cmd: exec.Command(e.exe, "bench-client")}
 		p.cmd.Stderr = &p.stderr
