@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net"
 	"os"
 	"testing"
 	"time"
@@ -110,6 +111,27 @@ func TestRawFramesNoEmptyReads(t *testing.T) {
 	t.Logf("%d reads for %d frames, %d found nothing", rf.reads, n, rf.empty)
 }
 
+// lastWithEnd starts a read loop on a whose first frame makes the peer
+// b send a last frame and end the connection (end closes b), and waits
+// 50 ms there so that both arrive before the loop's next read. It
+// returns the loop's result and the frames it got (read after the result).
+func lastWithEnd(a, b net.Conn, end func()) (<-chan error, *int) {
+	b.Write(AppendFrame(nil, FrameMessage, []byte("first")))
+	got := new(int)
+	done := make(chan error, 1)
+	go func() {
+		done <- a.(*rawTCP).eachFrame(bufio.NewReader(a), 1<<10, nil, func(FrameType, []byte) error {
+			if *got++; *got == 1 {
+				b.Write(AppendFrame(nil, FrameMessage, []byte("last")))
+				end()
+				time.Sleep(50 * time.Millisecond)
+			}
+			return nil
+		})
+	}()
+	return done, got
+}
+
 // TestRawFramesEndWithData: the last frame and the peer's FIN arrive
 // together while the reader is busy (one edge for both): the read that
 // takes the frame is short, and the loop still sees the end at once
@@ -117,23 +139,11 @@ func TestRawFramesNoEmptyReads(t *testing.T) {
 // come.
 func TestRawFramesEndWithData(t *testing.T) {
 	a, b := rawPair(t)
-	b.Write(AppendFrame(nil, FrameMessage, []byte("first")))
-	got := 0
-	done := make(chan error, 1)
-	go func() {
-		done <- a.(*rawTCP).eachFrame(bufio.NewReader(a), 1<<10, nil, func(_ FrameType, p []byte) error {
-			if got++; got == 1 {
-				b.Write(AppendFrame(nil, FrameMessage, []byte("last")))
-				b.Close()
-				time.Sleep(50 * time.Millisecond) // both arrive before the next read
-			}
-			return nil
-		})
-	}()
+	done, got := lastWithEnd(a, b, func() { b.Close() })
 	select {
 	case err := <-done:
-		if err != io.EOF || got != 2 {
-			t.Fatalf("%d frames, then %v", got, err)
+		if err != io.EOF || *got != 2 {
+			t.Fatalf("%d frames, then %v", *got, err)
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("the end of stream that came with the last frame was waited for")
@@ -146,21 +156,11 @@ func TestRawFramesEndWithData(t *testing.T) {
 // transport does when its writer's next write or ping fails, ends it.
 func TestRawFramesResetWithData(t *testing.T) {
 	a, b := rawPair(t)
-	b.Write(AppendFrame(nil, FrameMessage, []byte("first")))
-	got := 0
-	done := make(chan error, 1)
-	go func() {
-		done <- a.(*rawTCP).eachFrame(bufio.NewReader(a), 1<<10, nil, func(_ FrameType, p []byte) error {
-			if got++; got == 1 {
-				b.Write(AppendFrame(nil, FrameMessage, []byte("last")))
-				tc, _ := tcpOf(b)
-				tc.SetLinger(0)
-				b.Close() // a reset
-				time.Sleep(50 * time.Millisecond)
-			}
-			return nil
-		})
-	}()
+	done, got := lastWithEnd(a, b, func() {
+		tc, _ := tcpOf(b)
+		tc.SetLinger(0)
+		b.Close() // a reset
+	})
 	select {
 	case err := <-done: // the kernel signalled the reset after all
 		t.Logf("ended by itself: %v", err)
@@ -173,8 +173,8 @@ func TestRawFramesResetWithData(t *testing.T) {
 	a.Close()
 	select {
 	case err := <-done:
-		if got != 2 || err == nil {
-			t.Fatalf("%d frames, then %v", got, err)
+		if *got != 2 || err == nil {
+			t.Fatalf("%d frames, then %v", *got, err)
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("closing the connection did not end the loop")
