@@ -161,6 +161,15 @@ func parseHeader(h []byte, maxPayload int) (FrameType, int, error) {
 	return t, int(n), nil
 }
 
+// checkFrame checks a frame's CRC (trailer, its last 4 bytes) against
+// its type and payload.
+func checkFrame(t FrameType, payload, trailer []byte) error {
+	if got, want := frameChecksum(t, payload), binary.BigEndian.Uint32(trailer); got != want {
+		return fmt.Errorf("%w: %s frame of %d bytes: crc %#08x, frame says %#08x", ErrChecksum, t, len(payload), got, want)
+	}
+	return nil
+}
+
 // DecodeFrame decodes the frame at the start of b, whose payload may be at
 // most maxPayload bytes. It returns the type, the payload (aliasing b) and
 // the number of bytes the frame occupies. Errors wrap ErrFrameType,
@@ -178,8 +187,8 @@ func DecodeFrame(b []byte, maxPayload int) (t FrameType, payload []byte, n int, 
 		return 0, nil, 0, fmt.Errorf("%w: %s frame needs %d bytes, have %d", ErrTruncated, t, end, len(b))
 	}
 	payload = b[FrameHeaderLen : FrameHeaderLen+size]
-	if got, want := frameChecksum(t, payload), binary.BigEndian.Uint32(b[end-FrameTrailerLen:]); got != want {
-		return 0, nil, 0, fmt.Errorf("%w: %s frame of %d bytes: crc %#08x, frame says %#08x", ErrChecksum, t, size, got, want)
+	if err := checkFrame(t, payload, b[end-FrameTrailerLen:]); err != nil {
+		return 0, nil, 0, err
 	}
 	return t, payload, end, nil
 }
@@ -250,8 +259,8 @@ func (fr *FrameReader) Next() (FrameType, []byte, error) {
 		}
 	}
 	payload := body[:size]
-	if got, want := frameChecksum(t, payload), binary.BigEndian.Uint32(body[size:]); got != want {
-		return 0, nil, fmt.Errorf("%w: %s frame of %d bytes: crc %#08x, frame says %#08x", ErrChecksum, t, size, got, want)
+	if err := checkFrame(t, payload, body[size:]); err != nil {
+		return 0, nil, err
 	}
 	return t, payload, nil
 }

@@ -42,10 +42,9 @@ type rawFrames struct {
 	buf        []byte // buf[r:w] is read and not yet consumed
 	r, w       int
 	fn         func(FrameType, []byte) error
-	err        error // what ended the loop: the consumer's error, a frame error, EOF
-	reads      int   // read calls, and those that found nothing (EAGAIN): for tests
-	empty      int
-	st         *counters // Stats.Reads and ReadsRecvmsg, if set
+	err        error     // what ended the loop: the consumer's error, a frame error, EOF
+	empty      int       // reads that found nothing (EAGAIN): for tests
+	st         *counters // Stats.Reads and ReadsRecvmsg
 
 	inq  bool // TCP_INQ is set: recvmsg says what is left
 	hdr  syscall.Msghdr
@@ -67,14 +66,12 @@ const (
 // errors are otherwise fn's, wrap ErrFrameType, ErrFrameTooLarge,
 // ErrChecksum or ErrTruncated, or are the connection's (*net.OpError).
 func (c *rawTCP) eachFrame(br *bufio.Reader, maxPayload int, st *counters, fn func(FrameType, []byte) error) error {
-	rf := c.frames(br, maxPayload, fn)
-	rf.st = st
-	return rf.run()
+	return c.frames(br, maxPayload, st, fn).run()
 }
 
 // frames returns the frame reader eachFrame runs.
-func (c *rawTCP) frames(br *bufio.Reader, maxPayload int, fn func(FrameType, []byte) error) *rawFrames {
-	rf := &rawFrames{c: c, maxPayload: maxPayload, buf: make([]byte, max(readBufSize, br.Buffered())), fn: fn}
+func (c *rawTCP) frames(br *bufio.Reader, maxPayload int, st *counters, fn func(FrameType, []byte) error) *rawFrames {
+	rf := &rawFrames{c: c, maxPayload: maxPayload, buf: make([]byte, max(readBufSize, br.Buffered())), fn: fn, st: st}
 	pre, _ := br.Peek(br.Buffered())
 	rf.w = copy(rf.buf, pre)
 	br.Discard(len(pre))
@@ -97,18 +94,11 @@ func (rf *rawFrames) run() error {
 	}
 	for rf.err == nil {
 		if err := c.rc.Read(func(fd uintptr) bool {
-			rf.room()
-			space := len(rf.buf) - rf.w
-			if space == 0 {
-				panic("transport: no room to read into") // room's invariant
-			}
+			space := rf.room()
 			n, left, errno := rf.recv(fd)
-			rf.reads++
-			if rf.st != nil {
-				rf.st.reads.Add(1)
-				if rf.inq {
-					rf.st.recvmsgs.Add(1)
-				}
+			rf.st.reads.Add(1)
+			if rf.inq {
+				rf.st.recvmsgs.Add(1)
 			}
 			switch {
 			case errno == syscall.EAGAIN:
@@ -124,8 +114,7 @@ func (rf *rawFrames) run() error {
 				}
 				return true
 			}
-			rf.w += n
-			if rf.err = rf.parse(); rf.err != nil {
+			if rf.err = rf.took(n); rf.err != nil {
 				return true
 			}
 			if rf.inq && left == 0 {
@@ -195,6 +184,13 @@ func (rf *rawFrames) inqLeft() int {
 	return -1
 }
 
+// took accounts n bytes just read into buf[w:] and hands on the frames
+// they complete.
+func (rf *rawFrames) took(n int) error {
+	rf.w += n
+	return rf.parse()
+}
+
 // parse hands every complete frame in buf[r:w] to fn.
 func (rf *rawFrames) parse() error {
 	for rf.w-rf.r >= FrameHeaderLen {
@@ -207,8 +203,8 @@ func (rf *rawFrames) parse() error {
 			break
 		}
 		payload := rf.buf[rf.r+FrameHeaderLen : end-FrameTrailerLen]
-		if got, want := frameChecksum(t, payload), binary.BigEndian.Uint32(rf.buf[end-FrameTrailerLen:]); got != want {
-			return fmt.Errorf("%w: %s frame of %d bytes: crc %#08x, frame says %#08x", ErrChecksum, t, size, got, want)
+		if err := checkFrame(t, payload, rf.buf[end-FrameTrailerLen:end]); err != nil {
+			return err
 		}
 		rf.r = end
 		if err := rf.fn(t, payload); err != nil {
@@ -224,25 +220,36 @@ func (rf *rawFrames) parse() error {
 	return nil
 }
 
-// room makes space to read into: the unconsumed bytes move to the front
-// when the buffer's end is reached or the frame under way would not fit
-// after them, and a frame larger than the buffer grows it, at most
-// doubling at a time and never beyond the frame, so a header's claim
-// costs memory only as its bytes arrive.
-func (rf *rawFrames) room() {
+// room makes space to read into and returns its size, never 0: the
+// unconsumed bytes move to the front when the buffer's end is reached or
+// the frame under way would not fit after them, and a frame larger than
+// the buffer grows it, at most doubling at a time and never beyond the
+// frame, so a header's claim costs memory only as its bytes arrive.
+//
+// Never 0, whatever the peer sends: parse has checked the header of the
+// incomplete frame at buf[r:] (or there is no whole header yet), so its
+// size need is at most the frame limit, and w-r < need (the frame is
+// incomplete). Moving the bytes to the front leaves w = w-r < need <=
+// len(buf); growing leaves w-r below the new size (it is need, or twice
+// the old size, which held w-r). FuzzRawFramesRoom feeds any bytes in any
+// pieces through room and took.
+func (rf *rawFrames) room() int {
 	need := FrameHeaderLen
 	if rf.w-rf.r >= FrameHeaderLen {
 		need = FrameHeaderLen + int(binary.BigEndian.Uint32(rf.buf[rf.r:])) + FrameTrailerLen // checked by parse
 	}
-	if rf.w < len(rf.buf) && rf.r+need <= len(rf.buf) {
-		return
-	}
-	if need > len(rf.buf) {
+	switch {
+	case rf.w < len(rf.buf) && rf.r+need <= len(rf.buf):
+	case need > len(rf.buf):
 		nb := make([]byte, min(need, max(2*len(rf.buf), readBufSize)))
 		rf.w = copy(nb, rf.buf[rf.r:rf.w])
 		rf.r, rf.buf = 0, nb
-		return
+	default:
+		rf.w = copy(rf.buf, rf.buf[rf.r:rf.w])
+		rf.r = 0
 	}
-	rf.w = copy(rf.buf, rf.buf[rf.r:rf.w])
-	rf.r = 0
+	if rf.w == len(rf.buf) {
+		panic("transport: no room to read into") // see above: no input reaches it
+	}
+	return len(rf.buf) - rf.w
 }

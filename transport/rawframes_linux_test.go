@@ -65,7 +65,7 @@ func TestRawFrames(t *testing.T) {
 			t.Fatal(err)
 		}
 		var got int
-		err := a.(*rawTCP).eachFrame(br, 1<<20, nil, func(ft FrameType, p []byte) error {
+		err := a.(*rawTCP).eachFrame(br, 1<<20, new(counters), func(ft FrameType, p []byte) error {
 			if ft != FrameMessage || !bytes.Equal(p, payloads[got]) {
 				return fmt.Errorf("frame %d: type %s, %d bytes, want %d", got, ft, len(p), len(payloads[got]))
 			}
@@ -93,7 +93,8 @@ func TestRawFramesNoEmptyReads(t *testing.T) {
 		b.Close()
 	}()
 	got := 0
-	rf := a.(*rawTCP).frames(bufio.NewReader(a), 1<<10, func(_ FrameType, p []byte) error {
+	st := new(counters)
+	rf := a.(*rawTCP).frames(bufio.NewReader(a), 1<<10, st, func(_ FrameType, p []byte) error {
 		if len(p) != 1 || p[0] != byte(got) {
 			return fmt.Errorf("frame %d: %v", got, p)
 		}
@@ -106,9 +107,9 @@ func TestRawFramesNoEmptyReads(t *testing.T) {
 	// A read that finds nothing is left only when a frame arrives between
 	// the poller's wake-up and the read that takes it (counted twice).
 	if rf.empty > n/10 {
-		t.Fatalf("%d reads, %d of them found nothing", rf.reads, rf.empty)
+		t.Fatalf("%d reads, %d of them found nothing", st.reads.Load(), rf.empty)
 	}
-	t.Logf("%d reads for %d frames, %d found nothing", rf.reads, n, rf.empty)
+	t.Logf("%d reads for %d frames, %d found nothing", st.reads.Load(), n, rf.empty)
 }
 
 // lastWithEnd starts a read loop on a whose first frame makes the peer
@@ -120,7 +121,7 @@ func lastWithEnd(a, b net.Conn, end func()) (<-chan error, *int) {
 	got := new(int)
 	done := make(chan error, 1)
 	go func() {
-		done <- a.(*rawTCP).eachFrame(bufio.NewReader(a), 1<<10, nil, func(FrameType, []byte) error {
+		done <- a.(*rawTCP).eachFrame(bufio.NewReader(a), 1<<10, new(counters), func(FrameType, []byte) error {
 			if *got++; *got == 1 {
 				b.Write(AppendFrame(nil, FrameMessage, []byte("last")))
 				end()
@@ -204,7 +205,7 @@ func TestRawFramesErrors(t *testing.T) {
 		a, b := rawPair(t)
 		b.Write(tc.bytes)
 		b.Close()
-		err := a.(*rawTCP).eachFrame(bufio.NewReader(a), 1<<10, nil, func(FrameType, []byte) error { return tc.fn })
+		err := a.(*rawTCP).eachFrame(bufio.NewReader(a), 1<<10, new(counters), func(FrameType, []byte) error { return tc.fn })
 		if !errors.Is(err, tc.want) {
 			t.Errorf("%s: %v, want %v", tc.name, err, tc.want)
 		}
@@ -213,7 +214,7 @@ func TestRawFramesErrors(t *testing.T) {
 	a, _ := rawPair(t)
 	done := make(chan error, 1)
 	go func() {
-		done <- a.(*rawTCP).eachFrame(bufio.NewReader(a), 1<<10, nil, func(FrameType, []byte) error { return nil })
+		done <- a.(*rawTCP).eachFrame(bufio.NewReader(a), 1<<10, new(counters), func(FrameType, []byte) error { return nil })
 	}()
 	time.Sleep(20 * time.Millisecond)
 	closeRead(a)
@@ -228,7 +229,60 @@ func TestRawFramesErrors(t *testing.T) {
 
 	c, _ := rawPair(t)
 	c.SetReadDeadline(time.Now().Add(20 * time.Millisecond))
-	if err := c.(*rawTCP).eachFrame(bufio.NewReader(c), 1<<10, nil, func(FrameType, []byte) error { return nil }); !errors.Is(err, os.ErrDeadlineExceeded) {
+	if err := c.(*rawTCP).eachFrame(bufio.NewReader(c), 1<<10, new(counters), func(FrameType, []byte) error { return nil }); !errors.Is(err, os.ErrDeadlineExceeded) {
 		t.Fatalf("past the deadline: %v", err)
 	}
+}
+
+// FuzzRawFramesRoom: any bytes, arriving in any pieces (each at most the
+// room offered), go through room and took as a FrameReader reads them:
+// room always offers room (its panic is unreachable), the frames and the
+// error are the same, and the buffer never grows past the largest frame
+// the stream declares (up to the limit) plus the read buffer.
+func FuzzRawFramesRoom(f *testing.F) {
+	f.Add(AppendFrame(AppendFrame(nil, FrameMessage, []byte("hello")), FramePing, nil), []byte{3, 200, 1})
+	f.Add(AppendFrame(nil, FrameMessage, make([]byte, 3*readBufSize)), []byte{255, 255, 255})
+	f.Add([]byte{0, 0, 0x10, 0, byte(FrameMessage), 1, 2, 3}, []byte{1})
+	f.Fuzz(func(t *testing.T, stream, cuts []byte) {
+		const limit = 4 * readBufSize
+		var want [][]byte
+		fr := NewFrameReader(bytes.NewReader(stream), limit)
+		wantErr := fr.each(func(_ FrameType, p []byte) error {
+			want = append(want, bytes.Clone(p))
+			return nil
+		})
+		var got [][]byte
+		rf := &rawFrames{maxPayload: limit, buf: make([]byte, readBufSize), fn: func(_ FrameType, p []byte) error {
+			got = append(got, bytes.Clone(p))
+			return nil
+		}}
+		rest, err := stream, error(nil)
+		for i := 0; len(rest) > 0 && err == nil; i++ {
+			space := rf.room()
+			n := space
+			if len(cuts) > 0 {
+				n = min(space, 1+int(cuts[i%len(cuts)])*97)
+			}
+			n = copy(rf.buf[rf.w:rf.w+min(n, len(rest))], rest)
+			rest = rest[n:]
+			err = rf.took(n)
+			if len(rf.buf) > limit+FrameOverhead+readBufSize {
+				t.Fatalf("buffer of %d bytes", len(rf.buf))
+			}
+		}
+		if err == nil && rf.w > rf.r {
+			err = ErrTruncated
+		}
+		if len(got) != len(want) {
+			t.Fatalf("%d frames, the FrameReader %d", len(got), len(want))
+		}
+		for i := range got {
+			if !bytes.Equal(got[i], want[i]) {
+				t.Fatalf("frame %d differs", i)
+			}
+		}
+		if (err == nil) != (wantErr == io.EOF) {
+			t.Fatalf("end: %v, the FrameReader's %v", err, wantErr)
+		}
+	})
 }
