@@ -140,15 +140,27 @@ func startBenchCluster(ctx context.Context, exe, dir, protocol string, groups, r
 	}
 }
 
-// recvmsgs sums the agents' socket reads made with recvmsg, which
-// /proc/<pid>/io does not count (node.TransportTraffic); an agent that
-// does not answer counts 0.
-func (c *benchCluster) recvmsgs(ctx context.Context) uint64 {
+// recvmsgs returns each agent's socket reads made with recvmsg, which
+// /proc/<pid>/io does not count (node.TransportTraffic); -1 for an agent
+// that does not answer.
+func (c *benchCluster) recvmsgs(ctx context.Context) []int64 {
 	hc := &http.Client{Timeout: time.Second}
-	var n uint64
-	for _, a := range c.admins {
+	out := make([]int64, len(c.admins))
+	for i, a := range c.admins {
+		out[i] = -1
 		if st, err := node.FetchStatus(ctx, hc, a); err == nil {
-			n += st.Transport.ReadsRecvmsg
+			out[i] = int64(st.Transport.ReadsRecvmsg)
+		}
+	}
+	return out
+}
+
+// recvmsgsSince sums the agents' recvmsg reads from r0 to r1, over the
+// agents that answered both times.
+func recvmsgsSince(r0, r1 []int64) (n uint64) {
+	for i := range min(len(r0), len(r1)) {
+		if r0[i] >= 0 && r1[i] >= r0[i] {
+			n += uint64(r1[i] - r0[i])
 		}
 	}
 	return n

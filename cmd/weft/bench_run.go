@@ -224,7 +224,7 @@ func (e *benchEnv) runProcs(cl *benchCluster, clients, procs int, spec benchClie
 	// Socket reads made with recvmsg are not in /proc/<pid>/io: the
 	// agents' from their status (taken around the samples), the clients'
 	// from their results.
-	run.sSys += r1 - min(r0, r1)
+	run.sSys += recvmsgsSince(r0, r1)
 	run.secs = at1.Sub(at0).Seconds()
 	for _, p := range ps {
 		if err := p.cmd.Wait(); err != nil {

@@ -254,3 +254,12 @@ func TestBenchDest(t *testing.T) {
 		t.Errorf("home 0, 3 groups per message: %v", d)
 	}
 }
+
+// TestRecvmsgsSince: the agents' recvmsg reads over the window count only
+// agents that answered at both ends (an agent missing at the start would
+// otherwise add its whole history).
+func TestRecvmsgsSince(t *testing.T) {
+	if got := recvmsgsSince([]int64{10, -1, 5, 7}, []int64{25, 1000, -1, 7}); got != 15 {
+		t.Fatalf("got %d, want 15", got)
+	}
+}
