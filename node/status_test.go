@@ -30,7 +30,9 @@ func TestStatusFresh(t *testing.T) {
 	}
 	// The transport's traffic: the client's 3 multicasts came in frames,
 	// read by at least one read each way they could be batched, and the
-	// replies went out.
+	// replies went out (a writer counts a frame after its write returns,
+	// which the client may see first: wait for it).
+	waitFor(t, "3 frames written", func() bool { return c.nodes[0].Status().Transport.FramesOut >= 3 })
 	tr := c.nodes[0].Status().Transport
 	reads := tr.Reads > 0 && tr.Reads <= 2*tr.FramesIn+8 // each read takes a frame or more, but for a few that find nothing
 	if tr.FramesIn < 3 || tr.FramesOut < 3 || tr.Writes == 0 || (runtime.GOOS == "linux" && !reads) {
