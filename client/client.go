@@ -150,8 +150,9 @@ type Config struct {
 	// the agents half idle). Keep it at or below the nodes' client_share.
 	MaxInFlight int
 	// OnMulticast, if set, is called for each message just before it is
-	// first sent, from the client's goroutine (a history recorder logs the
-	// multicast event there).
+	// first sent, from the goroutine that called Multicast, under the
+	// client's lock (a history recorder logs the multicast event there).
+	// It must not call the Client.
 	OnMulticast func(m wire.AppMsg, at time.Time)
 	// Logger receives transport events (default: discard).
 	Logger *slog.Logger
@@ -209,27 +210,27 @@ type answer struct {
 	err error
 }
 
-type reply struct {
-	from wire.ProcID
-	d    *wire.Delivered
-	v    *wire.View
-	o    *wire.Overloaded
-	rr   *wire.ReadReply
-}
-
 // Client multicasts messages to a cluster. It is safe for concurrent use.
+//
+// There is no loop goroutine: the goroutine that calls Multicast or Read,
+// the transport's reader that hands over a reply, and the ticker each step
+// the client's state machine under lk and send what it made ready. A loop
+// that every request and every reply passed through cost two goroutine
+// hand-offs per multicast, and with a client per worker (weft bench) its
+// select was 15% of a client process's CPU (docs/batching.md).
 type Client struct {
-	cfg      Config
-	tr       *transport.Transport
-	reqs     chan *request
-	readReqs chan *readReq // reads.go
-	in       chan reply
-	stop     chan struct{}
-	done     chan struct{}
-	once     sync.Once
-	slots    chan struct{} // one per multicast in flight (Config.MaxInFlight); nil: no bound
+	cfg   Config
+	tr    *transport.Transport
+	stop  chan struct{}
+	done  chan struct{} // the ticker's goroutine has returned
+	once  sync.Once
+	slots chan struct{} // one per multicast in flight (Config.MaxInFlight); nil: no bound
 
-	// Owned by the loop.
+	// lk guards the state machine and what goes with it. Nothing under lk
+	// blocks: the transport's Send queues or drops, and each request's
+	// reply channel has room for its one answer.
+	lk      sync.Mutex
+	closed  bool
 	m       *amcast.Client
 	seq     uint64
 	waiting map[wire.MsgID]*request
@@ -241,6 +242,8 @@ type Client struct {
 	reads   map[uint64]*readReq // reads in flight, by sequence (reads.go)
 	rseq    uint64
 
+	// mu guards the counters and views the getters read (taken under lk,
+	// never the other way round).
 	mu          sync.Mutex
 	leaders     []wire.ProcID
 	retries     int
@@ -304,15 +307,12 @@ func New(cfg Config) (*Client, error) {
 		m.ExpireTicks = max(1, int(cfg.SessionLease/cfg.Tick))
 	}
 	c := &Client{
-		cfg:      cfg,
-		reqs:     make(chan *request),
-		readReqs: make(chan *readReq),
-		reads:    map[uint64]*readReq{},
-		in:       make(chan reply, 1024),
-		stop:     make(chan struct{}),
-		done:     make(chan struct{}),
-		m:        m,
-		waiting:  map[wire.MsgID]*request{},
+		cfg:     cfg,
+		reads:   map[uint64]*readReq{},
+		stop:    make(chan struct{}),
+		done:    make(chan struct{}),
+		m:       m,
+		waiting: map[wire.MsgID]*request{},
 	}
 	if cfg.MaxInFlight > 0 {
 		c.slots = make(chan struct{}, cfg.MaxInFlight)
@@ -346,7 +346,7 @@ func New(cfg Config) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	go c.run()
+	go c.tick()
 	return c, nil
 }
 
@@ -388,24 +388,27 @@ func (c *Client) Views() int {
 	return c.views
 }
 
+// handle steps a node's reply (the transport's Handler, on the reader of
+// that node's connection).
 func (c *Client) handle(from wire.ProcID, m wire.Message) {
-	var rp reply
+	c.lk.Lock()
+	defer c.lk.Unlock()
+	if c.closed {
+		return
+	}
 	switch m := m.(type) {
 	case *wire.Delivered:
-		rp = reply{from: from, d: m}
+		c.delivered(from, m)
 	case *wire.View:
-		rp = reply{from: from, v: m}
+		c.applyView(m)
 	case *wire.Overloaded:
-		rp = reply{from: from, o: m}
+		c.shed(from, m.ID)
 	case *wire.ReadReply:
-		rp = reply{from: from, rr: m}
+		c.readReply(from, m)
 	default:
 		return
 	}
-	select {
-	case c.in <- rp:
-	case <-c.stop:
-	}
+	c.flush()
 }
 
 // Multicast sends payload to the groups in dest and waits for the reply
@@ -436,24 +439,37 @@ func (c *Client) Multicast(ctx context.Context, dest []wire.GroupID, payload []b
 		defer func() { <-c.slots }()
 	}
 	r := &request{dest: d, payload: payload, reply: make(chan answer, 1)}
-	a, err := roundTrip(ctx, c, c.reqs, r, r.reply)
+	if err := c.enter(ctx); err != nil {
+		return Result{}, err
+	}
+	c.submit(r)
+	c.flush()
+	c.lk.Unlock()
+	a, err := wait(ctx, c, r.reply)
 	if err != nil {
 		return Result{}, err
 	}
 	return a.res, a.err
 }
 
-// roundTrip hands q to the loop through ch and waits for its answer on
-// reply, or for ctx or Close (the loop then drops q, or answers nobody).
-func roundTrip[Q, A any](ctx context.Context, c *Client, ch chan<- Q, q Q, reply <-chan A) (A, error) {
-	var zero A
-	select {
-	case ch <- q:
-	case <-c.stop:
-		return zero, ErrClosed
-	case <-ctx.Done():
-		return zero, ctx.Err()
+// enter takes lk for a new request, unless the client is closed or ctx
+// has ended (nothing is sent then).
+func (c *Client) enter(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
 	}
+	c.lk.Lock()
+	if c.closed {
+		c.lk.Unlock()
+		return ErrClosed
+	}
+	return nil
+}
+
+// wait waits for a request's answer on reply, or for ctx or Close (the
+// request then stays in flight, its answer, if any, to nobody).
+func wait[A any](ctx context.Context, c *Client, reply <-chan A) (A, error) {
+	var zero A
 	select {
 	case a := <-reply:
 		return a, nil
@@ -466,12 +482,18 @@ func roundTrip[Q, A any](ctx context.Context, c *Client, ch chan<- Q, q Q, reply
 
 // Close stops the client. Messages in flight are abandoned.
 func (c *Client) Close() error {
-	c.once.Do(func() { close(c.stop) })
+	c.once.Do(func() {
+		c.lk.Lock()
+		c.closed = true
+		c.lk.Unlock()
+		close(c.stop)
+	})
 	<-c.done
 	return c.tr.Close()
 }
 
-func (c *Client) run() {
+// tick ticks the state machine every Config.Tick until Close.
+func (c *Client) tick() {
 	defer close(c.done)
 	ticker := time.NewTicker(c.cfg.Tick)
 	defer ticker.Stop()
@@ -479,21 +501,25 @@ func (c *Client) run() {
 		select {
 		case <-c.stop:
 			return
-		case r := <-c.reqs:
-			c.submit(r)
-		case r := <-c.readReqs:
-			c.submitRead(r)
-		case rp := <-c.in:
-			c.reply(rp)
 		case <-ticker.C:
+		}
+		c.lk.Lock()
+		if !c.closed {
 			c.m.Tick()
 			c.ticks++
 			c.askView()
 			c.tickReads()
+			c.flush()
 		}
-		if c.m.HasReady() {
-			c.ready()
-		}
+		c.lk.Unlock()
+	}
+}
+
+// flush sends what the state machine made ready and answers the requests
+// it ended (under lk).
+func (c *Client) flush() {
+	if c.m.HasReady() {
+		c.ready()
 	}
 }
 
@@ -554,21 +580,9 @@ func (c *Client) applyView(v *wire.View) {
 	}
 }
 
-func (c *Client) reply(rp reply) {
-	if rp.v != nil {
-		c.applyView(rp.v)
-		return
-	}
-	if rp.o != nil {
-		c.shed(rp.from, rp.o.ID)
-		return
-	}
-	if rp.rr != nil {
-		c.readReply(rp.from, rp.rr)
-		return
-	}
-	d := rp.d
-	if err := c.m.Step(wire.Envelope{From: rp.from, To: c.cfg.ID, Msg: d}); err != nil {
+// delivered steps a DELIVERED reply (under lk).
+func (c *Client) delivered(from wire.ProcID, d *wire.Delivered) {
+	if err := c.m.Step(wire.Envelope{From: from, To: c.cfg.ID, Msg: d}); err != nil {
 		return // a reply naming a non-replica leader or an unknown group
 	}
 	c.mu.Lock()

@@ -76,14 +76,19 @@ func (c *Client) Read(ctx context.Context, g wire.GroupID, query []byte, mode wi
 		return ReadResult{}, fmt.Errorf("client: query of %d bytes, over the limit of %d", len(query), wire.MaxPayload)
 	}
 	r := &readReq{g: g, mode: mode, query: query, ctx: ctx, reply: make(chan readAnswer, 1)}
-	a, err := roundTrip(ctx, c, c.readReqs, r, r.reply) // on ctx's end the loop drops r at its next tick
+	if err := c.enter(ctx); err != nil {
+		return ReadResult{}, err
+	}
+	c.submitRead(r)
+	c.lk.Unlock()
+	a, err := wait(ctx, c, r.reply) // on ctx's end the next tick drops r
 	if err != nil {
 		return ReadResult{}, err
 	}
 	return a.res, a.err
 }
 
-// submitRead sends a new read (on the loop).
+// submitRead sends a new read (under lk).
 func (c *Client) submitRead(r *readReq) {
 	c.rseq++
 	r.id = wire.MsgID{Client: c.cfg.ID, Session: c.cfg.Session, Seq: c.rseq}
@@ -114,7 +119,7 @@ func (c *Client) nextMember(g wire.GroupID, p wire.ProcID) wire.ProcID {
 	return ms[0]
 }
 
-// readReply handles a READ_REPLY (on the loop).
+// readReply handles a READ_REPLY (under lk).
 func (c *Client) readReply(from wire.ProcID, rr *wire.ReadReply) {
 	r := c.reads[rr.ID.Seq]
 	if r == nil || rr.ID != r.id || from != r.to {
