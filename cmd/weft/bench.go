@@ -265,7 +265,7 @@ func (e *benchEnv) multicastRow(cl *benchCluster, c benchConfig, dest string, k,
 				hists[i].merge(h)
 			}
 		}
-		row.Timeline = timeline(hists, o.interval, run.rss)
+		row.Timeline = timeline(hists, o.interval, run.rss, run.sliceCPU)
 	}
 	row.Completed, row.Errors = lat.count(), errs
 	row.Throughput = float64(row.Completed) / o.window.Seconds()

@@ -43,24 +43,43 @@ func (s procSample) since(o procSample) (cpu, syscalls, ctxSwitches uint64) {
 // every Linux architecture Go supports.
 const clockTicks = 100
 
+// procCPU returns pid's user + system time in clock ticks (0 if gone).
+func procCPU(pid int) uint64 {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	// The command name (field 2) may hold spaces: fields after the last
+	// ')' start at field 3.
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) <= 12 {
+		return 0
+	}
+	u, _ := strconv.ParseUint(f[11], 10, 64)
+	k, _ := strconv.ParseUint(f[12], 10, 64)
+	return u + k
+}
+
+// cpuTicks sums procCPU over pids (the timeline's per-interval CPU: only
+// /proc/<pid>/stat, cheap enough for short intervals).
+func cpuTicks(pids []int) (n uint64) {
+	for _, p := range pids {
+		n += procCPU(p)
+	}
+	return n
+}
+
 // sampleProc adds pid's counters to s.
 func (s *procSample) sampleProc(pid int) {
 	if s.CtxSwitches == nil {
 		s.CtxSwitches = map[[2]int]uint64{}
 	}
 	dir := "/proc/" + strconv.Itoa(pid)
-	if b, err := os.ReadFile(dir + "/stat"); err == nil {
-		// The command name (field 2) may hold spaces: fields after the
-		// last ')' start at field 3.
-		if i := strings.LastIndexByte(string(b), ')'); i >= 0 {
-			f := strings.Fields(string(b[i+1:]))
-			if len(f) > 12 {
-				u, _ := strconv.ParseUint(f[11], 10, 64)
-				k, _ := strconv.ParseUint(f[12], 10, 64)
-				s.CPU += u + k
-			}
-		}
-	}
+	s.CPU += procCPU(pid)
 	if b, err := os.ReadFile(dir + "/io"); err == nil {
 		for _, line := range strings.Split(string(b), "\n") {
 			k, v, ok := strings.Cut(line, ":")

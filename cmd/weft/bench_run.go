@@ -123,6 +123,8 @@ type benchProc struct {
 type benchRun struct {
 	results []benchClientResult
 	rss     [][2]float64 // the agents' memory at the end of each --interval
+	// sliceCPU holds the agents' and the clients' CPU ticks in each --interval.
+	sliceCPU [][2]uint64
 	// CPU ticks, read/write system calls and context switches in the
 	// window, of the agents and of the client processes, over secs.
 	sCPU, sSys, sCS, cCPU, cSys, cCS uint64
@@ -193,12 +195,16 @@ func (e *benchEnv) runProcs(cl *benchCluster, clients, procs int, spec benchClie
 	run := &benchRun{}
 	r0 := cl.recvmsgs(e.ctx)
 	s0, c0, at0 := sampleProcs(cl.pids()), sampleProcs(clientPids), time.Now()
+	sc, cc := s0.CPU, c0.CPU
 	for end := wstart.Add(o.interval); o.interval > 0 && !end.After(wend); end = end.Add(o.interval) {
 		if err := sleepUntil(e.ctx, end); err != nil {
 			return nil, err
 		}
 		m, s := agentsRSS(cl.pids())
 		run.rss = append(run.rss, [2]float64{m, s})
+		sc1, cc1 := cpuTicks(cl.pids()), cpuTicks(clientPids)
+		run.sliceCPU = append(run.sliceCPU, [2]uint64{sc1 - min(sc, sc1), cc1 - min(cc, cc1)})
+		sc, cc = sc1, cc1
 	}
 	if err := sleepUntil(e.ctx, wend); err != nil {
 		return nil, err
