@@ -202,6 +202,8 @@ func (e *benchEnv) runProcs(cl *benchCluster, clients, procs int, spec benchClie
 		}
 		m, s := agentsRSS(cl.pids())
 		run.rss = append(run.rss, [2]float64{m, s})
+		// A process gone since reads 0 ticks: its slice then counts no
+		// CPU rather than wrapping around.
 		sc1, cc1 := cpuTicks(cl.pids()), cpuTicks(clientPids)
 		run.sliceCPU = append(run.sliceCPU, [2]uint64{sc1 - min(sc, sc1), cc1 - min(cc, cc1)})
 		sc, cc = sc1, cc1
