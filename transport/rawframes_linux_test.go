@@ -259,6 +259,9 @@ func FuzzRawFramesRoom(f *testing.F) {
 		rest, err := stream, error(nil)
 		for i := 0; len(rest) > 0 && err == nil; i++ {
 			space := rf.room()
+			if space == 0 {
+				t.Fatalf("room made no room: r %d, w %d, buffer %d", rf.r, rf.w, len(rf.buf))
+			}
 			n := space
 			if len(cuts) > 0 {
 				n = min(space, 1+int(cuts[i%len(cuts)])*97)
