@@ -619,7 +619,7 @@ func TestConfigValidation(t *testing.T) {
 		"bad role":           func(c *Config) { c.Role = 7 },
 		"peer without addr":  func(c *Config) { c.Peers = map[wire.ProcID]string{2: ""} },
 		"small frame limit":  func(c *Config) { c.MaxFrame = 100 },
-		"huge frame limit":   func(c *Config) { c.MaxFrame = 1 << 31 },
+		"huge frame limit":   func(c *Config) { c.MaxFrame = MaxMaxFrame + 1 },
 		"negative queue":     func(c *Config) { c.QueueSize = -1 },
 		"backoff not range":  func(c *Config) { c.DialBackoffMin, c.DialBackoffMax = time.Second, time.Millisecond },
 		"negative timeout":   func(c *Config) { c.WriteTimeout = -1 },

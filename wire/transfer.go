@@ -220,7 +220,7 @@ func (d *decoder) decodeTransfer() (m Message, ok bool) {
 		x.Offset = d.uvarint("offset")
 		x.Total = d.uvarint("total")
 		if d.err == nil && (x.Total > MaxAppSnapshot || x.Offset > x.Total) {
-			d.fail(ErrTooLarge, "total", fmt.Sprintf("offset %d of %d bytes (at most %d)", x.Offset, x.Total, MaxAppSnapshot))
+			d.fail(ErrTooLarge, "total", fmt.Sprintf("offset %d of %d bytes (at most %d)", x.Offset, x.Total, uint64(MaxAppSnapshot)))
 		}
 		if n := d.count("data", MaxAppChunk, 1); n > 0 {
 			x.Data = make([]byte, n)

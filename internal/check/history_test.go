@@ -105,7 +105,7 @@ func TestRoundTrip(t *testing.T) {
 	odd.h.Events = append(odd.h.Events,
 		Event{Ev: EvMulticast, ID: "", Dest: []int{}, T: -5},
 		Event{Ev: EvDeliver, Proc: -1, Group: -7, ID: "x", GTS: GTS{1<<64 - 1, -2}, T: -1 << 63},
-		Event{Ev: EvCrash, Proc: 1 << 40, T: 1<<63 - 1})
+		Event{Ev: EvCrash, Proc: 1 << 30, T: 1<<63 - 1})
 	hs = append(hs, &odd.h)
 	for i, h := range hs {
 		h = noDigests(h)
