@@ -6,6 +6,7 @@ import (
 	"math/bits"
 	"sync/atomic"
 	"time"
+	"unsafe"
 )
 
 // A bench client process keeps its latencies as histograms, not as a list
@@ -125,9 +126,14 @@ func (h *latHist) UnmarshalJSON(b []byte) error {
 
 // latKind is one operation kind's latencies: the histogram and the exact
 // largest.
+//
+// MaxNs comes first and the struct's size is a multiple of 8 on every
+// platform: add updates it with 64-bit atomics, which 32-bit platforms
+// allow only on 8-aligned words, and latKinds live in slices.
 type latKind struct {
-	Hist  latHist `json:"hist"`
 	MaxNs int64   `json:"max_ns"`
+	Hist  latHist `json:"hist"`
+	_     [(8 - unsafe.Sizeof(latHist(nil))%8) % 8]byte
 }
 
 func newLatKind() latKind { return latKind{Hist: newLatHist()} }
