@@ -209,7 +209,7 @@ func TestCompactHugeState(t *testing.T) {
 		}
 		sw, err := w.BeginSnapshot()
 		if err == nil {
-			err = writeSnapshot(sw, []wire.Message{&wire.RecSnapshot{Done: done}})
+			err = writeSnapshot(sw, []wire.Message{&wire.RecSnapshot{Done: done}}, nil)
 		}
 		if err == nil {
 			err = sw.Finish()
@@ -342,5 +342,93 @@ func TestCompactThresholdSpread(t *testing.T) {
 	n.lastSnapshot = 10 << 20 // compactRatio times it is above CompactBytes
 	if th := n.compactThreshold(); th < compactRatio*n.lastSnapshot {
 		t.Fatalf("threshold %d below %d times the last snapshot", th, compactRatio)
+	}
+}
+
+// badSnapshotStore is a WbCast store whose snapshot is replaced by recs,
+// or whose message count is off by extra.
+type badSnapshotStore struct {
+	wbcastStore
+	recs  []wire.Message
+	extra int
+}
+
+func (s badSnapshotStore) snapshot() ([]wire.Message, bool) {
+	if s.recs != nil {
+		return s.recs, true
+	}
+	return s.wbcastStore.snapshot()
+}
+
+func (s badSnapshotStore) messages() int { return s.wbcastStore.messages() + s.extra }
+
+// TestCompactionRefusesABadSnapshot proves the compaction's check: a
+// snapshot whose records do not decode, one that does not restore, and
+// one that restores to another number of messages than the store holds
+// are each refused, and none of them replaces the log's snapshot.
+func TestCompactionRefusesABadSnapshot(t *testing.T) {
+	st := wbcast.NewStore()
+	b := wire.Ballot{N: 1, P: 0}
+	s := wire.MsgState{M: wire.AppMsg{ID: wire.MsgID{Client: 9, Seq: 1}, Dest: []wire.GroupID{0}}, Phase: wire.PhaseAccepted,
+		LTS: wire.Timestamp{T: 3}, GTS: wire.Timestamp{T: 3}, Ballots: []wire.Ballot{b}, LTSs: []wire.Timestamp{{T: 3}}}
+	if err := st.Apply(&wire.RecNewState{B: b, Clock: 5, State: []wire.MsgState{s}}); err != nil {
+		t.Fatal(err)
+	}
+	good := wbcastStore{st}
+	n := &Node{proto: protocolSpecs[ProtocolWbCast]}
+	w, err := wal.Open(vfs.OS(), t.TempDir(), wal.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	compact := func(cs coreStore) error {
+		t.Helper()
+		sw, err := w.BeginSnapshot()
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = n.writeCompaction(&compaction{sw: sw, st: cs, cancel: make(chan struct{})})
+		if err != nil {
+			sw.Abort()
+		} else if err := w.ReleaseSnapshot(sw); err != nil {
+			t.Fatal(err)
+		}
+		return err
+	}
+	// A batch of one message encodes, and the codec refuses it.
+	undecodable := []wire.Message{&wire.Batch{Msgs: []wire.Message{&wire.Heartbeat{}}}}
+	// A page that follows no first page: the store refuses it.
+	unrestorable := []wire.Message{&wire.RecNewState{B: b, Clock: 5, Paged: wire.Paged{Page: 1}}}
+	for _, c := range []struct {
+		name string
+		st   coreStore
+		want string
+	}{
+		{"undecodable", badSnapshotStore{wbcastStore: good, recs: undecodable}, "does not decode"},
+		{"unrestorable", badSnapshotStore{wbcastStore: good, recs: unrestorable}, "does not restore"},
+		{"miscounted", badSnapshotStore{wbcastStore: good, extra: 1}, "restores 1 messages, the store holds 2"},
+	} {
+		if err := compact(c.st); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: compaction error %v, want one saying %q", c.name, err, c.want)
+		}
+		if idx, _ := w.SnapshotIndex(); idx != 0 {
+			t.Fatalf("%s: the log's snapshot is at record %d after a refused compaction", c.name, idx)
+		}
+	}
+	if err := compact(good); err != nil {
+		t.Fatalf("a good snapshot: %v", err)
+	}
+	r, err := w.OpenSnapshot()
+	if err != nil || r == nil {
+		t.Fatalf("no snapshot after a good compaction: %v", err)
+	}
+	defer r.Close()
+	recs, err := readSnapshot(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := replayStore(n.proto, recs)
+	if err != nil || back.messages() != 1 {
+		t.Fatalf("the good snapshot restores %v messages (err %v)", back, err)
 	}
 }

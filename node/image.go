@@ -35,8 +35,12 @@ const (
 
 var errBadSnapshot = errors.New("node: malformed snapshot")
 
-// writeSnapshot encodes recs (a store's snapshot) to w.
-func writeSnapshot(w io.Writer, recs []wire.Message) error {
+// writeSnapshot encodes recs (a store's snapshot) to w. If each is not
+// nil it is called with every record's encoding (wire.Append's bytes,
+// without the length) right after the record is encoded, while the bytes
+// are still in the cache; the slice is reused afterwards. An error from
+// each ends the write with that error.
+func writeSnapshot(w io.Writer, recs []wire.Message, each func([]byte) error) error {
 	bw := bufio.NewWriterSize(w, 256<<10)
 	bw.Write(snapshotMagic)
 	var buf []byte
@@ -49,17 +53,74 @@ func writeSnapshot(w io.Writer, recs []wire.Message) error {
 			}
 		}
 		for _, p := range pages {
-			if n := wire.Size(p); n > maxImageRecord {
+			n := wire.Size(p)
+			if n > maxImageRecord {
 				return fmt.Errorf("node: snapshot: a %s of %d bytes exceeds the limit of %d bytes per record", p.Kind(), n, maxImageRecord)
 			}
-			buf = binary.AppendUvarint(buf[:0], uint64(wire.Size(p)))
+			buf = binary.AppendUvarint(buf[:0], uint64(n))
+			head := len(buf)
 			buf = wire.Append(buf, p)
+			if each != nil {
+				if err := each(buf[head:]); err != nil {
+					return err
+				}
+			}
 			if _, err := bw.Write(buf); err != nil {
 				return err
 			}
 		}
 	}
 	return bw.Flush()
+}
+
+// imageDecoder turns a snapshot's records, one encoding at a time, back
+// into the records writeSnapshot was given: each decoded under wire's
+// caps, REC_SNAPSHOT pages joined. readSnapshot feeds it from a file; a
+// compaction feeds it each record as it is written (compact.go).
+type imageDecoder struct {
+	out   []wire.Message
+	pages []*wire.RecSnapshot
+	n     int // records added
+}
+
+// add decodes one record's encoding. It keeps nothing of b.
+func (d *imageDecoder) add(b []byte) error {
+	i := d.n
+	d.n++
+	m, err := wire.Decode(b)
+	if err != nil {
+		return fmt.Errorf("%w: record %d: %v", errBadSnapshot, i, err)
+	}
+	if p, ok := m.(*wire.RecSnapshot); ok {
+		d.pages = append(d.pages, p)
+		return nil
+	}
+	if err := d.join(); err != nil {
+		return err
+	}
+	d.out = append(d.out, m)
+	return nil
+}
+
+// join ends a run of pages.
+func (d *imageDecoder) join() error {
+	if len(d.pages) == 0 {
+		return nil
+	}
+	s, err := wire.JoinSnapshotPages(d.pages)
+	if err != nil {
+		return fmt.Errorf("%w: %v", errBadSnapshot, err)
+	}
+	d.out, d.pages = append(d.out, s), nil
+	return nil
+}
+
+// records returns the records decoded, after the last one was added.
+func (d *imageDecoder) records() ([]wire.Message, error) {
+	if err := d.join(); err != nil {
+		return nil, err
+	}
+	return d.out, nil
 }
 
 // readSnapshot decodes a snapshot written by writeSnapshot: the records,
@@ -73,19 +134,7 @@ func readSnapshot(r io.Reader) ([]wire.Message, error) {
 		}
 		return nil, fmt.Errorf("%w: bad magic %q (want %q)", errBadSnapshot, magic, snapshotMagic)
 	}
-	var out []wire.Message
-	var pages []*wire.RecSnapshot
-	join := func() error {
-		if len(pages) == 0 {
-			return nil
-		}
-		s, err := wire.JoinSnapshotPages(pages)
-		if err != nil {
-			return fmt.Errorf("%w: %v", errBadSnapshot, err)
-		}
-		out, pages = append(out, s), nil
-		return nil
-	}
+	var d imageDecoder
 	var buf []byte
 	for i := 0; ; i++ {
 		n, err := binary.ReadUvarint(br)
@@ -105,21 +154,9 @@ func readSnapshot(r io.Reader) ([]wire.Message, error) {
 		if _, err := io.ReadFull(br, buf); err != nil {
 			return nil, fmt.Errorf("%w: record %d: %v", errBadSnapshot, i, err)
 		}
-		m, err := wire.Decode(buf)
-		if err != nil {
-			return nil, fmt.Errorf("%w: record %d: %v", errBadSnapshot, i, err)
-		}
-		if p, ok := m.(*wire.RecSnapshot); ok {
-			pages = append(pages, p)
-			continue
-		}
-		if err := join(); err != nil {
+		if err := d.add(buf); err != nil {
 			return nil, err
 		}
-		out = append(out, m)
 	}
-	if err := join(); err != nil {
-		return nil, err
-	}
-	return out, nil
+	return d.records()
 }

@@ -145,7 +145,7 @@ func TestSnapshotRebuildsStore(t *testing.T) {
 func roundTrip(t *testing.T, recs []wire.Message) ([]wire.Message, error) {
 	t.Helper()
 	var b bytes.Buffer
-	if err := writeSnapshot(&b, recs); err != nil {
+	if err := writeSnapshot(&b, recs, nil); err != nil {
 		t.Fatal(err)
 	}
 	return readSnapshot(&b)
@@ -188,7 +188,7 @@ func TestSnapshotLongSession(t *testing.T) {
 // per-record limit is refused when writing, not discovered when reading.
 func TestSnapshotEncoderRefusesWhatTheDecoderWould(t *testing.T) {
 	big := &wire.RecDelivered{M: wire.AppMsg{ID: wire.MsgID{Client: 1, Seq: 1}, Dest: []wire.GroupID{0}, Payload: make([]byte, maxImageRecord)}}
-	err := writeSnapshot(io.Discard, []wire.Message{big})
+	err := writeSnapshot(io.Discard, []wire.Message{big}, nil)
 	if err == nil || !strings.Contains(err.Error(), "exceeds the limit") {
 		t.Fatalf("writeSnapshot = %v", err)
 	}
