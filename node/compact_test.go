@@ -251,8 +251,14 @@ func TestCompactHugeState(t *testing.T) {
 	if st.Stats.CompactionErrors != 0 || st.Stats.LastSnapshotBytes <= 4*recordLimit {
 		t.Fatalf("compaction errors %d, snapshot %d bytes", st.Stats.CompactionErrors, st.Stats.LastSnapshotBytes)
 	}
-	snaps, _ := filepath.Glob(filepath.Join(c.dirs[0], "wal", "*.snap"))
-	if len(snaps) != 1 || strings.HasSuffix(snaps[0], "0000000000000000.snap") {
+	// The replaced snapshot is deleted on a goroutine after the
+	// compaction is counted (finishCompaction): wait for it.
+	var snaps []string
+	waitFor(t, "the replaced snapshot's deletion", func() bool {
+		snaps, _ = filepath.Glob(filepath.Join(c.dirs[0], "wal", "*.snap"))
+		return len(snaps) == 1
+	})
+	if strings.HasSuffix(snaps[0], "0000000000000000.snap") {
 		t.Fatalf("snapshot files after the compaction: %v", snaps)
 	}
 	c.stop(0)
