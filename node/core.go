@@ -90,12 +90,16 @@ type protocolSpec struct {
 	// their Ready's records are durable (wbcast.SendsBeforeSync; ready in
 	// node.go). nil: every message waits for the sync.
 	sendsBeforeSync func(wire.Message) bool
+	// mayWait, if set, names the messages that may wait for the next
+	// message to the same peer or the next tick (wbcast.MayWait; lazy.go).
+	// nil: every message leaves with its Ready.
+	mayWait func(wire.Message) bool
 }
 
 var protocolSpecs = map[string]*protocolSpec{
 	ProtocolWbCast: {name: ProtocolWbCast, faultTolerant: true,
 		newStore: func() coreStore { return wbcastStore{wbcast.NewStore()} }, open: openWbCast, amnesiac: openWbCastAmnesiac,
-		sendsBeforeSync: wbcast.SendsBeforeSync},
+		sendsBeforeSync: wbcast.SendsBeforeSync, mayWait: wbcast.MayWait},
 	ProtocolFTSkeen: {name: ProtocolFTSkeen, faultTolerant: true,
 		newStore: func() coreStore { return rskeenStore{ftskeen.NewStore()} }, open: openFTSkeen},
 	ProtocolFastCast: {name: ProtocolFastCast, faultTolerant: true,

@@ -82,6 +82,7 @@ type Node struct {
 	tr      *transport.Transport
 	out     *transport.Batch // the loop's sends (ready, replies), flushed once a pass
 	sendBuf []wire.Envelope  // scratch for a Ready's messages (send)
+	held    heldOut          // messages held for the next one to their peer (lazy.go)
 	dlog    *deliveryLog
 	svc     *service  // the replicated service (service.go); nil without Config.StateMachine
 	reads   readQueue // clients' linearizable reads pending (reads.go)
@@ -360,6 +361,12 @@ func (n *Node) Close() error {
 func (n *Node) run() {
 	var err error
 	defer func() {
+		// What is held (lazy.go) leaves with the loop: commit news a
+		// stopping leader decided is worth its followers' knowing now,
+		// not at a new leader's recovery (a group whose state machine
+		// fails stops on every member this way, TestServiceResultBound).
+		n.flushHeld()
+		n.out.Flush()
 		n.err = err
 		n.publish()
 		close(n.done)
@@ -400,6 +407,7 @@ func (n *Node) run() {
 		case <-ticker.C:
 			n.m.Tick()
 			n.stats.Ticks++
+			n.flushHeld() // commit news that nothing carried since (lazy.go)
 			n.tickTransfer()
 			n.tickVotes(time.Now())
 			n.expireReads()
@@ -522,7 +530,7 @@ func (n *Node) ready() error {
 		}
 		n.stats.SentBeforeSync += uint64(len(out))
 		if len(out) > 0 {
-			n.send(out)
+			n.sendHolding(out)
 			n.out.Flush()
 		}
 		clear(out)
@@ -553,7 +561,7 @@ func (n *Node) ready() error {
 		}
 		out = append(out, env)
 	}
-	n.send(out)
+	n.sendHolding(out)
 	clear(out)
 	n.sendBuf = out[:0]
 	n.out.Flush() // before the deliveries: the other processes wait on these

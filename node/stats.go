@@ -22,7 +22,11 @@ type Stats struct {
 	SentBeforeSync uint64
 	// Batches counts the BATCH messages sent (amcast.Coalesce), Batched
 	// the messages they carried (counted in Sent too).
-	Batches, Batched     uint64
+	Batches, Batched uint64
+	// Held counts the messages held for the next message to their peer
+	// (lazy.go; counted in Sent too, once sent), HeldByTick those of them
+	// a tick sent because nothing else went to their peer first.
+	Held, HeldByTick     uint64
 	Delivered, Recovered uint64
 	Compactions          uint64
 	// ServiceSnapshots counts the state machine's snapshots written
