@@ -89,8 +89,8 @@ func (n *Node) flushHeld() {
 // their recipients first, then msgs, without each recipient's trailing run
 // of messages that may wait (may), which it holds instead, unless that
 // would hold more than heldBytes for the recipient (it then sends them
-// last). held is how many of msgs it held. The result is valid until the
-// next call.
+// last). held is how many of msgs it held (messages held before and held
+// again are not counted twice). The result is valid until the next call.
 func (h *heldOut) route(msgs []wire.Envelope, may func(wire.Envelope) bool) (send []wire.Envelope, held int) {
 	if h.by == nil {
 		h.by = map[wire.ProcID]*heldPeer{}
@@ -107,6 +107,7 @@ func (h *heldOut) route(msgs []wire.Envelope, may func(wire.Envelope) bool) (sen
 			}
 		}
 	}
+	pre := len(out) // out[:pre] were held before this call
 	out = append(out, msgs...)
 	// From the end back: a recipient's messages are held while they may
 	// wait, up to the last one that may not (closed).
@@ -137,7 +138,9 @@ func (h *heldOut) route(msgs []wire.Envelope, may func(wire.Envelope) bool) (sen
 		p.msgs = append(p.msgs, env)
 		p.bytes += wire.Size(env.Msg)
 		h.n++
-		held++
+		if i >= pre {
+			held++ // held now for the first time
+		}
 	}
 	// A recipient held for past heldBytes gets it all now, behind its
 	// other messages.

@@ -69,8 +69,11 @@ func TestHeldRoute(t *testing.T) {
 	// The next message to peer 1 goes behind what is held for it; peer
 	// 2's stay held, and a new trailing DELIVER to 1 is held again.
 	step([]wire.Envelope{acc(1, 4), del(1, 3)}, "D2>1 A4>1", 1)
+	// Only DELIVERs to peer 1: what was held stays held behind them, and
+	// counts once.
+	step([]wire.Envelope{del(1, 4)}, "", 1)
 	// A flush sends what is held, each peer's in order.
-	if got := perPeer(h.flush()); got != "D3>1 | D2>2" {
+	if got := perPeer(h.flush()); got != "D3>1 D4>1 | D2>2" {
 		t.Fatalf("flush sent %q", got)
 	}
 	if h.n != 0 || perPeer(h.flush()) != "" {
