@@ -17,9 +17,10 @@ import (
 // of the group, waking each for nothing else: two of the eight or so
 // process wake-ups per multicast to one group, on a machine where a
 // wake-up is the largest cost of a lightly loaded agent (22 read/write
-// calls and 8.5 context switches per multicast at 1 client). Raft's
-// leaders do the same: the commit index travels in the next AppendEntries
-// or heartbeat, never in a message of its own.
+// calls and 8.5 context switches per multicast at 1 client). The Raft
+// paper's leader does the same: its commit index reaches the followers in
+// its next AppendEntries, heartbeats included (etcd-raft instead sends an
+// append as soon as the index moves).
 //
 // So the node holds the messages its protocol says may wait
 // (protocolSpec.mayWait; WbCast's DELIVER) when they are the last ones a

@@ -50,9 +50,10 @@ func SendsBeforeSync(m wire.Message) bool {
 // the client has its answer from the leader, and a follower's delivery
 // feeds only its own application, collection and catch-up. A driver that
 // holds it must keep the link FIFO (P8, P9): hold only the last messages
-// to a peer, and send whatever follows behind them. Like Raft's commit
-// index, the news then rides with the next ACCEPT or heartbeat instead of
-// waking every follower on its own (node/lazy.go).
+// to a peer, and send whatever follows behind them. As the commit index
+// of the Raft paper's leader does, the news then rides with the next
+// ACCEPT or heartbeat instead of waking every follower on its own
+// (node/lazy.go).
 func MayWait(m wire.Message) bool {
 	_, ok := m.(*wire.Deliver)
 	return ok
