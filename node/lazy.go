@@ -68,15 +68,17 @@ func (n *Node) mayHold(env wire.Envelope) bool {
 }
 
 // sendHolding sends msgs as send does, behind what is held for their
-// recipients, holding back what may wait (heldOut.route).
-func (n *Node) sendHolding(msgs []wire.Envelope) {
+// recipients, holding back what may wait (heldOut.route), and returns how
+// many of msgs it held.
+func (n *Node) sendHolding(msgs []wire.Envelope) (held int) {
 	if n.proto.mayWait == nil {
 		n.send(msgs)
-		return
+		return 0
 	}
 	send, held := n.held.route(msgs, n.mayHold)
 	n.stats.Held += uint64(held)
 	n.send(send)
+	return held
 }
 
 // flushHeld sends everything held: at every tick, and when the loop ends.

@@ -528,9 +528,9 @@ func (n *Node) ready() error {
 				out = append(out, env)
 			}
 		}
-		n.stats.SentBeforeSync += uint64(len(out))
 		if len(out) > 0 {
-			n.sendHolding(out)
+			held := n.sendHolding(out)
+			n.stats.SentBeforeSync += uint64(len(out) - held) // a held one leaves later
 			n.out.Flush()
 		}
 		clear(out)
