@@ -62,9 +62,9 @@ type holdBuffers struct {
 
 // mayHold reports whether env may wait for the next message to its
 // recipient: its protocol says so, and the recipient is a replica (a
-// client's answers never wait).
+// client's answers never wait). Only for a protocol with mayWait.
 func (n *Node) mayHold(env wire.Envelope) bool {
-	return n.proto.mayWait != nil && n.proto.mayWait(env.Msg) && n.cfg.Topology.IsReplica(env.To)
+	return n.proto.mayWait(env.Msg) && n.cfg.Topology.IsReplica(env.To)
 }
 
 // sendHolding sends msgs as send does, behind what is held for their
@@ -114,7 +114,7 @@ func (h *heldOut) route(msgs []wire.Envelope, may func(wire.Envelope) bool) (sen
 	out = append(out, msgs...)
 	// From the end back: a recipient's messages are held while they may
 	// wait, up to the last one that may not (closed).
-	hold := append(h.buf.hold[:0], make([]bool, len(out))...)
+	hold := append(h.buf.hold[:0], make([]bool, len(out))...) // no allocation once grown (TestHeldRouteAllocs)
 	closed := h.buf.closed[:0]
 	for i := len(out) - 1; i >= 0; i-- {
 		env := out[i]
