@@ -78,6 +78,11 @@ type benchCPU struct {
 	ClientRWSyscalls  float64 `json:"client_rw_syscalls_per_msg"`
 	ServerCtxSwitches float64 `json:"server_ctx_switches_per_msg"`
 	ClientCtxSwitches float64 `json:"client_ctx_switches_per_msg"`
+	// The agents' Readies (loop passes that stepped something) and WAL
+	// syncs (each an fdatasync unless unsafe_no_fsync) per operation,
+	// from their status: how many operations a pass and a sync carry.
+	ServerReadies float64 `json:"server_readies_per_msg"`
+	ServerSyncs   float64 `json:"server_wal_syncs_per_msg"`
 }
 
 // benchOptions are weft bench's flags.
@@ -285,8 +290,8 @@ func (o *benchOptions) model(n, procs int) benchModel {
 func writeBenchTable(w io.Writer, rows []benchRow, o benchOptions) {
 	fmt.Fprintf(w, "3 groups on loopback, closed-loop clients (%s destinations), %d-byte payloads, %v warm-up, %v window per row\n",
 		o.dest, o.payload, o.warmup, o.window)
-	fmt.Fprintf(w, "%-9s %4s %-8s %4s %7s %5s %12s %8s %8s %8s %6s %6s %8s %7s %7s\n",
-		"protocol", "reps", "durable", "dest", "clients", "conns", "multicasts/s", "p50", "p99", "p99.9", "srv", "cli", "cpu/msg", "rw/msg", "cs/msg")
+	fmt.Fprintf(w, "%-9s %4s %-8s %4s %7s %5s %12s %8s %8s %8s %6s %6s %8s %7s %7s %8s\n",
+		"protocol", "reps", "durable", "dest", "clients", "conns", "multicasts/s", "p50", "p99", "p99.9", "srv", "cli", "cpu/msg", "rw/msg", "cs/msg", "sync/msg")
 	notFT := false
 	for _, r := range rows {
 		rep := fmt.Sprint(r.Replicas)
@@ -294,13 +299,14 @@ func writeBenchTable(w io.Writer, rows []benchRow, o benchOptions) {
 			rep += "*"
 			notFT = true
 		}
-		fmt.Fprintf(w, "%-9s %4s %-8s %4d %7d %5d %12.0f %6.2fms %6.2fms %6.2fms %6.2f %6.2f %6.1fµs %7.1f %7.1f\n",
+		fmt.Fprintf(w, "%-9s %4s %-8s %4d %7d %5d %12.0f %6.2fms %6.2fms %6.2fms %6.2f %6.2f %6.1fµs %7.1f %7.1f %8.2f\n",
 			r.Protocol, rep, r.Durability, r.GroupsPerMsg, r.Clients, r.ClientConns, r.Throughput, r.P50ms, r.P99ms, r.P999ms,
-			r.ServerCores, r.ClientCores, r.TotalCPUus, r.ServerRWSyscalls+r.ClientRWSyscalls, r.ServerCtxSwitches+r.ClientCtxSwitches)
+			r.ServerCores, r.ClientCores, r.TotalCPUus, r.ServerRWSyscalls+r.ClientRWSyscalls, r.ServerCtxSwitches+r.ClientCtxSwitches, r.ServerSyncs)
 	}
 	fmt.Fprintln(w, "conns: clients in use, each its own id, session and connection to every node (= clients, one per worker, unless --shared-clients)")
 	fmt.Fprintln(w, "srv/cli: cores used by the agents / the client processes; cpu/msg: their CPU per multicast; rw/msg: read+write")
-	fmt.Fprintln(w, "system calls per multicast (/proc/<pid>/io, plus socket reads by recvmsg from the transports; fsync, epoll, futex not counted); cs/msg: context switches per multicast")
+	fmt.Fprintln(w, "system calls per multicast (/proc/<pid>/io, plus socket reads by recvmsg from the transports; fsync, epoll, futex not counted); cs/msg: context switches per multicast;")
+	fmt.Fprintln(w, "sync/msg: the agents' WAL syncs per multicast (each an fdatasync with fsync, a plain write with nofsync)")
 	if notFT {
 		fmt.Fprintln(w, "* skeen is not fault tolerant: 1 replica per group, nothing persisted")
 	}

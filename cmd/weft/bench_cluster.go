@@ -140,27 +140,37 @@ func startBenchCluster(ctx context.Context, exe, dir, protocol string, groups, r
 	}
 }
 
-// recvmsgs returns each agent's socket reads made with recvmsg, which
-// /proc/<pid>/io does not count (node.TransportTraffic); -1 for an agent
-// that does not answer.
-func (c *benchCluster) recvmsgs(ctx context.Context) []int64 {
+// agentCounts is what one agent's status reports that /proc does not:
+// its socket reads made with recvmsg (node.TransportTraffic, left out of
+// /proc/<pid>/io), its Readies and its WAL syncs (node.Stats: one
+// fdatasync each with fsync, a write without). Negative: the agent did
+// not answer.
+type agentCounts struct {
+	recvmsgs, readies, syncs int64
+}
+
+// counts returns each agent's counters.
+func (c *benchCluster) counts(ctx context.Context) []agentCounts {
 	hc := &http.Client{Timeout: time.Second}
-	out := make([]int64, len(c.admins))
+	out := make([]agentCounts, len(c.admins))
 	for i, a := range c.admins {
-		out[i] = -1
+		out[i] = agentCounts{-1, -1, -1}
 		if st, err := node.FetchStatus(ctx, hc, a); err == nil {
-			out[i] = int64(st.Transport.ReadsRecvmsg)
+			out[i] = agentCounts{int64(st.Transport.ReadsRecvmsg), int64(st.Stats.Readies), int64(st.Stats.Syncs)}
 		}
 	}
 	return out
 }
 
-// recvmsgsSince sums the agents' recvmsg reads from r0 to r1, over the
-// agents that answered both times.
-func recvmsgsSince(r0, r1 []int64) (n uint64) {
+// countsSince sums the agents' counters from r0 to r1, over the agents
+// that answered both times.
+func countsSince(r0, r1 []agentCounts) (n agentCounts) {
 	for i := range min(len(r0), len(r1)) {
-		if r0[i] >= 0 && r1[i] >= r0[i] {
-			n += uint64(r1[i] - r0[i])
+		a, b := r0[i], r1[i]
+		if a.recvmsgs >= 0 && b.recvmsgs >= a.recvmsgs && b.readies >= a.readies && b.syncs >= a.syncs {
+			n.recvmsgs += b.recvmsgs - a.recvmsgs
+			n.readies += b.readies - a.readies
+			n.syncs += b.syncs - a.syncs
 		}
 	}
 	return n

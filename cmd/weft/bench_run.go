@@ -128,7 +128,9 @@ type benchRun struct {
 	// CPU ticks, read/write system calls and context switches in the
 	// window, of the agents and of the client processes, over secs.
 	sCPU, sSys, sCS, cCPU, cSys, cCS uint64
-	secs                             float64
+	// The agents' Readies and WAL syncs in the window (their status).
+	sReadies, sSyncs uint64
+	secs             float64
 }
 
 // runProcs runs one rung: clients workers over procs client processes
@@ -193,7 +195,7 @@ func (e *benchEnv) runProcs(cl *benchCluster, clients, procs int, spec benchClie
 		return nil, err
 	}
 	run := &benchRun{}
-	r0 := cl.recvmsgs(e.ctx)
+	r0 := cl.counts(e.ctx)
 	s0, c0, at0 := sampleProcs(cl.pids()), sampleProcs(clientPids), time.Now()
 	sc, cc := s0.CPU, c0.CPU
 	for end := wstart.Add(o.interval); o.interval > 0 && !end.After(wend); end = end.Add(o.interval) {
@@ -212,7 +214,7 @@ func (e *benchEnv) runProcs(cl *benchCluster, clients, procs int, spec benchClie
 		return nil, err
 	}
 	s1, c1, at1 := sampleProcs(cl.pids()), sampleProcs(clientPids), time.Now()
-	r1 := cl.recvmsgs(e.ctx)
+	r1 := cl.counts(e.ctx)
 	for _, p := range ps {
 		if !p.lines.Scan() {
 			return nil, fmt.Errorf("a client process ended without a result: %s", p.stderr.String())
@@ -232,7 +234,9 @@ func (e *benchEnv) runProcs(cl *benchCluster, clients, procs int, spec benchClie
 	// Socket reads made with recvmsg are not in /proc/<pid>/io: the
 	// agents' from their status (taken around the samples), the clients'
 	// from their results.
-	run.sSys += recvmsgsSince(r0, r1)
+	d := countsSince(r0, r1)
+	run.sSys += uint64(d.recvmsgs)
+	run.sReadies, run.sSyncs = uint64(d.readies), uint64(d.syncs)
 	run.secs = at1.Sub(at0).Seconds()
 	for _, p := range ps {
 		if err := p.cmd.Wait(); err != nil {
@@ -293,6 +297,7 @@ func (r *benchRun) cpu(n int) benchCPU {
 		c.TotalCPUus = c.ServerCPUus + c.ClientCPUus
 		c.ServerRWSyscalls, c.ClientRWSyscalls = float64(r.sSys)/f, float64(r.cSys)/f
 		c.ServerCtxSwitches, c.ClientCtxSwitches = float64(r.sCS)/f, float64(r.cCS)/f
+		c.ServerReadies, c.ServerSyncs = float64(r.sReadies)/f, float64(r.sSyncs)/f
 	}
 	return c
 }

@@ -255,11 +255,15 @@ func TestBenchDest(t *testing.T) {
 	}
 }
 
-// TestRecvmsgsSince: the agents' recvmsg reads over the window count only
-// agents that answered at both ends (an agent missing at the start would
-// otherwise add its whole history).
-func TestRecvmsgsSince(t *testing.T) {
-	if got := recvmsgsSince([]int64{10, -1, 5, 7}, []int64{25, 1000, -1, 7}); got != 15 {
-		t.Fatalf("got %d, want 15", got)
+// TestCountsSince: the agents' counters over the window count only agents
+// that answered at both ends (an agent missing at the start would
+// otherwise add its whole history) and whose counters did not go back (a
+// restarted agent).
+func TestCountsSince(t *testing.T) {
+	miss := agentCounts{-1, -1, -1}
+	r0 := []agentCounts{{10, 3, 2}, miss, {5, 1, 1}, {7, 4, 4}, {9, 9, 9}}
+	r1 := []agentCounts{{25, 8, 6}, {1000, 50, 50}, miss, {7, 4, 4}, {20, 2, 20}}
+	if got, want := countsSince(r0, r1), (agentCounts{15, 5, 4}); got != want {
+		t.Fatalf("got %+v, want %+v", got, want)
 	}
 }
