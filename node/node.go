@@ -532,6 +532,11 @@ func (n *Node) ready() error {
 			held := n.sendHolding(out)
 			n.stats.SentBeforeSync += uint64(len(out) - held) // a held one leaves later
 			n.out.Flush()
+			// Let the writers, woken by the Flush, send them now: with
+			// one P and a raw sync (wal.Options.RawSync) they would not
+			// run before the sync returned, and the overlap would be
+			// lost. With nothing else runnable it returns at once.
+			runtime.Gosched()
 		}
 		clear(out)
 		n.sendBuf = out[:0]

@@ -34,6 +34,30 @@ func datasync(f *os.File) error {
 	return nil
 }
 
+// syncHolding is fdatasync(2) as a raw system call (SyncHolding): the
+// runtime does not see it as a system call, so this goroutine keeps its
+// thread and its P until the disk answers.
+func (f osFile) syncHolding() error {
+	if f.rc == nil {
+		return datasync(f.File)
+	}
+	var errno syscall.Errno
+	if err := f.rc.Control(func(fd uintptr) {
+		for {
+			_, _, errno = syscall.RawSyscall(syscall.SYS_FDATASYNC, fd, 0, 0)
+			if errno != syscall.EINTR {
+				return
+			}
+		}
+	}); err != nil {
+		return &fs.PathError{Op: "fdatasync", Path: f.Name(), Err: os.ErrClosed}
+	}
+	if errno != 0 {
+		return &fs.PathError{Op: "fdatasync", Path: f.Name(), Err: errno}
+	}
+	return nil
+}
+
 // preallocate is fallocate(2) with mode 0: it allocates blocks for
 // [off, off+length) and extends the size if needed. Filesystems without
 // fallocate get a plain size extension.
@@ -83,8 +107,8 @@ func preallocate(f *os.File, off, length int64) error {
 // the kernel throttles (dirty pages over the limit) holds this process's
 // P until it returns, where the runtime would have run the process's
 // other goroutines (network, gossip) meanwhile. The loop waits for the
-// write either way. Sync (fdatasync) stays an ordinary call: it waits for
-// the disk, and the network should go on meanwhile.
+// write either way. Sync (fdatasync) stays an ordinary call (SyncHolding
+// is the raw one, for a caller that chose it: it waits for the disk).
 func (f osFile) WriteAt(b []byte, off int64) (int, error) {
 	if off < 0 {
 		return 0, &fs.PathError{Op: "writeat", Path: f.Name(), Err: errors.New("negative offset")}

@@ -64,3 +64,38 @@ func TestOSWriteAtRaw(t *testing.T) {
 		t.Fatalf("WriteAt on a read-only file: %v, want a PathError for %s with EBADF", err, name)
 	}
 }
+
+// TestOSSyncHolding: the raw fdatasync syncs an open file and fails as
+// Sync does on a closed one; a File that is not the OS's (an Injector's)
+// is synced with its own Sync, so injected failures still reach the
+// caller.
+func TestOSSyncHolding(t *testing.T) {
+	name := filepath.Join(t.TempDir(), "f")
+	f, err := OS().Create(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte("record"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := f.(interface{ syncHolding() error }); !ok {
+		t.Fatal("an OS file has no raw sync: SyncHolding would fall back to Sync")
+	}
+	if err := SyncHolding(f); err != nil {
+		t.Fatalf("SyncHolding: %v", err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := SyncHolding(f); !errors.Is(err, os.ErrClosed) {
+		t.Fatalf("SyncHolding after Close: %v, want os.ErrClosed", err)
+	}
+	inj, err := WithErrors(OS(), FailNth(OpSync, 1)).OpenReadWrite(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer inj.Close()
+	if err := SyncHolding(inj); !errors.Is(err, ErrInjected) {
+		t.Fatalf("SyncHolding of an injecting file: %v, want the injected error", err)
+	}
+}

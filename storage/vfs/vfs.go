@@ -105,6 +105,27 @@ func SyncDir(fsys FS, dir string) error {
 	return d.Close()
 }
 
+// SyncHolding is f.Sync for a caller that has nothing else to run while
+// the disk works and would rather keep its thread: on Linux, for a file
+// of OS(), fdatasync is made as a raw system call, which the runtime does
+// not see, so it neither wakes its system monitor nor hands the
+// goroutine's P to another thread (and takes it back) around the call.
+// The cost is the caller's: no other goroutine runs on that P until the
+// disk answers (with GOMAXPROCS 1, none in the process), however long it
+// takes. Any other File (the in-memory FS, an Injector's) is synced with
+// its Sync; so is every File elsewhere.
+//
+// Why an agent's loop uses it (through wal.Options.RawSync): its
+// goroutine waits for the sync in any case, and on this VM class each
+// hand-off of the P to another thread and back is a thread wake-up and a
+// context switch; docs/durability.md has the measurement.
+func SyncHolding(f File) error {
+	if h, ok := f.(interface{ syncHolding() error }); ok {
+		return h.syncHolding()
+	}
+	return f.Sync()
+}
+
 // ErrInjected is the error returned by operations that an Injector made fail
 // (unless the Injector chose another error).
 var ErrInjected = errors.New("vfs: injected error")

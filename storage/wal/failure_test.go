@@ -117,3 +117,50 @@ func TestErrorInjectionEverywhere(t *testing.T) {
 		}
 	}
 }
+
+// TestRawSync: with Options.RawSync the log syncs as without it: records
+// whose Sync returned survive a crash (the in-memory FS has no raw call,
+// so SyncHolding must fall back to its Sync), a failed sync is sticky, and
+// a log on the real filesystem reads back what it synced.
+func TestRawSync(t *testing.T) {
+	opts := Options{SegmentSize: 4096, RawSync: true}
+	m := vfs.NewCrashableMem()
+	w := mustOpen(t, m, opts)
+	for i := range 40 { // several segments: the roll's sync too
+		w.Append(rec(i))
+		if err := w.Sync(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.Close()
+	w = mustOpen(t, m.CrashClone(nil), opts)
+	_, got := mustReadAll(t, w)
+	wantRecs(t, got, 0, 40)
+	w.Close()
+
+	w = mustOpen(t, vfs.WithErrors(m, vfs.FailNth(vfs.OpSync, 2)), opts) // Open syncs once
+	w.Append(rec(40))
+	if err := w.Sync(); !errors.Is(err, ErrFailed) || !errors.Is(err, vfs.ErrInjected) {
+		t.Fatalf("Sync = %v, want ErrFailed wrapping ErrInjected", err)
+	}
+	w.Close()
+
+	osDir := t.TempDir()
+	w, err := Open(vfs.OS(), osDir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 40 {
+		w.Append(rec(i))
+		if err := w.Sync(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.Close()
+	if w, err = Open(vfs.OS(), osDir, opts); err != nil {
+		t.Fatal(err)
+	}
+	_, got = mustReadAll(t, w)
+	wantRecs(t, got, 0, 40)
+	w.Close()
+}

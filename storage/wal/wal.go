@@ -47,6 +47,15 @@ type Options struct {
 	// etcd's --unsafe-no-fsync; never use it for data you keep. Segment
 	// creation and snapshots, which are rare, still sync.
 	UnsafeNoSync bool
+	// RawSync makes Sync's fdatasync of the records a raw system call
+	// (vfs.SyncHolding): the goroutine that calls Sync keeps its thread
+	// and its P until the disk answers, and no other goroutine runs on
+	// that P meanwhile. For a log synced by a goroutine that waits for the
+	// sync anyway, in a process with little else to run (an agent's loop
+	// at GOMAXPROCS 1); a process that must stay responsive while its
+	// disk stalls should leave it off. Segment creation and snapshots
+	// sync the ordinary way.
+	RawSync bool
 }
 
 func (o Options) validate() (Options, error) {
@@ -518,7 +527,7 @@ func (w *WAL) flush() error {
 		// one can be: recovery only tolerates a torn tail in the last
 		// segment.
 		if w.fDirty {
-			if err := w.f.Sync(); err != nil {
+			if err := w.syncSegment(); err != nil {
 				return err
 			}
 			w.fDirty = false
@@ -536,7 +545,7 @@ func (w *WAL) flush() error {
 		return err
 	}
 	if !w.opts.UnsafeNoSync {
-		if err := w.f.Sync(); err != nil {
+		if err := w.syncSegment(); err != nil {
 			return err
 		}
 		w.fDirty = false
@@ -549,6 +558,14 @@ func (w *WAL) flush() error {
 		w.pend = w.pend[:0]
 	}
 	return nil
+}
+
+// syncSegment fdatasyncs the segment being written (Options.RawSync).
+func (w *WAL) syncSegment() error {
+	if w.opts.RawSync {
+		return vfs.SyncHolding(w.f)
+	}
+	return w.f.Sync()
 }
 
 func (w *WAL) write(b []byte) error {
