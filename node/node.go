@@ -82,7 +82,7 @@ type Node struct {
 	tr      *transport.Transport
 	out     *transport.Batch // the loop's sends (ready, replies), flushed once a pass
 	sendBuf []wire.Envelope  // scratch for a Ready's messages (send)
-	held    heldOut          // messages held for the next one to their peer (lazy.go)
+	held    amcast.Held      // messages held for the next one to their peer (lazy.go)
 	dlog    *deliveryLog
 	svc     *service  // the replicated service (service.go); nil without Config.StateMachine
 	reads   readQueue // clients' linearizable reads pending (reads.go)

@@ -198,6 +198,17 @@ type Config struct {
 	// is one); ByKind counts the messages inside batches by their kinds,
 	// and the batches as BATCH.
 	Batch bool
+	// Hold: a replica holds the messages its protocol says may wait
+	// (ProtocolSpec.MayWait; WbCast's DELIVER) when they are the last of a
+	// Ready for their peer, and sends them in front of its next message to
+	// that peer or at its next tick, as a node does (amcast.Held;
+	// node/lazy.go). A crash loses what is held. Stats.Held and
+	// Stats.HeldByTick count them. Off in the latency table, which
+	// measures the protocol's delays, not the node's choice to delay its
+	// followers' deliveries by up to a tick.
+	Hold bool
+	// holdForever breaks Hold for TestHoldCaught: ticks send nothing held.
+	holdForever bool
 }
 
 func (c *Config) validate(ps *ProtocolSpec) error {

@@ -259,6 +259,9 @@ func (f *faultState) crash(p wire.ProcID, torn bool) {
 	}
 	s.procs[p], s.obs[p] = nil, nil
 	s.up[p], s.leader[p] = false, false
+	if s.held != nil {
+		s.held[p].Drop() // lost with the process
+	}
 	f.torn[p] = noTorn
 	f.inc[p]++
 	g, _ := s.topo.GroupOf(p)

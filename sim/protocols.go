@@ -42,6 +42,9 @@ type ProtocolSpec struct {
 	// lets them leave (FaultTornCrash), as a node crashing during its
 	// sync would have sent them.
 	SendsBeforeSync func(wire.Message) bool
+	// MayWait, if set, names the messages a replica may hold for its next
+	// message to the same peer (wbcast.MayWait; Config.Hold).
+	MayWait func(wire.Message) bool
 }
 
 // CrashTolerant reports whether replicas of the protocol can crash and
@@ -79,6 +82,7 @@ func wbcastSpec(tune func(*wbcast.Config)) *ProtocolSpec {
 		Name:            "wbcast",
 		HandsOver:       true,
 		SendsBeforeSync: wbcast.SendsBeforeSync,
+		MayWait:         wbcast.MayWait,
 		New: func(topo *amcast.Topology, id wire.ProcID) (amcast.Machine, error) {
 			return machine(wbcast.New(config(topo, id)))
 		},

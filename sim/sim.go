@@ -75,6 +75,9 @@ type Stats struct {
 	// Handled counts, per process (replicas, then clients), the messages
 	// it handled.
 	Handled []int
+	// Held counts the messages replicas held for their next message to
+	// the same peer (Config.Hold), HeldByTick those of them a tick sent.
+	Held, HeldByTick int
 }
 
 // Result is the outcome of a run.
@@ -126,8 +129,9 @@ type Sim struct {
 	leader  []bool              // per replica: last IsLeader seen
 	clients []*amcast.Client
 	nrep    int
-	last    []int64 // per link (from*n+to): arrival time of the last message
-	busy    []int64 // per replica: end of the work queued (Config.ServiceTime)
+	last    []int64       // per link (from*n+to): arrival time of the last message
+	busy    []int64       // per replica: end of the work queued (Config.ServiceTime)
+	held    []amcast.Held // per replica: messages held (Config.Hold)
 	issued  int
 	nextSeq []uint64
 	// crashIn is, per closed-loop client, the session that crashes at its
@@ -228,6 +232,9 @@ func New(cfg Config) (*Sim, error) {
 	s.stats.Handled = make([]int, n)
 	if cfg.ServiceTime > 0 {
 		s.busy = make([]int64, s.nrep)
+	}
+	if cfg.Hold && s.spec.MayWait != nil {
+		s.held = make([]amcast.Held, s.nrep)
 	}
 	s.horizon = cfg.MaxTime
 	if cfg.Faults.Enabled() {
@@ -415,6 +422,9 @@ func (s *Sim) handle(ev *event) error {
 				continue
 			}
 			m.Tick()
+			if err := s.sendHeld(wire.ProcID(id)); err != nil { // as a node's tick does
+				return err
+			}
 			if err := s.flush(wire.ProcID(id), false); err != nil {
 				return err
 			}
@@ -490,7 +500,13 @@ func (s *Sim) flush(id wire.ProcID, fg bool) error {
 			return err
 		}
 	}
-	if err := s.send(rd.Messages, fg, nil); err != nil {
+	msgs := rd.Messages
+	if rep && s.held != nil {
+		var n int
+		msgs, n = s.held[id].Route(msgs, s.mayHold)
+		s.stats.Held += n
+	}
+	if err := s.send(msgs, fg, nil); err != nil {
 		return err
 	}
 	if !rep {
@@ -518,6 +534,22 @@ func (s *Sim) flush(id wire.ProcID, fg bool) error {
 	}
 	m.Advance()
 	return nil
+}
+
+// mayHold is Config.Hold's rule: what the protocol says may wait, to
+// another replica (a client's answers never wait).
+func (s *Sim) mayHold(env wire.Envelope) bool {
+	return int(env.To) < s.nrep && s.spec.MayWait(env.Msg)
+}
+
+// sendHeld sends everything replica id holds (Config.Hold).
+func (s *Sim) sendHeld(id wire.ProcID) error {
+	if s.held == nil || int(id) >= s.nrep || s.cfg.holdForever {
+		return nil
+	}
+	msgs := s.held[id].Flush()
+	s.stats.HeldByTick += len(msgs)
+	return s.send(msgs, false, nil)
 }
 
 // send schedules msgs on their links (only those only accepts, if set).

@@ -66,6 +66,10 @@ func SwarmConfig(protocol string, seed uint64) Config {
 	// do three seeds of four, drawn from a stream of their own so every
 	// other part of a seed is what it was before batching existed.
 	cfg.Batch = rand.New(rand.NewPCG(seed, 0x4241_5443_4845_5321)).IntN(4) > 0 // "BATCHES!"
+	// A WbCast node holds its DELIVERs for its next message to the peer
+	// or its next tick (amcast.Held): so do half the seeds, from a stream
+	// of their own.
+	cfg.Hold = rand.New(rand.NewPCG(seed, 0x484f_4c44_5345_4e44)).IntN(2) > 0 // "HOLDSEND"
 	f := Faults{GST: gst, LeaderBias: 0.3 + 0.6*r.Float64(), SpikeMin: 5, SpikeMax: 20}
 	// rate draws whether a kind is present (with probability p) and, if so,
 	// a mean time between faults giving 1..maxN of them before GST.

@@ -1,4 +1,4 @@
-package node
+package amcast
 
 import (
 	"fmt"
@@ -9,7 +9,7 @@ import (
 	"github.com/weft-dev/weft/wire"
 )
 
-// TestHeldRoute walks heldOut.route and flush: only a peer's trailing
+// TestHeldRoute walks Held.Route and Flush: only a peer's trailing
 // messages that may wait are held, a peer's later messages go behind what
 // is held for it (the link stays FIFO: spec pitfalls P8, P9), other peers
 // are not touched, a bound of bytes is kept, and a flush sends the rest.
@@ -51,10 +51,10 @@ func TestHeldRoute(t *testing.T) {
 		}
 		return strings.Join(b, " | ")
 	}
-	var h heldOut
+	var h Held
 	step := func(msgs []wire.Envelope, wantSend string, wantHeld int) {
 		t.Helper()
-		send, held := h.route(msgs, may)
+		send, held := h.Route(msgs, may)
 		if got := perPeer(send); got != wantSend || held != wantHeld {
 			t.Fatalf("route(%s) sent %q and held %d, want %q and %d", name(msgs), got, held, wantSend, wantHeld)
 		}
@@ -73,19 +73,19 @@ func TestHeldRoute(t *testing.T) {
 	// counts once.
 	step([]wire.Envelope{del(1, 4)}, "", 1)
 	// A flush sends what is held, each peer's in order.
-	if got := perPeer(h.flush()); got != "D3>1 D4>1 | D2>2" {
+	if got := perPeer(h.Flush()); got != "D3>1 D4>1 | D2>2" {
 		t.Fatalf("flush sent %q", got)
 	}
-	if h.n != 0 || perPeer(h.flush()) != "" {
+	if h.n != 0 || perPeer(h.Flush()) != "" {
 		t.Fatalf("after a flush: %d held", h.n)
 	}
-	// Past heldBytes a peer's held messages all go, behind its others.
+	// Past HeldBytes a peer's held messages all go, behind its others.
 	var big []wire.Envelope
 	for seq := uint64(10); ; seq++ {
-		d := &wire.Deliver{ID: wire.MsgID{Client: 9, Seq: seq}, M: &wire.AppMsg{ID: wire.MsgID{Client: 9, Seq: seq}, Dest: []wire.GroupID{0}, Payload: make([]byte, heldBytes/3)}}
+		d := &wire.Deliver{ID: wire.MsgID{Client: 9, Seq: seq}, M: &wire.AppMsg{ID: wire.MsgID{Client: 9, Seq: seq}, Dest: []wire.GroupID{0}, Payload: make([]byte, HeldBytes/3)}}
 		d.M.Seal()
 		big = append(big, wire.Envelope{From: 0, To: 1, Msg: d})
-		send, _ := h.route(big[len(big)-1:], may)
+		send, _ := h.Route(big[len(big)-1:], may)
 		if len(send) > 0 {
 			if len(send) != len(big) || h.n != 0 {
 				t.Fatalf("over the bound: sent %d of %d, %d still held", len(send), len(big), h.n)
@@ -93,7 +93,7 @@ func TestHeldRoute(t *testing.T) {
 			return
 		}
 		if len(big) > 10 {
-			t.Fatal("held past heldBytes")
+			t.Fatal("held past HeldBytes")
 		}
 	}
 }
@@ -106,9 +106,38 @@ func TestHeldRouteAllocs(t *testing.T) {
 	acc := &wire.Accept{M: wire.AppMsg{ID: wire.MsgID{Client: 9, Seq: 1}, Dest: []wire.GroupID{0}}}
 	del := &wire.Deliver{ID: wire.MsgID{Client: 9, Seq: 1}}
 	msgs := []wire.Envelope{{To: 1, Msg: acc}, {To: 2, Msg: acc}, {To: 1, Msg: del}, {To: 2, Msg: del}}
-	var h heldOut
-	h.route(msgs, may)
-	if got := testing.AllocsPerRun(100, func() { h.route(msgs, may) }); got != 0 {
+	var h Held
+	h.Route(msgs, may)
+	if got := testing.AllocsPerRun(100, func() { h.Route(msgs, may) }); got != 0 {
 		t.Fatalf("%.1f allocations per route", got)
+	}
+}
+
+// TestHeldOrderAndDrop: Flush returns the peers' messages in the order
+// the peers were first held for (so a simulator's runs are reproducible),
+// and Drop forgets what is held, as a crash does.
+func TestHeldOrderAndDrop(t *testing.T) {
+	may := func(wire.Envelope) bool { return true }
+	del := func(to wire.ProcID, seq uint64) wire.Envelope {
+		return wire.Envelope{To: to, Msg: &wire.Deliver{ID: wire.MsgID{Client: 9, Seq: seq}}}
+	}
+	var h Held
+	for round := range 20 {
+		h.Route([]wire.Envelope{del(3, 1), del(1, 2), del(2, 3)}, may)
+		var got []wire.ProcID
+		for _, e := range h.Flush() {
+			got = append(got, e.To)
+		}
+		if fmt.Sprint(got) != "[3 1 2]" {
+			t.Fatalf("round %d: flushed to %v, want [3 1 2]", round, got)
+		}
+	}
+	h.Route([]wire.Envelope{del(1, 4), del(2, 5)}, may)
+	if h.Len() != 2 {
+		t.Fatalf("%d held, want 2", h.Len())
+	}
+	h.Drop()
+	if h.Len() != 0 || len(h.Flush()) != 0 {
+		t.Fatalf("after Drop: %d held", h.Len())
 	}
 }
