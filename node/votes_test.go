@@ -166,9 +166,15 @@ func TestVotesRefusedFromStrangers(t *testing.T) {
 			time.Sleep(10 * time.Millisecond)
 		}
 	}
+	// Every member votes once it delivers the transfer; a follower
+	// delivers after its leader answered the client (its DELIVER may
+	// wait for the leader's next message or tick: lazy.go), so wait.
 	for p, n := range c.nodes {
-		if st := n.Status().Service; st.VotesIn == 0 || st.VotesCast == 0 {
-			t.Fatalf("p%d: votes cast %d, received %d: the transfer was not exchanged", p, st.VotesCast, st.VotesIn)
+		for st := n.Status().Service; st.VotesIn == 0 || st.VotesCast == 0; st = n.Status().Service {
+			if time.Now().After(deadline) {
+				t.Fatalf("p%d: votes cast %d, received %d: the transfer was not exchanged", p, st.VotesCast, st.VotesIn)
+			}
+			time.Sleep(10 * time.Millisecond)
 		}
 	}
 	// The forged vote reached no driver: still all applied, same outcome.
