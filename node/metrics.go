@@ -286,6 +286,7 @@ var (
 	descUntrack  = desc("weft_delivery_latency_untracked_total", "Client MULTICASTs whose delivery latency was not measured (table full).")
 	descRetained = desc("weft_retained_entries", "State entries the protocol holds in memory (Retained: messages, sessions, remembered ids).")
 	descSyncs    = desc("weft_wal_syncs_total", "WAL group commits (one fdatasync each).")
+	descRawPause = desc("weft_wal_raw_sync_pauses_total", "Times a raw WAL fdatasync took so long that the log synced the ordinary way until the disk was fast again (wal.Options.RawSync).")
 	descRecords  = desc("weft_wal_records_total", "Records appended to the WAL.")
 	descBatches  = desc("weft_batches_sent_total", "BATCH messages sent to other replicas (a Ready's messages to one peer in one frame; docs/batching.md).")
 	descBatched  = desc("weft_batched_messages_total", "Protocol messages sent inside BATCH messages.")
@@ -325,7 +326,7 @@ var (
 )
 
 var allDescs = []*prometheus.Desc{descInfo, descLeader, descBallot, descBallotCh, descRecStart, descRecDone, descRetried, descRemc,
-	descCatchUp, descColl, descHandOver, descRetries, descRecv, descShed, descDeliv, descUntrack, descRetained, descSyncs, descRecords, descCompact,
+	descCatchUp, descColl, descHandOver, descRetries, descRecv, descShed, descDeliv, descUntrack, descRetained, descSyncs, descRawPause, descRecords, descCompact,
 	descBatches, descBatched, descInboxN, descInboxB, descInboxPk, descSideDrop, descViewDrop, descInboxW, descStepErr, descRejected, descPeerQN, descPeerQB, descPeerUp, descCliQB,
 	descClients, descConns, descBytes, descDrops, descHsRej, descDialF, descConnE, descPhi, descMemUp, descFlaps, descConv,
 	descReviv, descRounds, descLive, descProbes, descProbeCv, descVerdictD, descGossRej, descReady, descLag}
@@ -369,6 +370,7 @@ func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(descDeliv, float64(s.Delivered))
 	gauge(descRetained, float64(st.Retained))
 	counter(descSyncs, float64(s.Syncs))
+	counter(descRawPause, float64(s.RawSyncPauses))
 	counter(descRecords, float64(s.Records))
 	counter(descBatches, float64(s.Batches))
 	counter(descBatched, float64(s.Batched))

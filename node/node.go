@@ -551,6 +551,7 @@ func (n *Node) ready() error {
 		}
 		n.met.synced(time.Since(start), rd.Persist)
 		n.stats.Syncs++
+		n.stats.RawSyncPauses = n.w.RawSyncPauses()
 		n.stats.Records += uint64(len(rd.Persist))
 		if err := n.mirror(rd.Persist); err != nil {
 			return err

@@ -16,7 +16,11 @@ import (
 type Stats struct {
 	Steps, StepErrors, Ticks uint64
 	Readies, Syncs, Records  uint64
-	Sent, SendErrors         uint64
+	// RawSyncPauses counts the raw WAL syncs so slow that the log went
+	// back to ordinary ones until the disk was fast again
+	// (wal.Options.RawSync; the agent's admin endpoint answers meanwhile).
+	RawSyncPauses    uint64
+	Sent, SendErrors uint64
 	// SentBeforeSync counts the messages sent while their Ready's records
 	// were being synced (wbcast/pipeline.go).
 	SentBeforeSync uint64

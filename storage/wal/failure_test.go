@@ -3,6 +3,7 @@ package wal
 import (
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/weft-dev/weft/storage/vfs"
 )
@@ -163,4 +164,50 @@ func TestRawSync(t *testing.T) {
 	_, got = mustReadAll(t, w)
 	wantRecs(t, got, 0, 40)
 	w.Close()
+}
+
+// TestRawSyncPausesWhileSlow: a raw sync slower than rawSyncSlow makes the
+// next syncs ordinary (the process runs its other goroutines while the
+// disk is slow), and an ordinary sync that is fast again brings the raw
+// ones back. Sync times come from a scripted clock.
+func TestRawSyncPausesWhileSlow(t *testing.T) {
+	var now time.Time
+	var script []time.Duration
+	fsys := vfs.WithErrors(vfs.NewCrashableMem(), vfs.InjectorFunc(func(op vfs.Op, _ string) error {
+		if op == vfs.OpSync && len(script) > 0 {
+			now, script = now.Add(script[0]), script[1:]
+		}
+		return nil
+	}))
+	w := mustOpen(t, fsys, Options{SegmentSize: 1 << 20, RawSync: true})
+	defer w.Close()
+	holds := 0
+	w.raw.hold = func(f vfs.File) error { holds++; return f.Sync() }
+	w.raw.now = func() time.Time { return now }
+	const ms = time.Millisecond
+	for i, c := range []struct {
+		took        time.Duration
+		raw, paused bool
+	}{
+		{1 * ms, true, false},
+		{30 * ms, true, true},   // a slow raw sync pauses them
+		{30 * ms, false, true},  // still slow: ordinary
+		{1 * ms, false, false},  // fast again: they resume
+		{1 * ms, true, false},   // raw
+		{21 * ms, true, true},   // just past the bound
+		{20 * ms, false, false}, // at it: fast enough
+	} {
+		script = []time.Duration{c.took}
+		before := holds
+		w.Append(rec(i))
+		if err := w.Sync(); err != nil {
+			t.Fatal(err)
+		}
+		if raw := holds > before; raw != c.raw || w.raw.paused != c.paused {
+			t.Fatalf("sync %d taking %v: raw %v paused %v, want raw %v paused %v", i, c.took, raw, w.raw.paused, c.raw, c.paused)
+		}
+	}
+	if got := w.RawSyncPauses(); got != 2 {
+		t.Fatalf("RawSyncPauses = %d, want 2", got)
+	}
 }

@@ -52,9 +52,11 @@ type Options struct {
 	// and its P until the disk answers, and no other goroutine runs on
 	// that P meanwhile. For a log synced by a goroutine that waits for the
 	// sync anyway, in a process with little else to run (an agent's loop
-	// at GOMAXPROCS 1); a process that must stay responsive while its
-	// disk stalls should leave it off. Segment creation and snapshots
-	// sync the ordinary way.
+	// at GOMAXPROCS 1). A sync slower than 20 ms pauses the raw syncs
+	// until the disk is fast again (rawsync.go), so a stalling disk holds
+	// the process once, not throughout; a process that must stay
+	// responsive through every stall should leave it off. Segment
+	// creation and snapshots sync the ordinary way.
 	RawSync bool
 }
 
@@ -124,6 +126,8 @@ type WAL struct {
 	snap     uint64
 	hasSnap  bool
 	rollNext bool // the next record appended starts a new segment (BeginSnapshot)
+
+	raw rawSync // Options.RawSync's state (rawsync.go)
 
 	repair *RepairInfo
 	err    error // sticky: every later write returns it
@@ -563,7 +567,7 @@ func (w *WAL) flush() error {
 // syncSegment fdatasyncs the segment being written (Options.RawSync).
 func (w *WAL) syncSegment() error {
 	if w.opts.RawSync {
-		return vfs.SyncHolding(w.f)
+		return w.raw.sync(w.f)
 	}
 	return w.f.Sync()
 }
