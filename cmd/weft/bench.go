@@ -83,6 +83,10 @@ type benchCPU struct {
 	// from their status: how many operations a pass and a sync carry.
 	ServerReadies float64 `json:"server_readies_per_msg"`
 	ServerSyncs   float64 `json:"server_wal_syncs_per_msg"`
+	// ServerRawSyncPauses counts, over the agents and the window, the
+	// WAL syncs slow enough (over 20 ms) to pause the raw syncs
+	// (wal.Options.RawSync): a count, not a rate; a slow disk's mark.
+	ServerRawSyncPauses uint64 `json:"server_raw_sync_pauses"`
 }
 
 // benchOptions are weft bench's flags.

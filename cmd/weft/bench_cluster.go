@@ -147,6 +147,7 @@ func startBenchCluster(ctx context.Context, exe, dir, protocol string, groups, r
 // not answer.
 type agentCounts struct {
 	recvmsgs, readies, syncs int64
+	pauses                   int64 // Stats.RawSyncPauses
 }
 
 // counts returns each agent's counters.
@@ -154,9 +155,9 @@ func (c *benchCluster) counts(ctx context.Context) []agentCounts {
 	hc := &http.Client{Timeout: time.Second}
 	out := make([]agentCounts, len(c.admins))
 	for i, a := range c.admins {
-		out[i] = agentCounts{-1, -1, -1}
+		out[i] = agentCounts{-1, -1, -1, -1}
 		if st, err := node.FetchStatus(ctx, hc, a); err == nil {
-			out[i] = agentCounts{int64(st.Transport.ReadsRecvmsg), int64(st.Stats.Readies), int64(st.Stats.Syncs)}
+			out[i] = agentCounts{int64(st.Transport.ReadsRecvmsg), int64(st.Stats.Readies), int64(st.Stats.Syncs), int64(st.Stats.RawSyncPauses)}
 		}
 	}
 	return out
@@ -167,10 +168,11 @@ func (c *benchCluster) counts(ctx context.Context) []agentCounts {
 func countsSince(r0, r1 []agentCounts) (n agentCounts) {
 	for i := range min(len(r0), len(r1)) {
 		a, b := r0[i], r1[i]
-		if a.recvmsgs >= 0 && b.recvmsgs >= a.recvmsgs && b.readies >= a.readies && b.syncs >= a.syncs {
+		if a.recvmsgs >= 0 && b.recvmsgs >= a.recvmsgs && b.readies >= a.readies && b.syncs >= a.syncs && b.pauses >= a.pauses {
 			n.recvmsgs += b.recvmsgs - a.recvmsgs
 			n.readies += b.readies - a.readies
 			n.syncs += b.syncs - a.syncs
+			n.pauses += b.pauses - a.pauses
 		}
 	}
 	return n

@@ -128,9 +128,10 @@ type benchRun struct {
 	// CPU ticks, read/write system calls and context switches in the
 	// window, of the agents and of the client processes, over secs.
 	sCPU, sSys, sCS, cCPU, cSys, cCS uint64
-	// The agents' Readies and WAL syncs in the window (their status).
-	sReadies, sSyncs uint64
-	secs             float64
+	// The agents' Readies, WAL syncs and raw sync pauses in the window
+	// (their status).
+	sReadies, sSyncs, sPauses uint64
+	secs                      float64
 }
 
 // runProcs runs one rung: clients workers over procs client processes
@@ -236,7 +237,7 @@ func (e *benchEnv) runProcs(cl *benchCluster, clients, procs int, spec benchClie
 	// from their results.
 	d := countsSince(r0, r1)
 	run.sSys += uint64(d.recvmsgs)
-	run.sReadies, run.sSyncs = uint64(d.readies), uint64(d.syncs)
+	run.sReadies, run.sSyncs, run.sPauses = uint64(d.readies), uint64(d.syncs), uint64(d.pauses)
 	run.secs = at1.Sub(at0).Seconds()
 	for _, p := range ps {
 		if err := p.cmd.Wait(); err != nil {
@@ -287,7 +288,8 @@ func (r *benchRun) kind(k int) (lat latKind, errs int) {
 
 // cpu is the window's resource use per operation, n operations completed.
 func (r *benchRun) cpu(n int) benchCPU {
-	c := benchCPU{ServerCores: float64(r.sCPU) / clockTicks / r.secs, ClientCores: float64(r.cCPU) / clockTicks / r.secs}
+	c := benchCPU{ServerCores: float64(r.sCPU) / clockTicks / r.secs, ClientCores: float64(r.cCPU) / clockTicks / r.secs,
+		ServerRawSyncPauses: r.sPauses}
 	if n > 0 {
 		// The counters cover [at0, at1], the completions the window: the
 		// same span up to the sampling's few milliseconds.

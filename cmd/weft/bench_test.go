@@ -260,10 +260,10 @@ func TestBenchDest(t *testing.T) {
 // otherwise add its whole history) and whose counters did not go back (a
 // restarted agent).
 func TestCountsSince(t *testing.T) {
-	miss := agentCounts{-1, -1, -1}
-	r0 := []agentCounts{{10, 3, 2}, miss, {5, 1, 1}, {7, 4, 4}, {9, 9, 9}}
-	r1 := []agentCounts{{25, 8, 6}, {1000, 50, 50}, miss, {7, 4, 4}, {20, 2, 20}}
-	if got, want := countsSince(r0, r1), (agentCounts{15, 5, 4}); got != want {
+	miss := agentCounts{-1, -1, -1, -1}
+	r0 := []agentCounts{{10, 3, 2, 0}, miss, {5, 1, 1, 0}, {7, 4, 4, 1}, {9, 9, 9, 0}}
+	r1 := []agentCounts{{25, 8, 6, 2}, {1000, 50, 50, 9}, miss, {7, 4, 4, 1}, {20, 2, 20, 0}}
+	if got, want := countsSince(r0, r1), (agentCounts{15, 5, 4, 2}); got != want {
 		t.Fatalf("got %+v, want %+v", got, want)
 	}
 }
