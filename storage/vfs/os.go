@@ -86,7 +86,11 @@ func newOSFile(f *os.File) osFile {
 	return osFile{File: f, rc: rc}
 }
 
-func (f osFile) Sync() error { return datasync(f.File) }
+func (f osFile) Sync() error { return f.datasync(false) }
+
+// syncHolding is Sync as a raw system call where there is one
+// (SyncHolding).
+func (f osFile) syncHolding() error { return f.datasync(true) }
 
 func (f osFile) Preallocate(off, length int64) error {
 	if off < 0 || length < 0 {

@@ -11,45 +11,29 @@ import (
 )
 
 // datasync is fdatasync(2): it flushes the file's data and the metadata
-// needed to read it back (the size), but not timestamps.
-func datasync(f *os.File) error {
-	rc, err := f.SyscallConn()
-	if err != nil {
-		return f.Sync()
-	}
-	var serr error
-	if err := rc.Control(func(fd uintptr) {
-		for {
-			serr = syscall.Fdatasync(int(fd))
-			if serr != syscall.EINTR {
-				return
-			}
-		}
-	}); err != nil {
-		return err
-	}
-	if serr != nil {
-		return &fs.PathError{Op: "fdatasync", Path: f.Name(), Err: serr}
-	}
-	return nil
-}
-
-// syncHolding is fdatasync(2) as a raw system call (SyncHolding): the
-// runtime does not see it as a system call, so this goroutine keeps its
-// thread and its P until the disk answers.
-func (f osFile) syncHolding() error {
+// needed to read it back (the size), but not timestamps. With raw it is a
+// raw system call (SyncHolding): the runtime does not see it, so the
+// goroutine keeps its thread and its P until the disk answers; without,
+// an ordinary one, during which the runtime may run other goroutines.
+// Both go through the RawConn taken at open.
+func (f osFile) datasync(raw bool) error {
 	if f.rc == nil {
-		return datasync(f.File)
+		return f.File.Sync()
 	}
 	var errno syscall.Errno
 	if err := f.rc.Control(func(fd uintptr) {
 		for {
-			_, _, errno = syscall.RawSyscall(syscall.SYS_FDATASYNC, fd, 0, 0)
+			if raw {
+				_, _, errno = syscall.RawSyscall(syscall.SYS_FDATASYNC, fd, 0, 0)
+			} else {
+				_, _, errno = syscall.Syscall(syscall.SYS_FDATASYNC, fd, 0, 0)
+			}
 			if errno != syscall.EINTR {
 				return
 			}
 		}
 	}); err != nil {
+		// The descriptor's lock refused the call: the file is closed.
 		return &fs.PathError{Op: "fdatasync", Path: f.Name(), Err: os.ErrClosed}
 	}
 	if errno != 0 {
