@@ -30,16 +30,13 @@ const rawSyncSlow = 20 * time.Millisecond
 type rawSync struct {
 	paused bool
 	pauses uint64               // times a slow raw sync paused them
-	hold   func(vfs.File) error // vfs.SyncHolding (tests replace it)
-	now    func() time.Time     // time.Now (tests replace it)
+	hold   func(vfs.File) error // vfs.SyncHolding, set by Open (tests replace it)
+	now    func() time.Time     // time.Now, set by Open (tests replace it)
 }
 
 // sync fdatasyncs f: raw unless paused, then pauses or resumes by how
 // long it took.
 func (r *rawSync) sync(f vfs.File) error {
-	if r.hold == nil {
-		r.hold, r.now = vfs.SyncHolding, time.Now
-	}
 	start := r.now()
 	var err error
 	if r.paused {

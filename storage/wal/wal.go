@@ -8,6 +8,7 @@ import (
 	"iter"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/weft-dev/weft/storage/vfs"
 )
@@ -159,7 +160,7 @@ func Open(fsys vfs.FS, dir string, opts Options) (*WAL, error) {
 	if err != nil {
 		return nil, err
 	}
-	w := &WAL{fs: fsys, dir: dir, opts: opts}
+	w := &WAL{fs: fsys, dir: dir, opts: opts, raw: rawSync{hold: vfs.SyncHolding, now: time.Now}}
 	if err := w.ensureDir(); err != nil {
 		return nil, err
 	}
