@@ -59,12 +59,14 @@ func (h *Held) Len() int { return h.n }
 
 // Route returns what to send now of msgs, in order per recipient: what is
 // held for their recipients first, then msgs, without each recipient's
-// trailing run of messages that may wait (may), which it holds instead,
+// trailing run of messages that may wait, which it holds instead,
 // unless that would hold more than HeldBytes for the recipient (it then
 // sends them last). held is how many of msgs it held (messages held
 // before and held again are not counted twice). The result is valid until
-// the next call of Route or Flush.
-func (h *Held) Route(msgs []wire.Envelope, may func(wire.Envelope) bool) (send []wire.Envelope, held int) {
+// the next call of Route or Flush. A message may wait if its protocol
+// says so (mayWait) and it goes to a replica of topo: a client's answers
+// never wait.
+func (h *Held) Route(msgs []wire.Envelope, topo *Topology, mayWait func(wire.Message) bool) (send []wire.Envelope, held int) {
 	clear(h.buf.send[:cap(h.buf.send)]) // the last call's result
 	// out: what is held for the recipients of msgs, then msgs; each
 	// recipient's messages keep their order.
@@ -88,7 +90,7 @@ func (h *Held) Route(msgs []wire.Envelope, may func(wire.Envelope) bool) (send [
 		if slices.Contains(closed, env.To) {
 			continue
 		}
-		if !may(env) {
+		if !topo.IsReplica(env.To) || !mayWait(env.Msg) {
 			closed = append(closed, env.To)
 			continue
 		}

@@ -14,7 +14,8 @@ import (
 // is held for it (the link stays FIFO: spec pitfalls P8, P9), other peers
 // are not touched, a bound of bytes is kept, and a flush sends the rest.
 func TestHeldRoute(t *testing.T) {
-	may := func(env wire.Envelope) bool { _, ok := env.Msg.(*wire.Deliver); return ok && env.To != 9 } // 9: a client
+	topo := testTopology(t) // 9: a client
+	may := func(m wire.Message) bool { _, ok := m.(*wire.Deliver); return ok }
 	acc := func(to wire.ProcID, seq uint64) wire.Envelope {
 		return wire.Envelope{From: 0, To: to, Msg: &wire.Accept{M: wire.AppMsg{ID: wire.MsgID{Client: 9, Seq: seq}, Dest: []wire.GroupID{0}}}}
 	}
@@ -54,7 +55,7 @@ func TestHeldRoute(t *testing.T) {
 	var h Held
 	step := func(msgs []wire.Envelope, wantSend string, wantHeld int) {
 		t.Helper()
-		send, held := h.Route(msgs, may)
+		send, held := h.Route(msgs, topo, may)
 		if got := perPeer(send); got != wantSend || held != wantHeld {
 			t.Fatalf("route(%s) sent %q and held %d, want %q and %d", name(msgs), got, held, wantSend, wantHeld)
 		}
@@ -85,7 +86,7 @@ func TestHeldRoute(t *testing.T) {
 		d := &wire.Deliver{ID: wire.MsgID{Client: 9, Seq: seq}, M: &wire.AppMsg{ID: wire.MsgID{Client: 9, Seq: seq}, Dest: []wire.GroupID{0}, Payload: make([]byte, HeldBytes/3)}}
 		d.M.Seal()
 		big = append(big, wire.Envelope{From: 0, To: 1, Msg: d})
-		send, _ := h.Route(big[len(big)-1:], may)
+		send, _ := h.Route(big[len(big)-1:], topo, may)
 		if len(send) > 0 {
 			if len(send) != len(big) || h.n != 0 {
 				t.Fatalf("over the bound: sent %d of %d, %d still held", len(send), len(big), h.n)
@@ -102,13 +103,14 @@ func TestHeldRoute(t *testing.T) {
 // each of two followers, the DELIVERs held and carried by the next
 // Ready's ACCEPTs) allocates nothing once its buffers have grown.
 func TestHeldRouteAllocs(t *testing.T) {
-	may := func(env wire.Envelope) bool { _, ok := env.Msg.(*wire.Deliver); return ok }
+	topo := testTopology(t)
+	may := func(m wire.Message) bool { _, ok := m.(*wire.Deliver); return ok }
 	acc := &wire.Accept{M: wire.AppMsg{ID: wire.MsgID{Client: 9, Seq: 1}, Dest: []wire.GroupID{0}}}
 	del := &wire.Deliver{ID: wire.MsgID{Client: 9, Seq: 1}}
 	msgs := []wire.Envelope{{To: 1, Msg: acc}, {To: 2, Msg: acc}, {To: 1, Msg: del}, {To: 2, Msg: del}}
 	var h Held
-	h.Route(msgs, may)
-	if got := testing.AllocsPerRun(100, func() { h.Route(msgs, may) }); got != 0 {
+	h.Route(msgs, topo, may)
+	if got := testing.AllocsPerRun(100, func() { h.Route(msgs, topo, may) }); got != 0 {
 		t.Fatalf("%.1f allocations per route", got)
 	}
 }
@@ -117,13 +119,14 @@ func TestHeldRouteAllocs(t *testing.T) {
 // the peers were first held for (so a simulator's runs are reproducible),
 // and Drop forgets what is held, as a crash does.
 func TestHeldOrderAndDrop(t *testing.T) {
-	may := func(wire.Envelope) bool { return true }
+	topo := testTopology(t)
+	may := func(wire.Message) bool { return true }
 	del := func(to wire.ProcID, seq uint64) wire.Envelope {
 		return wire.Envelope{To: to, Msg: &wire.Deliver{ID: wire.MsgID{Client: 9, Seq: seq}}}
 	}
 	var h Held
 	for round := range 20 {
-		h.Route([]wire.Envelope{del(3, 1), del(1, 2), del(2, 3)}, may)
+		h.Route([]wire.Envelope{del(3, 1), del(1, 2), del(2, 3)}, topo, may)
 		var got []wire.ProcID
 		for _, e := range h.Flush() {
 			got = append(got, e.To)
@@ -132,7 +135,7 @@ func TestHeldOrderAndDrop(t *testing.T) {
 			t.Fatalf("round %d: flushed to %v, want [3 1 2]", round, got)
 		}
 	}
-	h.Route([]wire.Envelope{del(1, 4), del(2, 5)}, may)
+	h.Route([]wire.Envelope{del(1, 4), del(2, 5)}, topo, may)
 	if h.Len() != 2 {
 		t.Fatalf("%d held, want 2", h.Len())
 	}
@@ -140,4 +143,14 @@ func TestHeldOrderAndDrop(t *testing.T) {
 	if h.Len() != 0 || len(h.Flush()) != 0 {
 		t.Fatalf("after Drop: %d held", h.Len())
 	}
+}
+
+// testTopology is 2 groups of 3 replicas (ids 0 to 5): 9 is a client.
+func testTopology(t *testing.T) *Topology {
+	t.Helper()
+	topo, err := NewTopology(2, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return topo
 }

@@ -29,13 +29,6 @@ import "github.com/weft-dev/weft/wire"
 // members learn a decision from each other's PaxosAccepted votes, which
 // are not held.
 
-// mayHold reports whether env may wait for the next message to its
-// recipient: its protocol says so, and the recipient is a replica (a
-// client's answers never wait). Only for a protocol with mayWait.
-func (n *Node) mayHold(env wire.Envelope) bool {
-	return n.proto.mayWait(env.Msg) && n.cfg.Topology.IsReplica(env.To)
-}
-
 // sendHolding sends msgs as send does, behind what is held for their
 // recipients, holding back what may wait (amcast.Held.Route), and returns how
 // many of msgs it held.
@@ -44,7 +37,7 @@ func (n *Node) sendHolding(msgs []wire.Envelope) (held int) {
 		n.send(msgs)
 		return 0
 	}
-	send, held := n.held.Route(msgs, n.mayHold)
+	send, held := n.held.Route(msgs, n.cfg.Topology, n.proto.mayWait)
 	n.stats.Held += uint64(held)
 	n.send(send)
 	return held

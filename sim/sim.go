@@ -503,7 +503,7 @@ func (s *Sim) flush(id wire.ProcID, fg bool) error {
 	msgs := rd.Messages
 	if rep && s.held != nil {
 		var n int
-		msgs, n = s.held[id].Route(msgs, s.mayHold)
+		msgs, n = s.held[id].Route(msgs, s.topo, s.spec.MayWait)
 		s.stats.Held += n
 	}
 	if err := s.send(msgs, fg, nil); err != nil {
@@ -534,12 +534,6 @@ func (s *Sim) flush(id wire.ProcID, fg bool) error {
 	}
 	m.Advance()
 	return nil
-}
-
-// mayHold is Config.Hold's rule: what the protocol says may wait, to
-// another replica (a client's answers never wait).
-func (s *Sim) mayHold(env wire.Envelope) bool {
-	return int(env.To) < s.nrep && s.spec.MayWait(env.Msg)
 }
 
 // sendHeld sends everything replica id holds (Config.Hold).
