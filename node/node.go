@@ -532,11 +532,13 @@ func (n *Node) ready() error {
 			held := n.sendHolding(out)
 			n.stats.SentBeforeSync += uint64(len(out) - held) // a held one leaves later
 			n.out.Flush()
-			// Let the writers, woken by the Flush, send them now: with
-			// one P and a raw sync (wal.Options.RawSync) they would not
-			// run before the sync returned, and the overlap would be
-			// lost. With nothing else runnable it returns at once.
-			runtime.Gosched()
+			if n.cfg.WAL.RawSync && !n.cfg.WAL.UnsafeNoSync {
+				// Let the writers, woken by the Flush, send them now:
+				// with one P and a raw fdatasync they would not run
+				// before it returned, and the overlap would be lost.
+				// With nothing else runnable it returns at once.
+				runtime.Gosched()
+			}
 		}
 		clear(out)
 		n.sendBuf = out[:0]
@@ -551,7 +553,6 @@ func (n *Node) ready() error {
 		}
 		n.met.synced(time.Since(start), rd.Persist)
 		n.stats.Syncs++
-		n.stats.RawSyncPauses = n.w.RawSyncPauses()
 		n.stats.Records += uint64(len(rd.Persist))
 		if err := n.mirror(rd.Persist); err != nil {
 			return err

@@ -68,6 +68,7 @@ func (n *Node) publish() {
 	if n.svc != nil {
 		st.Service = &ServiceStatus{Stats: n.svc.d.Stats(), AppliedGTS: n.svc.d.Applied(), Replayed: n.svc.replayed}
 	}
+	st.Stats.RawSyncPauses = n.w.RawSyncPauses()
 	st.Stats.InboxQueued = len(n.inbox.ch)
 	st.Stats.InboxBytes, st.Stats.InboxPeakBytes = n.inbox.budget.load()
 	st.Stats.ClientQueued = len(n.clients.ch)
