@@ -13,25 +13,32 @@ import (
 
 // Log compaction, off the loop.
 //
-// The node mirrors every record it makes durable into its protocol's
-// store (the durable image; the process itself does not use it). When the
-// log has grown by Config.CompactBytes since the last compaction began
-// (and by compactRatio times the last snapshot), the loop starts one:
+// A compaction writes the protocol's durable image (what the records
+// persisted so far built) as a snapshot in place of the log. A WbCast
+// process keeps that image itself (wbcast.Image: no second copy of the
+// state, and none of the map updates that kept one, about a fifth of a
+// loaded agent's throughput; docs/batching.md); for the other protocols
+// the node mirrors every record it makes durable into the protocol's
+// store (the process itself does not use it). When the log has grown by
+// Config.CompactBytes since the last compaction began (and by
+// compactRatio times the last snapshot), the loop starts one:
 //
-//  1. on the loop: the deliveries log is fsynced (the deliveries the cut
-//     drops from the WAL must be durable there first), and
-//     wal.BeginSnapshot fixes the snapshot's index (the log is already
-//     synced: compaction starts after a Ready) and makes the next record
-//     start a new segment. No other I/O, nothing proportional to the state;
-//  2. on a goroutine: the store, handed over whole, is turned into records
-//     (its snapshot), encoded (image.go) and written to the snapshot file,
+//  1. on the loop: the image is taken (a WbCast image is frozen, in time
+//     proportional to the messages in flight and the client sessions, not
+//     to the collected ids; a store is handed over whole), the deliveries
+//     log is fsynced (the deliveries the cut drops from the WAL must be
+//     durable there first), and wal.BeginSnapshot fixes the snapshot's
+//     index (the log is already synced: compaction starts after a Ready)
+//     and makes the next record start a new segment. No other I/O;
+//  2. on a goroutine: the image is turned into records (its snapshot),
+//     encoded (image.go) and written to the snapshot file,
 //     which is fsynced; each record is decoded as it is encoded and the
 //     records are replayed into a scratch store; only a snapshot that
-//     restores, to a store holding as many messages as the live one, is
-//     committed (renamed into place). The
-//     loop meanwhile keeps stepping, ticking, heartbeating and syncing;
-//     the records it makes durable are kept aside, not mirrored, since
-//     the goroutine owns the store;
+//     restores, to a store holding as many messages as the image, is
+//     committed (renamed into place). The loop meanwhile keeps stepping,
+//     ticking, heartbeating and syncing; with a mirrored store, the
+//     records it makes durable are kept aside, not mirrored, since the
+//     goroutine owns the store;
 //  3. on the loop again: the records kept aside are applied to the store,
 //     and wal.ReleaseSnapshotLater releases the segments the snapshot
 //     replaced, which another goroutine deletes.
@@ -42,7 +49,8 @@ import (
 // another CompactBytes. Only the log's own failures stop the node.
 type compaction struct {
 	sw       *wal.SnapshotWriter
-	st       coreStore      // owned by the goroutine until it reports
+	img      coreImage      // read by the goroutine until it reports
+	st       coreStore      // the mirrored store, when img is it: owned by the goroutine
 	deferred []wire.Message // records made durable meanwhile, for st
 	cancel   chan struct{}  // closed when the node stops
 	start    time.Time
@@ -54,16 +62,21 @@ type compaction struct {
 }
 
 // mirror applies records just made durable to the store, or keeps them
-// aside while a compaction owns it.
+// aside while a compaction owns it; a machine that keeps its own image has
+// no store.
 func (n *Node) mirror(recs []wire.Message) error {
+	st := n.m.store()
 	for _, r := range recs {
 		n.sinceCut += int64(wire.Size(r))
 		n.pagesOpen = pagesOpen(r)
-		if c := n.compaction; c != nil {
+		if st == nil {
+			continue
+		}
+		if c := n.compaction; c != nil && c.st != nil {
 			c.deferred = append(c.deferred, r)
 			continue
 		}
-		if err := n.m.store().Apply(r); err != nil {
+		if err := st.Apply(r); err != nil {
 			return fmt.Errorf("node: mirroring a persisted record: %w", err)
 		}
 	}
@@ -131,6 +144,17 @@ func (n *Node) startCompaction() error {
 	if n.compaction != nil {
 		return nil
 	}
+	// The image first, before anything else can change it: the state as of
+	// the cut (everything returned so far is durable).
+	st := n.m.store()
+	var img coreImage = st
+	if st == nil {
+		var ok bool
+		if img, ok = n.m.image(); !ok {
+			n.sinceCut = 0 // nothing to compact now: try again after another CompactBytes
+			return nil
+		}
+	}
 	if n.dlog != nil {
 		if err := n.dlog.sync(); err != nil {
 			return err
@@ -151,7 +175,7 @@ func (n *Node) startCompaction() error {
 	if err != nil {
 		return err // the log's sync failed: sticky
 	}
-	c := &compaction{sw: sw, st: n.m.store(), cancel: make(chan struct{}), start: time.Now(), replaced: n.sinceCut}
+	c := &compaction{sw: sw, img: img, st: st, cancel: make(chan struct{}), start: time.Now(), replaced: n.sinceCut}
 	n.compaction = c
 	n.sinceCut = 0
 	go func() { n.compactDone <- n.writeCompaction(c) }()
@@ -178,7 +202,7 @@ func (c cancelWriter) Write(p []byte) (int, error) {
 
 // writeCompaction is step 2, on its own goroutine: it may touch only c.
 func (n *Node) writeCompaction(c *compaction) error {
-	recs, ok := c.st.snapshot()
+	recs, ok := c.img.snapshot()
 	if !ok {
 		c.disabled = true
 		return nil
@@ -186,7 +210,7 @@ func (n *Node) writeCompaction(c *compaction) error {
 	// The check: each record is decoded as soon as it is encoded, and the
 	// records decoded are replayed into a scratch store; a snapshot
 	// replaces the log only if it restores, to a store holding as many
-	// messages as the live one. That is what a restart does with the file
+	// messages as the image. That is what a restart does with the file
 	// (restoreSnapshot, then newCore's replayStore) short of reading the
 	// bytes back from the page cache through the snapshot file's frames
 	// (whose checksums wal's tests cover) and building the process (which
@@ -216,8 +240,8 @@ func (n *Node) writeCompaction(c *compaction) error {
 	if err != nil {
 		return fmt.Errorf("node: the snapshot just written does not restore: %w", err)
 	}
-	if got, want := scratch.messages(), c.st.messages(); got != want {
-		return fmt.Errorf("node: the snapshot just written restores %d messages, the store holds %d", got, want)
+	if got, want := scratch.messages(), c.img.messages(); got != want {
+		return fmt.Errorf("node: the snapshot just written restores %d messages, the image holds %d", got, want)
 	}
 	scratch, decoded = nil, nil
 	select {
@@ -234,7 +258,7 @@ func (n *Node) writeCompaction(c *compaction) error {
 func (n *Node) finishCompaction(err error) error {
 	c := n.compaction
 	n.compaction = nil
-	for _, r := range c.deferred {
+	for _, r := range c.deferred { // none without a mirrored store
 		if aerr := c.st.Apply(r); aerr != nil {
 			c.sw.Abort()
 			return fmt.Errorf("node: mirroring a persisted record: %w", aerr)

@@ -265,7 +265,15 @@ func TestCompactHugeState(t *testing.T) {
 	c.restart(0)
 	n = c.nodes[0]
 	var got *wire.RecSnapshot
-	onLoop(t, n, func() { got = n.m.store().(wbcastStore).Snapshot() })
+	onLoop(t, n, func() {
+		img, ok := n.m.image()
+		if !ok {
+			t.Error("no image after the restart")
+			return
+		}
+		recs, _ := img.snapshot()
+		got = recs[0].(*wire.RecSnapshot)
+	})
 	if len(got.Done) != huge+1 {
 		t.Fatalf("restarted with %d sessions, want %d", len(got.Done), huge+1)
 	}
@@ -393,7 +401,7 @@ func TestCompactionRefusesABadSnapshot(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		err = n.writeCompaction(&compaction{sw: sw, st: cs, cancel: make(chan struct{})})
+		err = n.writeCompaction(&compaction{sw: sw, img: cs, st: cs, cancel: make(chan struct{})})
 		if err != nil {
 			sw.Abort()
 		} else if err := w.ReleaseSnapshot(sw); err != nil {
@@ -412,7 +420,7 @@ func TestCompactionRefusesABadSnapshot(t *testing.T) {
 	}{
 		{"undecodable", badSnapshotStore{wbcastStore: good, recs: undecodable}, "does not decode"},
 		{"unrestorable", badSnapshotStore{wbcastStore: good, recs: unrestorable}, "does not restore"},
-		{"miscounted", badSnapshotStore{wbcastStore: good, extra: 1}, "restores 1 messages, the store holds 2"},
+		{"miscounted", badSnapshotStore{wbcastStore: good, extra: 1}, "restores 1 messages, the image holds 2"},
 	} {
 		if err := compact(c.st); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: compaction error %v, want one saying %q", c.name, err, c.want)

@@ -47,20 +47,31 @@ type core interface {
 	retained() int
 	// coverage returns this incarnation's protocol counters.
 	coverage() amcast.Coverage
-	// store is the durable image: the node applies every record it makes
-	// durable to it.
+	// store is the durable image the node applies every record it makes
+	// durable to, or nil when the machine keeps its own (image).
 	store() coreStore
+	// image freezes the machine's own durable image, when store is nil,
+	// for a compaction's goroutine; ok is false when it holds none to
+	// compact now (a WbCast replica inert after a disk loss).
+	image() (img coreImage, ok bool)
 }
 
-// coreStore is a protocol's durable image (amcast.Store).
-type coreStore interface {
-	amcast.Store
+// coreImage is what a compaction writes: a protocol's durable image,
+// read by the compaction's goroutine.
+type coreImage interface {
 	// messages is the number of messages (or log slots) the image holds.
 	messages() int
 	// snapshot returns the records from which Apply, on an empty store,
-	// rebuilds this one: what compaction writes in place of the log. ok
+	// rebuilds the image: what compaction writes in place of the log. ok
 	// is false if the protocol cannot compact (its log is then kept).
 	snapshot() (recs []wire.Message, ok bool)
+}
+
+// coreStore is a protocol's durable image kept apart from its machine
+// (amcast.Store), which the node mirrors every persisted record into.
+type coreStore interface {
+	amcast.Store
+	coreImage
 }
 
 // coreConfig is what a protocol core is built from.
@@ -215,9 +226,11 @@ func durableInstalls(recs []wire.Message) []wire.Timestamp {
 
 // WbCast.
 
+// wbcastCore keeps no store: the process keeps its durable image itself
+// (wbcast.Image), so the node mirrors nothing; a store is built only to
+// restore the process at a start (replayStore).
 type wbcastCore struct {
 	*wbcast.Process
-	st wbcastStore
 }
 
 type wbcastStore struct{ *wbcast.Store }
@@ -225,6 +238,14 @@ type wbcastStore struct{ *wbcast.Store }
 func (s wbcastStore) messages() int { return s.Messages() }
 func (s wbcastStore) snapshot() ([]wire.Message, bool) {
 	return []wire.Message{s.Snapshot()}, true
+}
+
+// wbcastImage is a process's frozen image (wbcast.Image).
+type wbcastImage struct{ *wbcast.Image }
+
+func (i wbcastImage) messages() int { return i.Messages() }
+func (i wbcastImage) snapshot() ([]wire.Message, bool) {
+	return []wire.Message{i.Snapshot()}, true
 }
 
 func wbcastConfig(cc coreConfig, det Detector) wbcast.Config {
@@ -249,7 +270,7 @@ func openWbCastAmnesiac(cc coreConfig, det Detector, st coreStore) (core, error)
 	if err != nil {
 		return nil, err
 	}
-	return &wbcastCore{Process: p, st: ws}, nil
+	return &wbcastCore{Process: p}, nil
 }
 
 func openWbCast(cc coreConfig, det Detector, st coreStore) (core, error) {
@@ -257,11 +278,9 @@ func openWbCast(cc coreConfig, det Detector, st coreStore) (core, error) {
 	c := &wbcastCore{}
 	var err error
 	if st == nil {
-		c.st = wbcastStore{wbcast.NewStore()}
 		c.Process, err = wbcast.New(cfg)
 	} else {
-		c.st = st.(wbcastStore)
-		c.Process, err = wbcast.Restore(cfg, c.st.Store)
+		c.Process, err = wbcast.Restore(cfg, st.(wbcastStore).Store)
 	}
 	if err != nil {
 		return nil, err
@@ -276,7 +295,14 @@ func (c *wbcastCore) clock() uint64                       { return c.Clock() }
 func (c *wbcastCore) maxDelivered() wire.Timestamp        { return c.MaxDelivered() }
 func (c *wbcastCore) retained() int                       { return c.Retained() }
 func (c *wbcastCore) coverage() amcast.Coverage           { return c.Coverage() }
-func (c *wbcastCore) store() coreStore                    { return c.st }
+func (c *wbcastCore) store() coreStore                    { return nil }
+func (c *wbcastCore) image() (coreImage, bool) {
+	img, ok := c.Image()
+	if !ok {
+		return nil, false
+	}
+	return wbcastImage{img}, true
+}
 
 // FT-Skeen and FastCast (Skeen replicated by per-group Multi-Paxos; one
 // store type, rskeen.Store, under two names).
@@ -343,6 +369,7 @@ func (c *rskeenCore) maxDelivered() wire.Timestamp        { return c.MaxDelivere
 func (c *rskeenCore) retained() int                       { return c.Retained() }
 func (c *rskeenCore) coverage() amcast.Coverage           { return c.Coverage() }
 func (c *rskeenCore) store() coreStore                    { return c.st }
+func (c *rskeenCore) image() (coreImage, bool)            { return nil, false }
 
 // Skeen (one process per group, nothing durable).
 
@@ -391,3 +418,4 @@ func (c *skeenCore) maxDelivered() wire.Timestamp        { return c.maxDel }
 func (c *skeenCore) retained() int                       { return c.Retained() }
 func (c *skeenCore) coverage() amcast.Coverage           { return amcast.Coverage{} }
 func (c *skeenCore) store() coreStore                    { return skeenStore{} }
+func (c *skeenCore) image() (coreImage, bool)            { return nil, false }

@@ -292,7 +292,7 @@ func (n *Node) open() error {
 	if mode == startRestore {
 		b, cb := n.m.ballots()
 		n.log.Info("restored from the log", "protocol", n.proto.name, "records", len(recs), "snapshot_bytes", snapBytes,
-			"wal_first", n.w.FirstIndex(), "wal_last", n.w.LastIndex(), "messages", n.m.store().messages(),
+			"wal_first", n.w.FirstIndex(), "wal_last", n.w.LastIndex(), "messages", n.m.retained(),
 			"ballot", b, "cballot", cb, "max_delivered", n.m.maxDelivered())
 	}
 	return n.openDeliveryLog(durable, durableInstalls(recs))

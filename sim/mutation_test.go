@@ -287,3 +287,29 @@ func TestSendBeforePersistFailsCheckRestore(t *testing.T) {
 		}
 	}
 }
+
+// TestImageFailsCheckRestore: CheckRestore's comparison of a replica's
+// durable image (wbcast.Image, what a node compacts its log to) with the
+// store its records built catches an image that leaves an adopted state
+// out (wbcast.MutImageSkipsAdopt) within the first seeds whose runs change
+// leaders; the same seeds pass with no knob.
+func TestImageFailsCheckRestore(t *testing.T) {
+	for seed := uint64(1); seed <= 20; seed++ {
+		for _, k := range []wbcast.Mutation{0, wbcast.MutImageSkipsAdopt} {
+			cfg := mutantSwarm(k, seed)
+			cfg.CheckRestore = true
+			cfg.Workload.Messages = min(cfg.Workload.Messages, 40)
+			r := RunSwarmConfig(cfg)
+			switch {
+			case k == 0 && r.Violations() > 0:
+				t.Fatalf("seed %d, no knob: %s", seed, r.Failure())
+			case k != 0 && r.Err != nil && strings.Contains(r.Err.Error(), "image"):
+				t.Logf("seed %d, %s: %v", seed, k, r.Err)
+				return
+			case k != 0 && r.Violations() > 0:
+				t.Fatalf("seed %d, %s: caught, but not by the image comparison: %s", seed, k, r.Failure())
+			}
+		}
+	}
+	t.Fatal("an image without adopted states went unnoticed in 20 seeds")
+}

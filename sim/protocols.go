@@ -34,6 +34,10 @@ type ProtocolSpec struct {
 	// rebuilt from what the live one persisted so far, on the durable state
 	// (Config.CheckRestore); nil means the protocol defines no comparison.
 	CompareRestored func(live, restored amcast.Machine) error
+	// CompareImage, when set, compares the durable image a live replica
+	// keeps itself (what a node compacts its log to; wbcast.Image) with the
+	// store its records built, after every Ready (Config.CheckRestore).
+	CompareImage func(topo *amcast.Topology, live amcast.Machine, st amcast.Store) error
 	// HandsOver: the protocol's machines implement amcast.HandOverer
 	// (FaultHandOver).
 	HandsOver bool
@@ -108,6 +112,19 @@ func wbcastSpec(tune func(*wbcast.Config)) *ProtocolSpec {
 				return fmt.Errorf("sim: wbcast cannot compare a %T with a %T", live, restored)
 			}
 			return wbcast.CompareRestored(l, r)
+		},
+		CompareImage: func(topo *amcast.Topology, live amcast.Machine, st amcast.Store) error {
+			l, ok1 := live.(*wbcast.Process)
+			s, ok2 := st.(*wbcast.Store)
+			if !ok1 || !ok2 {
+				return fmt.Errorf("sim: wbcast cannot compare the image of a %T with a %T", live, st)
+			}
+			img, ok := l.Image()
+			if !ok {
+				return nil // inert after a disk loss: no image
+			}
+			g, _ := topo.GroupOf(l.ID())
+			return wbcast.CompareImage(topo, g, img, s)
 		},
 	}
 }

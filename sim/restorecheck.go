@@ -68,5 +68,10 @@ func (rc *restoreCheck) check(id wire.ProcID, recs []wire.Message) error {
 	if err := s.spec.CompareRestored(s.procs[id], rc.restored[id]); err != nil {
 		return fmt.Errorf("sim: t=%d CheckRestore: %w", s.now, err)
 	}
+	if s.spec.CompareImage != nil {
+		if err := s.spec.CompareImage(s.topo, s.procs[id], st); err != nil {
+			return fmt.Errorf("sim: t=%d CheckRestore: p%d: %w", s.now, id, err)
+		}
+	}
 	return nil
 }

@@ -66,6 +66,7 @@ func (p *Process) deliverLocal(r *record) {
 	p.clock = max(p.clock, r.gts.T)
 	p.dlog = append(p.dlog, logEntry{gts: r.gts, prev: prev, id: r.m.ID})
 	p.deliverDurable(r.m, r.gts, &wire.RecDelivered{M: r.m, LTS: r.lts, GTS: r.gts})
+	r.durDelivered()
 }
 
 // onDeliver is H5 at a follower, with the chain check: a DELIVER is taken

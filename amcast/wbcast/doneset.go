@@ -37,7 +37,43 @@ type doneSet struct {
 	// 90 client sessions, 5% of a loaded agent's CPU (docs/batching.md).
 	n      int
 	top    wire.SeqDigest // the highest id held, when n > 0
-	chunks [][]doneEntry  // each sorted and non-empty; chunk i's entries below chunk i+1's
+	chunks []chunk        // each sorted and non-empty; chunk i's entries below chunk i+1's
+	// gen is the set's generation, raised by every freeze: a chunk of an
+	// older generation may be read by a frozen view on another goroutine
+	// (image.go), so it is copied before it is written in place. Entries
+	// appended past a chunk's length are not in any view (a view keeps
+	// the lengths it was taken with), so an append needs no copy.
+	gen uint32
+}
+
+// chunk is a sorted run of entries and the generation of the set it was
+// last copied (or made) in.
+type chunk struct {
+	e   []doneEntry
+	gen uint32
+}
+
+// own returns chunk ci's entries, copied first if a frozen view may share
+// them, ready to be written in place.
+func (s *doneSet) own(ci int) []doneEntry {
+	c := &s.chunks[ci]
+	if c.gen != s.gen {
+		c.e = append(make([]doneEntry, 0, max(cap(c.e), len(c.e))), c.e...)
+		c.gen = s.gen
+	}
+	return c.e
+}
+
+// freeze returns the chunks as they are now, for a reader on another
+// goroutine: until the reader is done, the set copies a shared chunk
+// before writing it in place. O(chunks), not O(ids).
+func (s *doneSet) freeze() [][]doneEntry {
+	out := make([][]doneEntry, len(s.chunks))
+	for i, c := range s.chunks {
+		out[i] = c.e
+	}
+	s.gen++
+	return out
 }
 
 // doneEntry is one remembered id and the tick it was collected at.
@@ -66,14 +102,14 @@ func (s *doneSet) len() int { return s.n }
 // find returns the chunk that holds q or would, and q's position in it.
 func (s *doneSet) find(q wire.SeqDigest) (ci, i int, found bool) {
 	// The last chunk whose first entry is at or below q (chunk 0 if none).
-	ci, _ = slices.BinarySearchFunc(s.chunks, q, func(c []doneEntry, q wire.SeqDigest) int {
-		if c[0].compare(q) <= 0 {
+	ci, _ = slices.BinarySearchFunc(s.chunks, q, func(c chunk, q wire.SeqDigest) int {
+		if c.e[0].compare(q) <= 0 {
 			return -1
 		}
 		return 1
 	})
 	ci = max(ci-1, 0)
-	i, found = slices.BinarySearchFunc(s.chunks[ci], q, doneEntry.compare)
+	i, found = slices.BinarySearchFunc(s.chunks[ci].e, q, doneEntry.compare)
 	return ci, i, found
 }
 
@@ -100,16 +136,16 @@ func (s *doneSet) add(q wire.SeqDigest, at uint64) bool {
 		// sessions of short-lived clients hold a few ids, and a full
 		// chunk each (4 KiB) would cost a hundred thousand of them 400
 		// MiB. Once one chunk is full, the next starts at full size.
-		s.chunks = append(s.chunks, []doneEntry{e})
+		s.chunks = append(s.chunks, chunk{e: []doneEntry{e}, gen: s.gen})
 		s.n, s.top = 1, q
 		return true
 	}
 	if compareSeqDigest(s.top, q) < 0 { // the usual case: above every id held
-		last := len(s.chunks) - 1
-		if c := s.chunks[last]; len(c) < doneChunk {
-			s.chunks[last] = append(c, e)
+		last := &s.chunks[len(s.chunks)-1]
+		if len(last.e) < doneChunk {
+			last.e = append(last.e, e) // past every view's length: no copy
 		} else {
-			s.chunks = append(s.chunks, append(make([]doneEntry, 0, doneChunk), e))
+			s.chunks = append(s.chunks, chunk{e: append(make([]doneEntry, 0, doneChunk), e), gen: s.gen})
 		}
 		s.n++
 		s.top = q
@@ -119,13 +155,13 @@ func (s *doneSet) add(q wire.SeqDigest, at uint64) bool {
 	if found {
 		return false
 	}
-	c := slices.Insert(s.chunks[ci], i, e)
+	c := slices.Insert(s.own(ci), i, e)
 	if len(c) > doneChunk { // split: the upper half moves to a new chunk
 		hi := append(make([]doneEntry, 0, doneChunk), c[len(c)/2:]...)
 		c = c[:len(c)/2]
-		s.chunks = slices.Insert(s.chunks, ci+1, hi)
+		s.chunks = slices.Insert(s.chunks, ci+1, chunk{e: hi, gen: s.gen})
 	}
-	s.chunks[ci] = c
+	s.chunks[ci].e = c
 	s.n++
 	return true
 }
@@ -139,23 +175,33 @@ func (s *doneSet) filter(stop func(wire.SeqDigest) bool, keep func(doneEntry) bo
 	dropped, ci := 0, 0
 	for ; ci < len(s.chunks); ci++ {
 		c := s.chunks[ci]
-		if stop != nil && stop(c[0].q) {
+		if stop != nil && stop(c.e[0].q) {
 			break
 		}
+		// The first entry dropped, if any: a chunk kept whole is not
+		// written (a frozen view may be reading it).
 		k := 0
-		for _, e := range c {
-			if keep(e) {
-				c[k] = e
-				k++
-			}
+		for k < len(c.e) && keep(c.e[k]) {
+			k++
 		}
-		clear(c[k:])
-		dropped += len(c) - k
-		c = c[:k]
+		if k < len(c.e) {
+			s.chunks[ci] = c
+			e := s.own(ci)
+			for _, x := range e[k+1:] {
+				if keep(x) {
+					e[k] = x
+					k++
+				}
+			}
+			clear(e[k:])
+			dropped += len(e) - k
+			c = chunk{e: e[:k], gen: s.gen}
+		}
 		switch {
 		case k == 0:
-		case len(out) > 0 && len(out[len(out)-1])+k <= doneChunk/2:
-			out[len(out)-1] = append(out[len(out)-1], c...)
+		case len(out) > 0 && len(out[len(out)-1].e)+k <= doneChunk/2:
+			// Past the length of the chunk appended to: no view reads there.
+			out[len(out)-1].e = append(out[len(out)-1].e, c.e...)
 		default:
 			out = append(out, c)
 		}
@@ -166,7 +212,7 @@ func (s *doneSet) filter(stop func(wire.SeqDigest) bool, keep func(doneEntry) bo
 	s.n -= dropped
 	s.top = wire.SeqDigest{}
 	if s.n > 0 {
-		c := s.chunks[len(s.chunks)-1]
+		c := s.chunks[len(s.chunks)-1].e
 		s.top = c[len(c)-1].q
 	}
 	return dropped
@@ -194,7 +240,7 @@ func (s *doneSet) removeSorted(qs []wire.SeqDigest) int {
 // each calls f for every entry, in order.
 func (s *doneSet) each(f func(doneEntry)) {
 	for _, c := range s.chunks {
-		for _, e := range c {
+		for _, e := range c.e {
 			f(e)
 		}
 	}
@@ -205,22 +251,27 @@ func (s *doneSet) each(f func(doneEntry)) {
 // second), a plain loop, where each's callback per id cost a call.
 func (s *doneSet) appendIDs(out []wire.SeqDigest) []wire.SeqDigest {
 	for _, c := range s.chunks {
-		for i := range c {
-			out = append(out, c[i].q)
-		}
+		out = appendChunkIDs(out, c.e)
+	}
+	return out
+}
+
+func appendChunkIDs(out []wire.SeqDigest, c []doneEntry) []wire.SeqDigest {
+	for i := range c {
+		out = append(out, c[i].q)
 	}
 	return out
 }
 
 // clone copies s with every collection tick set to at.
 func (s *doneSet) clone(at uint64) doneSet {
-	out := doneSet{chunks: make([][]doneEntry, len(s.chunks)), n: s.n, top: s.top}
+	out := doneSet{chunks: make([]chunk, len(s.chunks)), n: s.n, top: s.top}
 	for i, c := range s.chunks {
-		cp := make([]doneEntry, len(c))
-		for j, e := range c {
+		cp := make([]doneEntry, len(c.e))
+		for j, e := range c.e {
 			cp[j] = doneEntry{q: e.q, at: at}
 		}
-		out.chunks[i] = cp
+		out.chunks[i] = chunk{e: cp}
 	}
 	return out
 }

@@ -204,11 +204,11 @@ func TestDoneSetSmallSessionsStaySmall(t *testing.T) {
 	for q := range uint64(3) {
 		s.add(wire.SeqDigest{Seq: q + 1}, 0)
 	}
-	if c := cap(s.chunks[0]); c > 8 {
+	if c := cap(s.chunks[0].e); c > 8 {
 		t.Fatalf("3 ids hold a chunk of capacity %d", c)
 	}
-	if cl := s.clone(0); cap(cl.chunks[0]) != 3 {
-		t.Fatalf("the clone of 3 ids holds a chunk of capacity %d", cap(cl.chunks[0]))
+	if cl := s.clone(0); cap(cl.chunks[0].e) != 3 {
+		t.Fatalf("the clone of 3 ids holds a chunk of capacity %d", cap(cl.chunks[0].e))
 	}
 }
 
@@ -218,7 +218,8 @@ func TestDoneSetSmallSessionsStaySmall(t *testing.T) {
 func (s *doneSet) check() error {
 	n := 0
 	var prev *wire.SeqDigest
-	for i, c := range s.chunks {
+	for i, ch := range s.chunks {
+		c := ch.e
 		if len(c) == 0 || len(c) > doneChunk {
 			return fmt.Errorf("chunk %d holds %d entries", i, len(c))
 		}
@@ -237,4 +238,51 @@ func (s *doneSet) check() error {
 		return fmt.Errorf("top is seq %d, the highest entry seq %d", s.top.Seq, prev.Seq)
 	}
 	return nil
+}
+
+// TestDoneSetFreeze: a frozen view (Image, read by a compaction's
+// goroutine) keeps the ids it was taken with while the set goes on with
+// appends, out-of-order inserts that split chunks, and forget passes that
+// drop and merge chunks; run with -race, a write to a chunk the view
+// shares would be reported.
+func TestDoneSetFreeze(t *testing.T) {
+	var s doneSet
+	for q := uint64(1); q <= 20*doneChunk; q += 2 {
+		s.add(wire.SeqDigest{Seq: q}, q)
+	}
+	view := s.freeze()
+	want := s.appendIDs(nil)
+	done := make(chan []wire.SeqDigest)
+	go func() {
+		var got []wire.SeqDigest
+		for range 50 {
+			got = got[:0]
+			for _, c := range view {
+				got = appendChunkIDs(got, c)
+			}
+		}
+		done <- got
+	}()
+	for q := uint64(20*doneChunk + 1); q <= 22*doneChunk; q++ {
+		s.add(wire.SeqDigest{Seq: q}, q) // appends past the view's lengths
+	}
+	for q := uint64(2); q <= 6*doneChunk; q += 2 {
+		s.add(wire.SeqDigest{Seq: q}, q) // inserts, splitting chunks
+	}
+	s.filter(nil, func(e doneEntry) bool { return e.q.Seq%3 != 0 }) // drops, merges
+	if got := <-done; !slices.Equal(got, want) {
+		t.Fatalf("the view changed: %d ids, want %d", len(got), len(want))
+	}
+	if err := s.check(); err != nil {
+		t.Fatal(err)
+	}
+	// A second freeze sees the set as it is now.
+	view = s.freeze()
+	var got []wire.SeqDigest
+	for _, c := range view {
+		got = appendChunkIDs(got, c)
+	}
+	if !slices.Equal(got, s.appendIDs(nil)) {
+		t.Fatal("a view taken after the writes differs from the set")
+	}
 }

@@ -387,10 +387,16 @@ func (p *Process) adopt(b wire.Ballot, clock uint64, state []wire.MsgState) {
 			}
 		}
 		foldAccepts(r, s)
+		if !p.mut(MutImageSkipsAdopt) {
+			r.durAdopted(s, b)
+		}
 	}
 	for id, r := range p.recs {
 		if !in[id] && !r.issued {
 			r.phase, r.lts, r.gts = wire.PhaseStart, wire.Timestamp{}, wire.Timestamp{}
+		}
+		if !in[id] && !r.dur.delivered {
+			r.durForget()
 		}
 		if r.known {
 			if j := r.m.DestIndex(p.g); r.acc[j].ok {
@@ -403,6 +409,7 @@ func (p *Process) adopt(b wire.Ballot, clock uint64, state []wire.MsgState) {
 	// In pages, like NEW_STATE: one record of 100,000 messages would pass
 	// the log's record limit. The store applies the state at its last page.
 	hdr := wire.RecNewState{B: b, Clock: p.clock}
+	p.durClock = max(p.durClock, p.clock)
 	for _, pg := range p.paginate(state, pageHeader(&hdr)) {
 		rec := hdr
 		rec.State, rec.Paged = pg.state, pg.Paged

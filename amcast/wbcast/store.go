@@ -212,7 +212,7 @@ func Restore(cfg Config, st *Store) (*Process, error) {
 	if p.ballot != p.cballot {
 		p.status = Recovering
 	}
-	p.clock = st.Clock
+	p.clock, p.durClock = st.Clock, st.Clock
 	p.maxDelivered = st.maxDelivered
 	p.ackFloor = st.maxDelivered // it may have collected up to here (transfer.go)
 	p.sess = st.sess.clone()
@@ -240,6 +240,7 @@ func Restore(cfg Config, st *Store) (*Process, error) {
 		}
 		r.phase, r.lts, r.gts = s.Phase, s.LTS, s.GTS
 		r.issued = m.delivered
+		r.dur = durState{s: &s, held: true, delivered: m.delivered}
 		p.clock = max(p.clock, s.GTS.T)
 		p.recs[id] = r
 		p.sess.get(id.Key()).live++

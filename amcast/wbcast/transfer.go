@@ -217,6 +217,12 @@ func (p *Process) install(img *wire.RecSnapshot, pages []*wire.RecSnapshot) {
 		r.issued, r.phase, r.lts, r.gts, r.since = true, wire.PhaseCommitted, s.LTS, s.GTS, p.ticks
 		r.ackB, r.ackFrom = nil, nil
 		foldAccepts(r, s)
+		r.durInstalled(s)
+	}
+	for id, r := range p.recs {
+		if r.dur.held && !r.dur.delivered && !in[id] && r.dur.s.LTS.T <= img.Clock {
+			r.durForget() // as the store drops it (installStore)
+		}
 	}
 	for _, id := range p.sortedIDs() {
 		r := p.recs[id]
@@ -228,6 +234,7 @@ func (p *Process) install(img *wire.RecSnapshot, pages []*wire.RecSnapshot) {
 	p.maxDelivered = img.MaxDelivered
 	p.ackFloor = wire.MaxTS(p.ackFloor, img.MaxDelivered) // the leader collected up to its floor, at most here
 	p.clock = max(p.clock, img.Clock)
+	p.durClock = max(p.durClock, img.Clock)
 	p.dlog = p.dlog[:0] // the chain restarts at the point (catchUp)
 	p.offLog = p.offLogIDs()
 	p.cov.Installs++

@@ -188,6 +188,8 @@ type record struct {
 	// (issue #14 item 4: allocations per multicast; TestStepAllocs).
 	accInline     [inlineDests]accEntry
 	ackFromInline [inlineDests]uint64
+
+	dur durState // what the records persisted made durable of it (image.go)
 }
 
 // peer is what a process knows of a member of its group.
@@ -234,6 +236,9 @@ type Process struct {
 	cballot wire.Ballot // ballot whose leader's state was adopted
 	clock   uint64
 	ticks   uint64
+	// durClock is the clock of the last state adopted or installed here,
+	// as persisted (the Store's Clock; image.go).
+	durClock uint64
 	// deliveredAt[t % len] is maxDelivered at tick t, for the last
 	// catchUpTicks+1 ticks (stalled).
 	deliveredAt [catchUpTicks + 1]wire.Timestamp
@@ -647,7 +652,9 @@ func (p *Process) onAccept(env wire.Envelope, a *wire.Accept) error {
 		p.clock = max(p.clock, G.T) // H2.11
 	}
 	if changed && !r.issued {
-		p.persist(p.recAccepted(r))
+		rec := p.recAccepted(r)
+		p.persist(rec)
+		r.durAccepted(rec)
 	}
 	if r.issued && p.mut(MutNoReack) {
 		return nil // P2 broken: no re-ack of a delivered message
