@@ -79,7 +79,7 @@ func (p *Process) onDeliver(from wire.ProcID, d *wire.Deliver) error {
 		if d.M.ID != d.ID {
 			return p.rejects.Reject("invalid_message", "DELIVER %s carries message %s", d.ID, d.M.ID)
 		}
-		if err := p.checkKnown(d.M); err != nil {
+		if _, err := p.checkKnown(d.M); err != nil {
 			return err
 		}
 	}

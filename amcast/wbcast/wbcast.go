@@ -452,6 +452,15 @@ func (p *Process) replayDeferred() {
 	}
 }
 
+// recOr returns r, the record of id a lookup found, or if it found none a
+// new one (rec).
+func (p *Process) recOr(r *record, id wire.MsgID) *record {
+	if r != nil {
+		return r
+	}
+	return p.rec(id)
+}
+
 func (p *Process) rec(id wire.MsgID) *record {
 	r := p.recs[id]
 	if r == nil {
@@ -486,7 +495,8 @@ func (p *Process) reply(m *wire.AppMsg, gts wire.Timestamp) {
 // onMulticast is H1: the leader proposes a local timestamp (once) and sends
 // ACCEPT to every member of every destination group.
 func (p *Process) onMulticast(env wire.Envelope, mc *wire.Multicast) error {
-	if err := p.checkKnown(&mc.M); err != nil {
+	held, err := p.checkKnown(&mc.M)
+	if err != nil {
 		return err
 	}
 	if err := amcast.CheckMulticastSender(p.topo, &p.rejects, env.From, &mc.M); err != nil {
@@ -507,13 +517,13 @@ func (p *Process) onMulticast(env wire.Envelope, mc *wire.Multicast) error {
 		return nil
 	}
 	if p.holding() {
-		if r := p.recs[mc.M.ID]; r == nil || r.phase == wire.PhaseStart {
+		if held == nil || held.phase == wire.PhaseStart {
 			p.deferMsg(env) // handing over: propose nothing new (handover.go)
 			return nil
 		}
 	}
 	p.sess.touch(&mc.M, p.ticks)
-	r := p.rec(mc.M.ID)
+	r := p.recOr(held, mc.M.ID)
 	p.learn(r, &mc.M)
 	if r.issued {
 		// Already delivered: answer again and re-send the ACCEPT (H1.7), so
@@ -561,7 +571,8 @@ func (p *Process) sendAccept(r *record) {
 // and acknowledge to the leaders of all destination groups.
 func (p *Process) onAccept(env wire.Envelope, a *wire.Accept) error {
 	from := env.From
-	if err := p.checkKnown(&a.M); err != nil {
+	held, err := p.checkKnown(&a.M)
+	if err != nil {
 		return err
 	}
 	if g, ok := p.topo.GroupOf(from); !ok || g != a.G || a.B.Leader() != from {
@@ -574,7 +585,7 @@ func (p *Process) onAccept(env wire.Envelope, a *wire.Accept) error {
 	if err := p.checkLTS("ACCEPT", a.M.ID, a.LTS, a.G); err != nil {
 		return err
 	}
-	if r := p.recs[a.M.ID]; r != nil && r.known {
+	if r := held; r != nil && r.known {
 		// INV-2: a leader proposes one lts per message per ballot, so a
 		// second, different one under the ballot held is no correct
 		// leader's (this was a panic).
@@ -592,7 +603,7 @@ func (p *Process) onAccept(env wire.Envelope, a *wire.Accept) error {
 	if p.collected(a.M.ID) {
 		return nil // delivered everywhere and collected: a stale ACCEPT
 	}
-	r := p.rec(a.M.ID)
+	r := p.recOr(held, a.M.ID)
 	p.learn(r, &a.M)
 	e := &r.acc[idx]
 	if a.G == p.g {
