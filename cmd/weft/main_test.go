@@ -186,6 +186,10 @@ func TestSimSweepSkeen(t *testing.T) {
 	if err != nil || !strings.Contains(out, "violations         0 in 0 seeds") || !strings.Contains(out, "GST→last delivery") {
 		t.Fatalf("%v\n%s", err, out)
 	}
+	out, _, err = runSplit(t, "sim", "sweep", "--seeds", "2", "--check-restore")
+	if err != nil || !strings.Contains(out, "violations         0 in 0 seeds") {
+		t.Fatalf("--check-restore: %v\n%s", err, out)
+	}
 }
 
 func TestSimSweepBadFlags(t *testing.T) {
@@ -196,6 +200,8 @@ func TestSimSweepBadFlags(t *testing.T) {
 		{"sim", "sweep", "--gc", "some"},
 		{"sim", "sweep", "--protocol", "skeen", "--gc", "all"},
 		{"sim", "sweep", "--quorum-gc", "--gc", "all"},
+		{"sim", "sweep", "--protocol", "skeen", "--check-restore"},
+		{"sim", "sweep", "--service", "kv", "--check-restore"},
 		{"sim", "gc", "--gc", "none"},
 	} {
 		if _, err := run(t, args...); err == nil {
@@ -223,8 +229,8 @@ func TestSweepVerdict(t *testing.T) {
 		!strings.Contains(err.Error(), "weft sim run --protocol wbcast --faults swarm --seed 4") {
 		t.Fatalf("verdict: %v", err)
 	}
-	if err := sweepVerdict(&agg, sweepTweaks{forged: true, gcAll: true}); err == nil ||
-		!strings.Contains(err.Error(), "weft sim sweep --protocol wbcast --seeds 1 --seed-start 4 --forged-clients --gc all") {
+	if err := sweepVerdict(&agg, sweepTweaks{forged: true, gcAll: true, checkRestore: true}); err == nil ||
+		!strings.Contains(err.Error(), "weft sim sweep --protocol wbcast --seeds 1 --seed-start 4 --forged-clients --gc all --check-restore") {
 		t.Fatalf("verdict of a tweaked sweep: %v", err)
 	}
 	var out bytes.Buffer

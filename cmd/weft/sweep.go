@@ -20,7 +20,7 @@ func simSweepCmd() *cobra.Command {
 		protocol, format, service string
 		seeds, jobs               int
 		start                     uint64
-		forged                    bool
+		forged, checkRestore      bool
 		gc                        gcFlags
 	)
 	c := &cobra.Command{
@@ -53,7 +53,13 @@ and pulled is INVALID.
 
 WbCast collects what a quorum of each group delivered (--gc quorum, the
 default; the swarm then counts members behind their group's floor against
-its failure budget, sim/budget.go); --gc all makes it wait for every member.`,
+its failure budget, sim/budget.go); --gc all makes it wait for every member.
+
+--check-restore (WbCast) also checks, after every Ready of every replica,
+that a replica restored from what it persisted agrees with the live one,
+and that the durable image the live one keeps itself (what a node compacts
+its log to) equals the store its records built (sim.Config.CheckRestore;
+a run costs several times more).`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if seeds < 1 {
 				return fmt.Errorf("--seeds must be positive")
@@ -65,8 +71,10 @@ its failure budget, sim/budget.go); --gc all makes it wait for every member.`,
 				jobs = runtime.GOMAXPROCS(0)
 			}
 			switch {
-			case service == "kv" && (forged || cmd.Flags().Changed("gc") || gc.quorumGC):
-				return fmt.Errorf("--service kv: --forged-clients and --gc apply to the protocol's own sweep only")
+			case service == "kv" && (forged || checkRestore || cmd.Flags().Changed("gc") || gc.quorumGC):
+				return fmt.Errorf("--service kv: --forged-clients, --check-restore and --gc apply to the protocol's own sweep only")
+			case checkRestore && protocol != "wbcast":
+				return fmt.Errorf("--check-restore: only wbcast defines what a restored replica must agree on")
 			case service == "kv":
 				return kvSweep(cmd, protocol, seeds, start, jobs, format)
 			case service != "":
@@ -78,7 +86,7 @@ its failure budget, sim/budget.go); --gc all makes it wait for every member.`,
 			if err != nil {
 				return err
 			}
-			tw := sweepTweaks{forged: forged, gcAll: all}
+			tw := sweepTweaks{forged: forged, gcAll: all, checkRestore: checkRestore}
 			agg := runSweep(protocol, seeds, start, jobs, tw, pr.update)
 			pr.done(sweepStatus{label: "sweep " + protocol, violations: agg.Violations, failures: agg.Failures})
 			wall := time.Since(began)
@@ -101,13 +109,14 @@ its failure budget, sim/budget.go); --gc all makes it wait for every member.`,
 	f.IntVar(&jobs, "jobs", 0, "seeds run in parallel (default GOMAXPROCS)")
 	f.StringVar(&service, "service", "", "run a replicated service on the replicas and check it: kv (weft-kv: single-key linearizability with porcupine, and the bank)")
 	f.BoolVar(&forged, "forged-clients", false, "an adversary forges the genuine clients' ids to every replica during the fault phase")
+	f.BoolVar(&checkRestore, "check-restore", false, "wbcast: after every Ready, check a replica restored from its records and its own durable image against the live one (slower)")
 	addGCFlags(c, &gc)
 	return c
 }
 
 // sweepTweaks change every seed's configuration.
 type sweepTweaks struct {
-	forged, gcAll bool
+	forged, gcAll, checkRestore bool
 }
 
 // runSweep runs the seeds on jobs workers and aggregates the results (the
@@ -122,6 +131,7 @@ func runSweep(protocol string, seeds int, start uint64, jobs int, tw sweepTweaks
 		if tw.gcAll {
 			cfg.Spec = collectAllSpec()
 		}
+		cfg.CheckRestore = tw.checkRestore
 		return sim.RunSwarmConfig(cfg)
 	}, func(done int, r *sim.SweepResult) {
 		agg.Add(r)
@@ -234,13 +244,16 @@ func (p *progress) done(st sweepStatus) {
 // replayCommand replays one failing seed: with the sweep's tweaks (which
 // weft sim run does not take), as a one-seed sweep.
 func replayCommand(protocol string, seed uint64, tw sweepTweaks) string {
-	if tw.forged || tw.gcAll {
+	if tw.forged || tw.gcAll || tw.checkRestore {
 		flags := ""
 		if tw.forged {
 			flags += " --forged-clients"
 		}
 		if tw.gcAll {
 			flags += " --gc all"
+		}
+		if tw.checkRestore {
+			flags += " --check-restore"
 		}
 		return fmt.Sprintf("weft sim sweep --protocol %s --seeds 1 --seed-start %d%s", protocol, seed, flags)
 	}
