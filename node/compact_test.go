@@ -379,7 +379,9 @@ func (s badSnapshotStore) messages() int { return s.wbcastStore.messages() + s.e
 // TestCompactionRefusesABadSnapshot proves the compaction's check: a
 // snapshot whose records do not decode, one that does not restore, and
 // one that restores to another number of messages than the store holds
-// are each refused, and none of them replaces the log's snapshot.
+// are each refused, and none of them replaces the log's snapshot; the
+// same for an image the machine keeps itself (no mirrored store, no
+// replay: a record other than the image's pages restores no message).
 func TestCompactionRefusesABadSnapshot(t *testing.T) {
 	st := wbcast.NewStore()
 	b := wire.Ballot{N: 1, P: 0}
@@ -395,13 +397,17 @@ func TestCompactionRefusesABadSnapshot(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer w.Close()
-	compact := func(cs coreStore) error {
+	compact := func(cs coreStore, mirrored bool) error {
 		t.Helper()
 		sw, err := w.BeginSnapshot()
 		if err != nil {
 			t.Fatal(err)
 		}
-		err = n.writeCompaction(&compaction{sw: sw, img: cs, st: cs, cancel: make(chan struct{})})
+		c := &compaction{sw: sw, img: cs, cancel: make(chan struct{})}
+		if mirrored {
+			c.st = cs
+		}
+		err = n.writeCompaction(c)
 		if err != nil {
 			sw.Abort()
 		} else if err := w.ReleaseSnapshot(sw); err != nil {
@@ -414,22 +420,29 @@ func TestCompactionRefusesABadSnapshot(t *testing.T) {
 	// A page that follows no first page: the store refuses it.
 	unrestorable := []wire.Message{&wire.RecNewState{B: b, Clock: 5, Paged: wire.Paged{Page: 1}}}
 	for _, c := range []struct {
-		name string
-		st   coreStore
-		want string
+		name     string
+		st       coreStore
+		mirrored bool
+		want     string
 	}{
-		{"undecodable", badSnapshotStore{wbcastStore: good, recs: undecodable}, "does not decode"},
-		{"unrestorable", badSnapshotStore{wbcastStore: good, recs: unrestorable}, "does not restore"},
-		{"miscounted", badSnapshotStore{wbcastStore: good, extra: 1}, "restores 1 messages, the image holds 2"},
+		{"undecodable", badSnapshotStore{wbcastStore: good, recs: undecodable}, true, "does not decode"},
+		{"unrestorable", badSnapshotStore{wbcastStore: good, recs: unrestorable}, true, "does not restore"},
+		{"miscounted", badSnapshotStore{wbcastStore: good, extra: 1}, true, "restores 1 messages, the image holds 2"},
+		{"undecodable image", badSnapshotStore{wbcastStore: good, recs: undecodable}, false, "does not decode"},
+		{"unrestorable image", badSnapshotStore{wbcastStore: good, recs: unrestorable}, false, "restores 0 messages, the image holds 1"},
+		{"miscounted image", badSnapshotStore{wbcastStore: good, extra: 1}, false, "restores 1 messages, the image holds 2"},
 	} {
-		if err := compact(c.st); err == nil || !strings.Contains(err.Error(), c.want) {
+		if err := compact(c.st, c.mirrored); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: compaction error %v, want one saying %q", c.name, err, c.want)
 		}
 		if idx, _ := w.SnapshotIndex(); idx != 0 {
 			t.Fatalf("%s: the log's snapshot is at record %d after a refused compaction", c.name, idx)
 		}
 	}
-	if err := compact(good); err != nil {
+	if err := compact(good, false); err != nil {
+		t.Fatalf("a good image: %v", err)
+	}
+	if err := compact(good, true); err != nil {
 		t.Fatalf("a good snapshot: %v", err)
 	}
 	r, err := w.OpenSnapshot()

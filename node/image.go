@@ -37,10 +37,11 @@ var errBadSnapshot = errors.New("node: malformed snapshot")
 
 // writeSnapshot encodes recs (a store's snapshot) to w. If each is not
 // nil it is called with every record's encoding (wire.Append's bytes,
-// without the length) right after the record is encoded, while the bytes
-// are still in the cache; the slice is reused afterwards. An error from
-// each ends the write with that error.
-func writeSnapshot(w io.Writer, recs []wire.Message, each func([]byte) error) error {
+// without the length) and the record encoded (a REC_SNAPSHOT's page)
+// right after the record is encoded, while the bytes are still in the
+// cache; the slice is reused afterwards. An error from each ends the write
+// with that error.
+func writeSnapshot(w io.Writer, recs []wire.Message, each func(enc []byte, rec wire.Message) error) error {
 	bw := bufio.NewWriterSize(w, 256<<10)
 	bw.Write(snapshotMagic)
 	var buf []byte
@@ -61,7 +62,7 @@ func writeSnapshot(w io.Writer, recs []wire.Message, each func([]byte) error) er
 			head := len(buf)
 			buf = wire.Append(buf, p)
 			if each != nil {
-				if err := each(buf[head:]); err != nil {
+				if err := each(buf[head:], p); err != nil {
 					return err
 				}
 			}
@@ -85,12 +86,16 @@ type imageDecoder struct {
 
 // add decodes one record's encoding. It keeps nothing of b.
 func (d *imageDecoder) add(b []byte) error {
-	i := d.n
-	d.n++
 	m, err := wire.Decode(b)
 	if err != nil {
-		return fmt.Errorf("%w: record %d: %v", errBadSnapshot, i, err)
+		return fmt.Errorf("%w: record %d: %v", errBadSnapshot, d.n, err)
 	}
+	return d.addDecoded(m)
+}
+
+// addDecoded adds a record decoded already.
+func (d *imageDecoder) addDecoded(m wire.Message) error {
+	d.n++
 	if p, ok := m.(*wire.RecSnapshot); ok {
 		d.pages = append(d.pages, p)
 		return nil
