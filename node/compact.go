@@ -228,7 +228,7 @@ func (n *Node) writeCompaction(c *compaction) error {
 	// its configuration, the live one's). docs/batching.md has the history.
 	var (
 		back    imageDecoder // a mirrored store's records, for the replay
-		again   []byte
+		again   = make([]byte, 0, pageRoom)
 		decoded int // messages in the REC_SNAPSHOT pages decoded
 	)
 	check := func(b []byte, rec wire.Message) error {

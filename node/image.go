@@ -31,6 +31,8 @@ const (
 	// imagePageBudget is the size the encoder aims for per REC_SNAPSHOT
 	// page.
 	imagePageBudget = 1 << 20
+	// pageRoom is the capacity of the buffers a page is encoded into.
+	pageRoom = 2 * imagePageBudget
 )
 
 var errBadSnapshot = errors.New("node: malformed snapshot")
@@ -44,7 +46,9 @@ var errBadSnapshot = errors.New("node: malformed snapshot")
 func writeSnapshot(w io.Writer, recs []wire.Message, each func(enc []byte, rec wire.Message) error) error {
 	bw := bufio.NewWriterSize(w, 256<<10)
 	bw.Write(snapshotMagic)
-	var buf []byte
+	// Room for a page and more: grown to each larger page's size, the
+	// buffer was allocated (and cleared) again for most pages.
+	buf := make([]byte, 0, pageRoom)
 	for _, r := range recs {
 		pages := []wire.Message{r}
 		if s, ok := r.(*wire.RecSnapshot); ok {
