@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/weft-dev/weft/amcast"
 	"github.com/weft-dev/weft/wire"
 )
 
@@ -196,9 +197,7 @@ func (img *Image) Snapshot() *wire.RecSnapshot {
 // messages, and the same collected ids of every session; the image may
 // hold more sessions, without ids, and higher floors. It returns the first
 // difference, or nil.
-func CompareImage(topo interface {
-	InitialLeader(wire.GroupID) wire.ProcID
-}, g wire.GroupID, img *Image, st *Store) error {
+func CompareImage(topo *amcast.Topology, g wire.GroupID, img *Image, st *Store) error {
 	got, want := img.Snapshot(), st.Snapshot()
 	if want.Ballot == (wire.Ballot{}) && want.CBallot == (wire.Ballot{}) {
 		b0 := wire.Ballot{N: 0, P: topo.InitialLeader(g)}
