@@ -58,7 +58,7 @@ type chunk struct {
 func (s *doneSet) own(ci int) []doneEntry {
 	c := &s.chunks[ci]
 	if c.gen != s.gen {
-		c.e = append(make([]doneEntry, 0, max(cap(c.e), len(c.e))), c.e...)
+		c.e = append(make([]doneEntry, 0, cap(c.e)), c.e...)
 		c.gen = s.gen
 	}
 	return c.e
@@ -185,8 +185,7 @@ func (s *doneSet) filter(stop func(wire.SeqDigest) bool, keep func(doneEntry) bo
 			k++
 		}
 		if k < len(c.e) {
-			s.chunks[ci] = c
-			e := s.own(ci)
+			e := s.own(ci) // out has not reached index ci: s.chunks[ci] is c
 			for _, x := range e[k+1:] {
 				if keep(x) {
 					e[k] = x

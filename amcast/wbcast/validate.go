@@ -82,8 +82,8 @@ func (p *Process) checkSame(m *wire.AppMsg, known *wire.AppMsg) error {
 //
 // It returns m's record, nil if none is held, for the handler to go on
 // with: one map lookup of a 48-byte id per message, not one per question
-// (a handler asked up to three; lookups in the records were 7% of a
-// loaded agent's CPU, docs/batching.md).
+// (a handler asked up to three; map lookups by id were about 6% of a
+// loaded agent's CPU in a profile at 180 shared clients, README).
 func (p *Process) checkKnown(m *wire.AppMsg) (*record, error) {
 	r := p.recs[m.ID]
 	if r != nil && r.known && slices.Equal(m.Dest, r.m.Dest) && bytes.Equal(m.Payload, r.m.Payload) {
