@@ -432,11 +432,15 @@ func (c *Client) Multicast(ctx context.Context, dest []wire.GroupID, payload []b
 	}
 	if c.slots != nil {
 		select {
-		case c.slots <- struct{}{}:
-		case <-c.stop:
-			return Result{}, ErrClosed
-		case <-ctx.Done():
-			return Result{}, ctx.Err()
+		case c.slots <- struct{}{}: // a free slot: no select over shared channels
+		default:
+			select {
+			case c.slots <- struct{}{}:
+			case <-c.stop:
+				return Result{}, ErrClosed
+			case <-ctx.Done():
+				return Result{}, ctx.Err()
+			}
 		}
 		defer func() { <-c.slots }()
 	}
@@ -447,7 +451,7 @@ func (c *Client) Multicast(ctx context.Context, dest []wire.GroupID, payload []b
 	c.submit(r)
 	c.flush()
 	c.lk.Unlock()
-	a, err := wait(ctx, c, r.reply)
+	a, err := wait(ctx, r.reply)
 	if err != nil {
 		return Result{}, err
 	}
@@ -468,16 +472,21 @@ func (c *Client) enter(ctx context.Context) error {
 	return nil
 }
 
-// wait waits for a request's answer on reply, or for ctx or Close (the
-// request then stays in flight, its answer, if any, to nobody).
-func wait[A any](ctx context.Context, c *Client, reply <-chan A) (A, error) {
-	var zero A
+// wait waits for a request's answer on reply, or for ctx (the request then
+// stays in flight, its answer, if any, to nobody). Close answers every
+// request still waiting with ErrClosed, so wait need not also select on
+// c.stop: a channel every caller's select locked, under load from many
+// goroutines at once (docs/batching.md, "A client's wait").
+func wait[A any](ctx context.Context, reply <-chan A) (A, error) {
+	done := ctx.Done()
+	if done == nil {
+		return <-reply, nil
+	}
 	select {
 	case a := <-reply:
 		return a, nil
-	case <-c.stop:
-		return zero, ErrClosed
-	case <-ctx.Done():
+	case <-done:
+		var zero A
 		return zero, ctx.Err()
 	}
 }
@@ -487,6 +496,14 @@ func (c *Client) Close() error {
 	c.once.Do(func() {
 		c.lk.Lock()
 		c.closed = true
+		for id, r := range c.waiting {
+			delete(c.waiting, id)
+			r.reply <- answer{err: ErrClosed}
+		}
+		for seq, r := range c.reads {
+			delete(c.reads, seq)
+			r.reply <- readAnswer{err: ErrClosed}
+		}
 		c.lk.Unlock()
 		close(c.stop)
 	})

@@ -54,6 +54,48 @@ func TestClientValidatesAndCloses(t *testing.T) {
 	}
 }
 
+// TestCloseAnswersWaiters: Close ends every Multicast and Read still
+// waiting for an answer with ErrClosed (they wait on their own reply
+// channel and their context only), those waiting with a context that
+// never ends included, and those waiting for a slot (MaxInFlight).
+func TestCloseAnswersWaiters(t *testing.T) {
+	topo, err := amcast.NewTopology(2, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes := map[wire.ProcID]string{0: "127.0.0.1:1", 1: "127.0.0.1:1"}
+	cl, err := client.New(client.Config{Cluster: "c", Topology: topo, Nodes: nodes, MaxInFlight: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctxs := []context.Context{context.Background(), t.Context()}
+	errs := make(chan error, 8)
+	for i := range 4 { // 2 in flight, 2 waiting for a slot
+		go func() {
+			_, err := cl.Multicast(ctxs[i%2], []wire.GroupID{0}, nil)
+			errs <- err
+		}()
+	}
+	for i := range 2 {
+		go func() {
+			_, err := cl.Read(ctxs[i%2], 1, nil, wire.ReadLinearizable)
+			errs <- err
+		}()
+	}
+	time.Sleep(50 * time.Millisecond) // let them reach their waits (a late one gets ErrClosed from enter)
+	cl.Close()
+	for range 6 {
+		select {
+		case err := <-errs:
+			if !errors.Is(err, client.ErrClosed) {
+				t.Errorf("a call waiting at Close: %v", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("a call still waits after Close")
+		}
+	}
+}
+
 // TestClientFollowsLeaderHints: the initial guess for group 0 is its first
 // member; after that member is gone the client finds the new leader
 // through retries and then sends to it directly.

@@ -81,7 +81,7 @@ func (c *Client) Read(ctx context.Context, g wire.GroupID, query []byte, mode wi
 	}
 	c.submitRead(r)
 	c.lk.Unlock()
-	a, err := wait(ctx, c, r.reply) // on ctx's end the next tick drops r
+	a, err := wait(ctx, r.reply) // on ctx's end the next tick drops r
 	if err != nil {
 		return ReadResult{}, err
 	}
