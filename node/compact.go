@@ -203,11 +203,6 @@ func (c cancelWriter) Write(p []byte) (int, error) {
 
 // writeCompaction is step 2, on its own goroutine: it may touch only c.
 func (n *Node) writeCompaction(c *compaction) error {
-	recs, ok := c.img.snapshot()
-	if !ok {
-		c.disabled = true
-		return nil
-	}
 	// The check: each record is decoded as soon as it is encoded (the
 	// bytes still in the cache), and encoded again from what was decoded:
 	// the two encodings must be the same bytes, so what a restart decodes
@@ -217,10 +212,11 @@ func (n *Node) writeCompaction(c *compaction) error {
 	// (restoreSnapshot, then newCore's replayStore), which must hold as
 	// many messages as the live one: its records are the store's own
 	// transformation (FT-Skeen's log and deliveries). A WbCast image is one
-	// REC_SNAPSHOT, split into pages and joined back by the wire codec
-	// (whose tests cover it), and the simulator checks the image's
-	// snapshot against the store its records built after every Ready
-	// (wbcast.CompareImage): replaying it too built a second copy of
+	// REC_SNAPSHOT, streamed page by page (wbcast.Image.Pages, each page
+	// checked as it goes) and joined back by the wire codec (whose tests
+	// cover it), and the simulator checks the image's snapshot and its
+	// streamed pages against the store its records built after every
+	// Ready (wbcast.CompareImage): replaying it too built a second copy of
 	// every collected id per compaction, to count messages, and held
 	// every page decoded until the end. Not checked here: the bytes read
 	// back from the page cache through the file's frames (whose checksums
@@ -229,10 +225,17 @@ func (n *Node) writeCompaction(c *compaction) error {
 	var (
 		back    imageDecoder // a mirrored store's records, for the replay
 		again   = make([]byte, 0, pageRoom)
-		decoded int // messages in the REC_SNAPSHOT pages decoded
+		decoded int              // messages in the REC_SNAPSHOT pages decoded
+		ids     []wire.SeqDigest // an image's pages' ids are decoded into this, page after page
 	)
 	check := func(b []byte, rec wire.Message) error {
-		m, err := wire.Decode(b)
+		var m wire.Message
+		var err error
+		if c.st == nil {
+			m, ids, err = wire.DecodeReusing(b, ids[:0]) // the page is dropped before the next
+		} else {
+			m, err = wire.Decode(b) // kept for the replay
+		}
 		if err != nil {
 			return fmt.Errorf("node: the snapshot being written does not decode: %w", err)
 		}
@@ -247,10 +250,18 @@ func (n *Node) writeCompaction(c *compaction) error {
 		}
 		return nil
 	}
-	if err := writeSnapshot(cancelWriter{c.sw, c.cancel}, recs, check); err != nil {
+	sw := newSnapshotWriter(cancelWriter{c.sw, c.cancel}, check)
+	ok, err := c.img.snapshot(imagePageBudget, sw.record)
+	if err == nil && !ok {
+		c.disabled = true
+		return nil
+	}
+	if err == nil {
+		err = sw.flush()
+	}
+	if err != nil {
 		return err
 	}
-	recs = nil
 	if err := c.sw.Finish(); err != nil {
 		return err
 	}

@@ -61,10 +61,13 @@ type core interface {
 type coreImage interface {
 	// messages is the number of messages (or log slots) the image holds.
 	messages() int
-	// snapshot returns the records from which Apply, on an empty store,
-	// rebuilds the image: what compaction writes in place of the log. ok
-	// is false if the protocol cannot compact (its log is then kept).
-	snapshot() (recs []wire.Message, ok bool)
+	// snapshot hands emit, one at a time, the records from which Apply,
+	// on an empty store, rebuilds the image (what compaction writes in
+	// place of the log), each REC_SNAPSHOT as its pages of at most budget
+	// bytes (wire.SnapshotPages); a record is valid only until emit
+	// returns. It returns emit's first error; ok is false if the protocol
+	// cannot compact (its log is then kept).
+	snapshot(budget int, emit func(wire.Message) error) (ok bool, err error)
 }
 
 // coreStore is a protocol's durable image kept apart from its machine
@@ -236,16 +239,17 @@ type wbcastCore struct {
 type wbcastStore struct{ *wbcast.Store }
 
 func (s wbcastStore) messages() int { return s.Messages() }
-func (s wbcastStore) snapshot() ([]wire.Message, bool) {
-	return []wire.Message{s.Snapshot()}, true
+func (s wbcastStore) snapshot(budget int, emit func(wire.Message) error) (bool, error) {
+	return true, emitRecords([]wire.Message{s.Snapshot()}, budget, emit)
 }
 
-// wbcastImage is a process's frozen image (wbcast.Image).
+// wbcastImage is a process's frozen image (wbcast.Image). It streams its
+// pages (wbcast.Image.Pages): no copy of every collected id.
 type wbcastImage struct{ *wbcast.Image }
 
 func (i wbcastImage) messages() int { return i.Messages() }
-func (i wbcastImage) snapshot() ([]wire.Message, bool) {
-	return []wire.Message{i.Snapshot()}, true
+func (i wbcastImage) snapshot(budget int, emit func(wire.Message) error) (bool, error) {
+	return true, i.Pages(budget, func(p *wire.RecSnapshot) error { return emit(p) })
 }
 
 func wbcastConfig(cc coreConfig, det Detector) wbcast.Config {
@@ -326,8 +330,10 @@ type rskeenCore struct {
 
 type rskeenStore struct{ *ftskeen.Store } // = rskeen.Store = fastcast.Store
 
-func (s rskeenStore) messages() int                    { return s.Messages() }
-func (s rskeenStore) snapshot() ([]wire.Message, bool) { return s.Snapshot(), true }
+func (s rskeenStore) messages() int { return s.Messages() }
+func (s rskeenStore) snapshot(budget int, emit func(wire.Message) error) (bool, error) {
+	return true, emitRecords(s.Snapshot(), budget, emit)
+}
 
 // openRSkeen opens an FT-Skeen or FastCast replica (ftskeen.Config and
 // fastcast.Config are one type), fresh (st nil) or restored from st.
@@ -395,8 +401,8 @@ type skeenStore struct{}
 func (skeenStore) Apply(rec wire.Message) error {
 	return fmt.Errorf("node: skeen persists no records, got %s", rec.Kind())
 }
-func (skeenStore) messages() int                    { return 0 }
-func (skeenStore) snapshot() ([]wire.Message, bool) { return nil, false }
+func (skeenStore) messages() int                                        { return 0 }
+func (skeenStore) snapshot(int, func(wire.Message) error) (bool, error) { return false, nil }
 
 func openSkeen(cc coreConfig, _ Detector, st coreStore) (core, error) {
 	if st != nil {

@@ -44,39 +44,75 @@ var errBadSnapshot = errors.New("node: malformed snapshot")
 // cache; the slice is reused afterwards. An error from each ends the write
 // with that error.
 func writeSnapshot(w io.Writer, recs []wire.Message, each func(enc []byte, rec wire.Message) error) error {
-	bw := bufio.NewWriterSize(w, 256<<10)
-	bw.Write(snapshotMagic)
-	// Room for a page and more: grown to each larger page's size, the
-	// buffer was allocated (and cleared) again for most pages.
-	buf := make([]byte, 0, pageRoom)
+	sw := newSnapshotWriter(w, each)
+	if err := emitRecords(recs, imagePageBudget, sw.record); err != nil {
+		return err
+	}
+	return sw.flush()
+}
+
+// emitRecords hands emit recs one at a time, each REC_SNAPSHOT as its
+// pages of at most budget bytes (wire.SnapshotPages): the snapshot of an
+// image that gives its records whole (a mirrored store).
+func emitRecords(recs []wire.Message, budget int, emit func(wire.Message) error) error {
 	for _, r := range recs {
-		pages := []wire.Message{r}
-		if s, ok := r.(*wire.RecSnapshot); ok {
-			pages = pages[:0]
-			for _, p := range wire.SnapshotPages(s, imagePageBudget) {
-				pages = append(pages, p)
+		s, ok := r.(*wire.RecSnapshot)
+		if !ok {
+			if err := emit(r); err != nil {
+				return err
 			}
+			continue
 		}
-		for _, p := range pages {
-			n := wire.Size(p)
-			if n > maxImageRecord {
-				return fmt.Errorf("node: snapshot: a %s of %d bytes exceeds the limit of %d bytes per record", p.Kind(), n, maxImageRecord)
-			}
-			buf = binary.AppendUvarint(buf[:0], uint64(n))
-			head := len(buf)
-			buf = wire.Append(buf, p)
-			if each != nil {
-				if err := each(buf[head:], p); err != nil {
-					return err
-				}
-			}
-			if _, err := bw.Write(buf); err != nil {
+		for _, p := range wire.SnapshotPages(s, budget) {
+			if err := emit(p); err != nil {
 				return err
 			}
 		}
 	}
-	return bw.Flush()
+	return nil
 }
+
+// snapshotWriter writes a snapshot's records as they come (writeSnapshot,
+// or a compaction streaming an image's pages).
+type snapshotWriter struct {
+	bw   *bufio.Writer
+	buf  []byte
+	each func(enc []byte, rec wire.Message) error
+}
+
+func newSnapshotWriter(w io.Writer, each func(enc []byte, rec wire.Message) error) *snapshotWriter {
+	sw := &snapshotWriter{
+		bw: bufio.NewWriterSize(w, 256<<10),
+		// Room for a page and more: grown to each larger page's size,
+		// the buffer was allocated (and cleared) again for most pages.
+		buf:  make([]byte, 0, pageRoom),
+		each: each,
+	}
+	sw.bw.Write(snapshotMagic)
+	return sw
+}
+
+// record encodes and writes one record: a whole one, or a REC_SNAPSHOT's
+// page.
+func (sw *snapshotWriter) record(p wire.Message) error {
+	n := wire.Size(p)
+	if n > maxImageRecord {
+		return fmt.Errorf("node: snapshot: a %s of %d bytes exceeds the limit of %d bytes per record", p.Kind(), n, maxImageRecord)
+	}
+	sw.buf = binary.AppendUvarint(sw.buf[:0], uint64(n))
+	head := len(sw.buf)
+	sw.buf = wire.Append(sw.buf, p)
+	if sw.each != nil {
+		if err := sw.each(sw.buf[head:], p); err != nil {
+			return err
+		}
+	}
+	_, err := sw.bw.Write(sw.buf)
+	return err
+}
+
+// flush writes what is buffered, after the last record.
+func (sw *snapshotWriter) flush() error { return sw.bw.Flush() }
 
 // imageDecoder turns a snapshot's records, one encoding at a time, back
 // into the records writeSnapshot was given: each decoded under wire's

@@ -40,6 +40,9 @@ func FuzzDecode(f *testing.F) {
 				!errors.Is(err, ErrUnknownKind) && !errors.Is(err, ErrTooLarge) {
 				t.Fatalf("Decode error %v wraps no sentinel", err)
 			}
+			if m, _, err2 := DecodeReusing(data, nil); m != nil || err2 == nil || err2.Error() != err.Error() {
+				t.Fatalf("DecodeReusing: %v, %v; Decode: %v", m, err2, err)
+			}
 			return
 		}
 		enc := Append(nil, m)
@@ -55,6 +58,12 @@ func FuzzDecode(f *testing.F) {
 		}
 		if !reflect.DeepEqual(m, m2) {
 			t.Fatalf("re-decode mismatch:\n %#v\n %#v", m, m2)
+		}
+		// DecodeReusing decodes the same message into a used array.
+		arena := make([]SeqDigest, 3, 5)
+		m3, arena, err := DecodeReusing(data, arena)
+		if err != nil || !bytes.Equal(Append(nil, m3), data) || len(arena) < 3 {
+			t.Fatalf("DecodeReusing: %v, %d ids in the array", err, len(arena))
 		}
 		_ = Describe(m)
 	})
