@@ -125,6 +125,9 @@ func runBenchClient(ctx context.Context, in io.Reader, out io.Writer) benchClien
 			return res
 		}
 	}
+	if n := benchClients(spec.Workers, spec.SharedClients); n <= benchClientsOneP {
+		setProcs(os.Getenv("GOMAXPROCS"), 1)
+	}
 	clients := make([]*client.Client, benchClients(spec.Workers, spec.SharedClients))
 	defer func() {
 		for _, cl := range clients {
