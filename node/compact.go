@@ -68,7 +68,6 @@ type compaction struct {
 func (n *Node) mirror(recs []wire.Message) error {
 	st := n.m.store()
 	for _, r := range recs {
-		n.sinceCut += int64(wire.Size(r))
 		n.pagesOpen = pagesOpen(r)
 		if st == nil {
 			continue

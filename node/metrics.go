@@ -120,13 +120,9 @@ func newMetrics(n *Node) *metrics {
 func (n *Node) Registry() *prometheus.Registry { return n.met.reg }
 
 // synced observes one group commit: its duration and the records' bytes.
-func (m *metrics) synced(d time.Duration, recs []wire.Message) {
+func (m *metrics) synced(d time.Duration, bytes int64) {
 	m.fsync.Observe(d.Seconds())
-	b := 0
-	for _, r := range recs {
-		b += wire.Size(r)
-	}
-	m.walBytes.Add(float64(b))
+	m.walBytes.Add(float64(bytes))
 }
 
 // clientMulticast notes a client's MULTICAST as the loop takes it: when it

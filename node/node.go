@@ -551,9 +551,14 @@ func (n *Node) ready() error {
 		if err := n.w.Sync(); err != nil {
 			return err
 		}
-		n.met.synced(time.Since(start), rd.Persist)
+		var bytes int64 // the records' encoded bytes, sized once for the metric and the compaction's threshold
+		for _, r := range rd.Persist {
+			bytes += int64(wire.Size(r))
+		}
+		n.met.synced(time.Since(start), bytes)
 		n.stats.Syncs++
 		n.stats.Records += uint64(len(rd.Persist))
+		n.sinceCut += bytes
 		if err := n.mirror(rd.Persist); err != nil {
 			return err
 		}
