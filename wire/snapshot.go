@@ -239,13 +239,6 @@ func continued(pages []*RecSnapshot, client ProcID, session SessionID) int {
 	return n
 }
 
-func firstCollectedSize(c []SeqDigest) int {
-	if len(c) == 0 {
-		return 0
-	}
-	return sizeSeqDigest(c[0])
-}
-
 func sizeSeqDigest(q SeqDigest) int { return uvarintLen(q.Seq) + len(q.Digest) }
 
 // sizeDone is the encoded size of one ClientDone in a REC_SNAPSHOT.

@@ -280,3 +280,12 @@ func TestDecodeReusing(t *testing.T) {
 		t.Fatalf("decoding into a short array: %v, capacity %d", err, cap(short))
 	}
 }
+
+// firstCollectedSize is the size of c's first id (0 if none), as the
+// oracle placed a session.
+func firstCollectedSize(c []SeqDigest) int {
+	if len(c) == 0 {
+		return 0
+	}
+	return sizeSeqDigest(c[0])
+}
