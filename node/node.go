@@ -545,15 +545,12 @@ func (n *Node) ready() error {
 	}
 	if len(rd.Persist) > 0 {
 		start := time.Now()
-		if err := n.w.AppendMessages(rd.Persist...); err != nil {
+		bytes, err := n.w.AppendMessages(rd.Persist...) // the records' bytes: the metric's and the compaction threshold's
+		if err != nil {
 			return err
 		}
 		if err := n.w.Sync(); err != nil {
 			return err
-		}
-		var bytes int64 // the records' encoded bytes, sized once for the metric and the compaction's threshold
-		for _, r := range rd.Persist {
-			bytes += int64(wire.Size(r))
 		}
 		n.met.synced(time.Since(start), bytes)
 		n.stats.Syncs++

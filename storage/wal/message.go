@@ -8,21 +8,26 @@ import (
 )
 
 // AppendMessages appends each message as one entry record encoded with
-// wire.Append, straight into the log's buffer. It is the persistence half of
-// a Ready loop:
+// wire.Append, straight into the log's buffer, and returns the messages'
+// encoded bytes (wire.Size, frames not counted): what a caller that
+// meters its log by message bytes counts, sized here once for the record
+// limit. It is the persistence half of a Ready loop:
 //
 //	w.AppendMessages(rd.Persist...)
 //	w.Sync() // once per Ready, before sending rd.Messages
 //
 // Either all messages are appended or, on error, none.
-func (w *WAL) AppendMessages(ms ...wire.Message) error {
+func (w *WAL) AppendMessages(ms ...wire.Message) (int64, error) {
 	if err := w.writable(); err != nil {
-		return err
+		return 0, err
 	}
+	var bytes int64
 	for _, m := range ms {
-		if n := wire.Size(m); n > w.opts.MaxRecordSize {
-			return fmt.Errorf("%w: %s of %d bytes, maximum %d", ErrTooLarge, m.Kind(), n, w.opts.MaxRecordSize)
+		n := wire.Size(m)
+		if n > w.opts.MaxRecordSize {
+			return 0, fmt.Errorf("%w: %s of %d bytes, maximum %d", ErrTooLarge, m.Kind(), n, w.opts.MaxRecordSize)
 		}
+		bytes += int64(n)
 	}
 	for _, m := range ms {
 		start := len(w.pend)
@@ -30,7 +35,7 @@ func (w *WAL) AppendMessages(ms ...wire.Message) error {
 		w.pend = wire.Append(w.pend, m)
 		w.endFrame(start)
 	}
-	return nil
+	return bytes, nil
 }
 
 // DecodeMessage decodes an entry record written by AppendMessages.

@@ -203,9 +203,13 @@ func TestMessages(t *testing.T) {
 		},
 		&wire.RecCollected{IDs: []wire.MsgID{{Client: 7, Seq: 9}}},
 	}
+	var want int64
+	for _, m := range msgs {
+		want += int64(wire.Size(m))
+	}
 	for range 20 {
-		if err := w.AppendMessages(msgs...); err != nil {
-			t.Fatal(err)
+		if n, err := w.AppendMessages(msgs...); err != nil || n != want {
+			t.Fatalf("AppendMessages = %d bytes, %v; want %d bytes", n, err, want)
 		}
 		w.Sync()
 	}
@@ -232,7 +236,7 @@ func TestMessages(t *testing.T) {
 	big := &wire.RecDelivered{M: wire.AppMsg{Payload: make([]byte, 100)}}
 	w2 := mustOpen(t, vfs.NewCrashableMem(), Options{SegmentSize: 4096, MaxRecordSize: 50})
 	defer w2.Close()
-	if err := w2.AppendMessages(big); !errors.Is(err, ErrTooLarge) {
+	if _, err := w2.AppendMessages(big); !errors.Is(err, ErrTooLarge) {
 		t.Fatalf("AppendMessages = %v", err)
 	}
 }
