@@ -120,7 +120,9 @@ processes. By default every worker is its own client (own id, session and
 connections: one connection per client thread, as the papers' clients);
 with --shared-clients N the workers of each client process share N clients
 instead (worker i uses client i mod N, many multicasts in flight on each),
-as an application shares one client among its threads.
+as an application shares one client among its threads; each client keeps
+every worker it carries in flight (its MaxInFlight, and the agents'
+client_share, are raised to that number when it is above 64).
 CPU (cores used by the agents and by the clients, CPU µs per multicast),
 read/write system calls and context switches per multicast come from /proc.
 

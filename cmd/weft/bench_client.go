@@ -142,7 +142,7 @@ func runBenchClient(ctx context.Context, in io.Reader, out io.Writer) benchClien
 		// client processes' CPU on timers. A weft-kv client waits for
 		// every shard's answer (a transaction's outcome is in each).
 		if clients[i], err = client.New(client.Config{Cluster: spec.Cluster, ClusterKey: key, Topology: topo, Nodes: spec.Nodes,
-			Tick: 100 * time.Millisecond, AllGroups: spec.KV != nil}); err != nil {
+			Tick: 100 * time.Millisecond, AllGroups: spec.KV != nil, MaxInFlight: benchInFlight(spec.Workers, len(clients))}); err != nil {
 			res.Error = err.Error()
 			return res
 		}
@@ -232,6 +232,17 @@ func benchClients(workers, shared int) int {
 		return workers
 	}
 	return min(shared, workers)
+}
+
+// benchInFlight is the MaxInFlight of each of a process's clients shared
+// by workers workers: as many as the most workers one of them carries
+// (worker i uses client i mod clients), so that a rung of n workers has n
+// multicasts in flight. With the client's default (64) the workers above
+// it waited for a slot inside the client: the 180 rung of --shared-clients
+// 1 over two processes (90 workers a client) ran 128 multicasts in flight,
+// not 180. The agents' client_share is raised to match (benchClientShare).
+func benchInFlight(workers, clients int) int {
+	return max(1, (workers+clients-1)/max(clients, 1))
 }
 
 // benchOp runs one worker's n-th operation and returns its kind (an index

@@ -38,8 +38,9 @@ type benchCluster struct {
 // replicas agents of exe in dir.
 // service names the replicated service the agents run ("" for none: the
 // raw multicast benchmark). With profile set, agent N writes its CPU profile to profile-nodeN.pprof.
-// A positive lease sets the agents' session_lease.
-func startBenchCluster(ctx context.Context, exe, dir, protocol string, groups, replicas int, noFsync bool, service, profile string, lease time.Duration) (*benchCluster, error) {
+// A positive lease sets the agents' session_lease; share is their
+// client_share (benchOptions.clientShare).
+func startBenchCluster(ctx context.Context, exe, dir, protocol string, groups, replicas int, noFsync bool, service, profile string, lease time.Duration, share int) (*benchCluster, error) {
 	topo, err := amcast.NewTopology(groups, replicas)
 	if err != nil {
 		return nil, err
@@ -82,6 +83,9 @@ func startBenchCluster(ctx context.Context, exe, dir, protocol string, groups, r
 		cfg.LogLevel = "warn"
 		// Up to --clients clients, every one on loopback.
 		cfg.Limits.MaxConns, cfg.Limits.MaxConnsPerHost = 4096, 2048
+		// A shared client keeps all its workers' multicasts in flight.
+		cfg.Limits.ClientShare = share
+		cfg.Limits.ClientInboxMessages = max(cfg.Limits.ClientInboxMessages, share)
 		path := filepath.Join(dir, fmt.Sprintf("node%d.toml", p))
 		if _, err := config.Parse(cfg.Format(), config.Agent); err != nil {
 			return nil, fmt.Errorf("bench: node %d's configuration: %w", p, err)

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/weft-dev/weft/config"
 )
 
 // What every `weft bench` run shares, raw multicasts (bench.go) or
@@ -107,7 +109,22 @@ func (e *benchEnv) startCluster(c benchConfig, service string) (*benchCluster, e
 	if e.o.cpuProfile != "" {
 		profile = filepath.Join(e.o.cpuProfile, name)
 	}
-	return startBenchCluster(e.ctx, e.exe, dir, c.protocol, 3, c.replicas, c.mode == "nofsync", service, profile, e.o.sessionLease)
+	return startBenchCluster(e.ctx, e.exe, dir, c.protocol, 3, c.replicas, c.mode == "nofsync", service, profile, e.o.sessionLease, e.o.clientShare())
+}
+
+// clientShare is the agents' client_share for the run: the most
+// multicasts one client of any rung keeps in flight (benchInFlight), and
+// at least the configuration's default. A leader sheds a client's
+// MULTICASTs beyond its share waiting in its inbox; a bench client must
+// never be shed for carrying the workers the rung asked for.
+func (o *benchOptions) clientShare() int {
+	share := config.DefaultClientShare
+	for _, n := range o.clients {
+		for _, w := range procWorkers(n, min(o.clientProcs, n)) {
+			share = max(share, benchInFlight(w, benchClients(w, o.sharedClients)))
+		}
+	}
+	return share
 }
 
 // benchProc is one client process of a rung.

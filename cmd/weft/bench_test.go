@@ -14,6 +14,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/weft-dev/weft/config"
 	"github.com/weft-dev/weft/wire"
 )
 
@@ -192,6 +193,37 @@ func TestBenchClientConns(t *testing.T) {
 	}
 	if got := fmt.Sprint(procWorkers(7, 3)); got != "[3 2 2]" {
 		t.Errorf("7 workers over 3 processes: %s", got)
+	}
+}
+
+// TestBenchInFlight: a shared client keeps every worker it carries in
+// flight, and the agents' client_share is the most any client of the run
+// carries (at least the default), so that no rung waits for a slot inside
+// its clients or is shed for its share.
+func TestBenchInFlight(t *testing.T) {
+	for _, tc := range []struct{ workers, clients, want int }{
+		{90, 1, 90}, {90, 2, 45}, {91, 2, 46}, {1, 1, 1}, {5, 5, 1}, {0, 1, 1},
+	} {
+		if got := benchInFlight(tc.workers, tc.clients); got != tc.want {
+			t.Errorf("%d workers over %d clients: MaxInFlight %d, want %d", tc.workers, tc.clients, got, tc.want)
+		}
+	}
+	def := config.DefaultClientShare
+	for _, tc := range []struct {
+		ladder        []int
+		procs, shared int
+		want          int
+	}{
+		{[]int{1, 32, 90, 180}, 2, 1, 90},  // the README's shared ladder: 90 workers a client at 180
+		{[]int{1, 32, 90, 180}, 2, 0, def}, // a client per worker
+		{[]int{1, 32, 90, 180}, 2, 2, def}, // 45 a client
+		{[]int{1, 301}, 2, 1, 151},         // 151 and 150 workers in the two processes
+		{[]int{500, 20}, 1, 1, 500},        // the largest rung, wherever it is in the ladder
+	} {
+		o := &benchOptions{clients: tc.ladder, clientProcs: tc.procs, sharedClients: tc.shared}
+		if got := o.clientShare(); got != tc.want {
+			t.Errorf("ladder %v over %d processes, --shared-clients %d: client_share %d, want %d", tc.ladder, tc.procs, tc.shared, got, tc.want)
+		}
 	}
 }
 
