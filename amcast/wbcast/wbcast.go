@@ -217,6 +217,11 @@ type logEntry struct {
 	gts  wire.Timestamp
 	prev wire.Timestamp
 	id   wire.MsgID
+	// wait is 1 + the destination group whose delivered floor held this
+	// delivery back from collection at the last pass (0: none seen): the
+	// next pass skips it without looking its record up while that floor
+	// is still below its gts (gc.go).
+	wait int32
 }
 
 // Process is one WbCast replica.
