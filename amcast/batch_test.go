@@ -1,6 +1,8 @@
 package amcast_test
 
 import (
+	"fmt"
+	"math/rand/v2"
 	"slices"
 	"testing"
 
@@ -110,5 +112,87 @@ func TestCoalesceBytes(t *testing.T) {
 	}
 	if got := unbatchAll(out); !slices.Equal(got, in) {
 		t.Errorf("order or contents changed across batches")
+	}
+}
+
+// describeOut renders a Coalesce result for comparison: each envelope's
+// link and its message pointers (a batch as its list), and which
+// envelopes share one *wire.Batch value.
+func describeOut(out []wire.Envelope) []string {
+	var s []string
+	seen := map[*wire.Batch]int{}
+	for i, e := range out {
+		d := fmt.Sprintf("%d>%d:", e.From, e.To)
+		if b, ok := e.Msg.(*wire.Batch); ok {
+			if j, ok := seen[b]; ok {
+				d += fmt.Sprintf("same batch as %d", j)
+			} else {
+				seen[b] = i
+				d += fmt.Sprintf("batch%p", b.Msgs)[:5] + fmt.Sprint(b.Msgs)
+			}
+		} else {
+			d += fmt.Sprintf("%p", e.Msg)
+		}
+		s = append(s, d)
+	}
+	return s
+}
+
+// TestCoalescerReuse: a Coalescer called Ready after Ready returns what a
+// fresh Coalesce returns for each (same envelopes, same messages, the
+// same sharing of batches between recipients), whatever the earlier calls
+// left in its buffers: random Readies from two senders to five processes
+// (three replicas), of 0 to 60 messages, some to every member in a row, a
+// small byte bound so that links split into several batches. And each
+// call's batches are new values, which a transport.Batch needs to tell
+// them from the last one it encoded.
+func TestCoalescerReuse(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	replica := func(to wire.ProcID) bool { return to < 3 }
+	var c amcast.Coalescer
+	var last []*wire.Batch
+	for round := range 2000 {
+		var in []wire.Envelope
+		for range rng.IntN(61) {
+			from := wire.ProcID(rng.IntN(2))
+			m := &wire.Accept{M: wire.AppMsg{ID: wire.MsgID{Client: 9, Seq: rng.Uint64()}, Dest: []wire.GroupID{0}, Payload: make([]byte, rng.IntN(300))}}
+			if rng.IntN(3) == 0 { // to every member, as a leader's ACCEPT
+				for to := range wire.ProcID(3) {
+					in = append(in, wire.Envelope{From: from, To: to, Msg: m})
+				}
+				continue
+			}
+			in = append(in, wire.Envelope{From: from, To: wire.ProcID(rng.IntN(5)), Msg: m})
+		}
+		want := describeOut(amcast.Coalesce(in, replica, 1500))
+		out := c.Coalesce(in, replica, 1500)
+		if got := describeOut(out); !slices.Equal(got, want) {
+			t.Fatalf("round %d: the reused Coalescer returned\n%v\nwant\n%v", round, got, want)
+		}
+		// Each link (sender, recipient) carries its messages in order.
+		links := func(es []wire.Envelope) map[[2]wire.ProcID][]wire.Message {
+			m := map[[2]wire.ProcID][]wire.Message{}
+			for _, e := range es {
+				k := [2]wire.ProcID{e.From, e.To}
+				m[k] = append(m[k], e.Msg)
+			}
+			return m
+		}
+		got := links(unbatchAll(out))
+		for k, ms := range links(in) {
+			if !slices.Equal(got[k], ms) {
+				t.Fatalf("round %d: link %v carries %v, want %v", round, k, got[k], ms)
+			}
+		}
+		var now []*wire.Batch
+		for _, e := range out {
+			if b, ok := e.Msg.(*wire.Batch); ok {
+				if slices.Contains(last, b) {
+					t.Fatalf("round %d: a batch value of the call before came back", round)
+				}
+				now = append(now, b)
+			}
+		}
+		last = now
 	}
 }

@@ -82,6 +82,7 @@ type Node struct {
 	tr      *transport.Transport
 	out     *transport.Batch // the loop's sends (ready, replies), flushed once a pass
 	sendBuf []wire.Envelope  // scratch for a Ready's messages (send)
+	batcher amcast.Coalescer // send's batching; n.out encodes what it returns at once
 	held    amcast.Held      // messages held for the next one to their peer (lazy.go)
 	dlog    *deliveryLog
 	svc     *service  // the replicated service (service.go); nil without Config.StateMachine
@@ -623,7 +624,7 @@ func (n *Node) ready() error {
 // decode and inbox hand-off per peer and Ready, not per message).
 func (n *Node) send(msgs []wire.Envelope) {
 	n.stats.Sent += uint64(len(msgs))
-	for _, env := range amcast.Coalesce(msgs, n.cfg.Topology.IsReplica, 0) {
+	for _, env := range n.batcher.Coalesce(msgs, n.cfg.Topology.IsReplica, 0) {
 		if b, ok := env.Msg.(*wire.Batch); ok {
 			n.stats.Batches++
 			n.stats.Batched += uint64(len(b.Msgs))
