@@ -485,9 +485,7 @@ func decode(b []byte, ids *[]SeqDigest) (Message, error) {
 				c.Floor = d.uvarint("done.floor")
 				if k := d.count("done.collected", MaxStateEntries, 1+len(Digest{})); k > 0 {
 					c.Collected = d.collected(k)
-					for j := range c.Collected {
-						c.Collected[j] = SeqDigest{Seq: d.uvarint("done.collected"), Digest: d.digest("done.collected")}
-					}
+					d.seqDigests(c.Collected, "done.collected")
 				}
 			}
 		}
@@ -673,6 +671,30 @@ func (d *decoder) msgID(field string) MsgID {
 
 func (d *decoder) session(field string) SessionID {
 	return SessionID{Hi: d.uvarint(field), Lo: d.uvarint(field)}
+}
+
+// seqDigests decodes len(dst) ids of one session into dst, each a
+// sequence number (uvarint) and a digest: most of a snapshot's bytes. An
+// id whose bytes are a minimal varint and a whole digest is taken in one
+// step; any other goes through uvarint and digest, which report it. It
+// decodes what the two would, with their errors: a loaded agent spent 2%
+// of its CPU in this loop checking its compactions (docs/batching.md).
+func (d *decoder) seqDigests(dst []SeqDigest, field string) {
+	const dl = len(Digest{})
+	for j := range dst {
+		if d.err != nil {
+			return
+		}
+		b, off := d.b, d.off
+		x, n := binary.Uvarint(b[off:])
+		if n <= 0 || (n > 1 && b[off+n-1] == 0) || len(b)-off-n < dl {
+			dst[j] = SeqDigest{Seq: d.uvarint(field), Digest: d.digest(field)}
+			continue
+		}
+		dst[j].Seq = x
+		copy(dst[j].Digest[:], b[off+n:off+n+dl])
+		d.off = off + n + dl
+	}
 }
 
 func (d *decoder) digest(field string) Digest {

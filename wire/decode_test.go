@@ -214,3 +214,55 @@ func TestIDListRuns(t *testing.T) {
 		}
 	}
 }
+
+// TestSeqDigestsFastPath: a snapshot's collected ids decode through
+// seqDigests' one-step path (a minimal varint, a whole digest) to what
+// they were, at every varint length, and every id it cannot take in one
+// step fails as the field-by-field path fails it: a non-minimal varint,
+// a varint past 64 bits, a digest cut short.
+func TestSeqDigestsFastPath(t *testing.T) {
+	var ids []SeqDigest
+	for i, seq := range []uint64{0, 1, 127, 128, 300, 1 << 21, 1<<35 + 7, 1<<56 - 1, 1 << 63, math.MaxUint64} {
+		ids = append(ids, SeqDigest{Seq: seq, Digest: Digest{byte(i), 0xee, 15: byte(i)}})
+	}
+	snap := func(ids []SeqDigest) *RecSnapshot {
+		return &RecSnapshot{Done: []ClientDone{{Client: 5, Session: SessionID{Lo: 1}, Floor: 2, Collected: ids}}}
+	}
+	enc := Append(nil, snap(ids))
+	for _, reuse := range []bool{false, true} {
+		var m Message
+		var err error
+		if reuse {
+			m, _, err = DecodeReusing(enc, make([]SeqDigest, 0, 3))
+		} else {
+			m, err = Decode(enc)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := m.(*RecSnapshot).Done[0].Collected; !slices.Equal(got, ids) {
+			t.Fatalf("reuse %v: decoded %v, want %v", reuse, got, ids)
+		}
+	}
+	// One id last, so that its bytes end the encoding: 18 for seq 300.
+	one := Append(nil, snap([]SeqDigest{{Seq: 300, Digest: Digest{1}}}))
+	head := one[:len(one)-18]
+	digest := one[len(one)-16:]
+	for _, tc := range []struct {
+		name string
+		id   []byte
+		want string
+	}{
+		{"non-minimal varint", append([]byte{0xac, 0x82, 0x00}, digest...), "non-minimal varint"},
+		{"varint past 64 bits", append(bytes.Repeat([]byte{0xff}, 9), append([]byte{0x02}, digest...)...), "overflows 64 bits"},
+		{"eleven-byte varint", append(bytes.Repeat([]byte{0x80}, 10), append([]byte{0x01}, digest...)...), ""},
+		{"digest cut short", []byte{0xac, 0x02, 1, 2, 3}, "truncated input"},
+		{"varint cut short", []byte{0xac}, "truncated input"},
+	} {
+		b := append(slices.Clone(head), tc.id...)
+		_, err := Decode(b)
+		if !errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), "done.collected") || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want ErrMalformed about done.collected: %s", tc.name, err, tc.want)
+		}
+	}
+}
