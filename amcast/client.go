@@ -185,16 +185,26 @@ func (c *Client) Leader(g wire.GroupID) wire.ProcID { return c.leaders[g] }
 // Outstanding returns the number of messages awaiting a reply.
 func (c *Client) Outstanding() int { return len(c.out) }
 
-// Multicast submits m. Its id must carry this client's id.
+// Multicast submits m. Its id must carry this client's id, and its
+// digest must be its content's (AppMsg.Seal).
 func (c *Client) Multicast(m wire.AppMsg) error {
+	if err := m.CheckDigest(); err != nil {
+		return fmt.Errorf("amcast: %w (seal the message: AppMsg.Seal)", err)
+	}
+	return c.MulticastSealed(m)
+}
+
+// MulticastSealed is Multicast for a message its caller has just sealed
+// itself (AppMsg.Seal, as client.Client does for every message): the
+// digest is not hashed again, which was about 2% of a benchmark client's
+// CPU. Every other check is Multicast's; a message sealed elsewhere goes
+// through Multicast.
+func (c *Client) MulticastSealed(m wire.AppMsg) error {
 	if m.ID.Client != c.id || m.ID.Session != c.session {
 		return fmt.Errorf("amcast: client %d (session %s) cannot multicast message %s of another client or session", c.id, c.session, m.ID)
 	}
 	if err := m.Validate(c.topo.NumGroups()); err != nil {
 		return err
-	}
-	if err := m.CheckDigest(); err != nil {
-		return fmt.Errorf("amcast: %w (seal the message: AppMsg.Seal)", err)
 	}
 	if _, dup := c.out[m.ID]; dup {
 		return fmt.Errorf("amcast: message %s is already outstanding", m.ID)

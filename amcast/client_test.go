@@ -229,3 +229,48 @@ func TestClientFloorAgainstScan(t *testing.T) {
 		}
 	}
 }
+
+// TestClientMulticastChecks: Multicast refuses a message whose digest is
+// not its content's (unsealed, or altered after sealing); MulticastSealed,
+// for a caller that has just sealed the message itself, skips only that
+// check: another client's or session's message, an invalid destination
+// set and a sequence number that does not increase are refused by both.
+func TestClientMulticastChecks(t *testing.T) {
+	topo, err := NewTopology(2, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := NewSessionClient(topo, 100, wire.Session(9))
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := func(client wire.ProcID, seq uint64) wire.MsgID {
+		return wire.MsgID{Client: client, Session: wire.Session(9), Seq: seq}
+	}
+	altered := wire.NewAppMsg(id(100, 1), []wire.GroupID{0}, []byte("a"))
+	altered.Payload = []byte("b")
+	if err := c.Multicast(altered); err == nil {
+		t.Error("Multicast took a message altered after sealing")
+	}
+	if err := c.Multicast(wire.AppMsg{ID: id(100, 1), Dest: []wire.GroupID{0}}); err == nil {
+		t.Error("Multicast took an unsealed message")
+	}
+	for _, m := range []wire.AppMsg{
+		wire.NewAppMsg(id(101, 1), []wire.GroupID{0}, nil),    // another client's
+		wire.NewAppMsg(id(100, 1), []wire.GroupID{5}, nil),    // no group 5
+		wire.NewAppMsg(id(100, 1), []wire.GroupID{1, 0}, nil), // destinations out of order
+	} {
+		if err := c.MulticastSealed(m); err == nil {
+			t.Errorf("MulticastSealed took %s to %v", m.ID, m.Dest)
+		}
+	}
+	if err := c.MulticastSealed(wire.NewAppMsg(id(100, 2), []wire.GroupID{0, 1}, nil)); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Multicast(wire.NewAppMsg(id(100, 2), []wire.GroupID{0}, []byte("x"))); err == nil {
+		t.Error("a sequence number that does not increase was taken")
+	}
+	if c.Outstanding() != 1 {
+		t.Errorf("%d outstanding, want 1", c.Outstanding())
+	}
+}
