@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"reflect"
 	"testing"
 )
 
@@ -72,5 +73,34 @@ func TestContentDigestForm(t *testing.T) {
 	// reference above cannot drift with the code.
 	if got := fmt.Sprintf("%x", ContentDigest([]GroupID{1, 2}, []byte("weft"))); got != "24407f0c5741d68a83e84c8969b97318" {
 		t.Fatalf("digest of {1,2} \"weft\": %s", got)
+	}
+}
+
+// TestIDsUnpadded: MsgID and SessionKey have no padding (their fields'
+// sizes add up to theirs), so maps keyed by them hash and compare each as
+// one block of memory (see MsgID's pad); and the ids a decode builds
+// compare equal to the same ids written with field names.
+func TestIDsUnpadded(t *testing.T) {
+	for _, v := range []any{MsgID{}, SessionKey{}} {
+		typ := reflect.TypeOf(v)
+		sum := uintptr(0)
+		for i := range typ.NumField() {
+			sum += typ.Field(i).Type.Size()
+		}
+		if sum != typ.Size() {
+			t.Errorf("%s: fields of %d bytes in %d: padded", typ, sum, typ.Size())
+		}
+	}
+	want := []MsgID{{Client: 7, Session: Session(3), Seq: 9, Digest: Digest{1}}, {Client: 8, Seq: 1}}
+	m, err := Decode(Append(nil, &RecCollected{IDs: want}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := m.(*RecCollected).IDs
+	held := map[MsgID]bool{want[0]: true, want[1]: true}
+	for i, id := range got {
+		if id != want[i] || !held[id] || id.Key() != (SessionKey{Client: want[i].Client, Session: want[i].Session}) {
+			t.Errorf("decoded id %d: %v, want %v", i, id, want[i])
+		}
 	}
 }
