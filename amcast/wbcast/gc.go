@@ -44,7 +44,7 @@ func (p *Process) collect() {
 		// A delivery to several groups waits here for the others' floors,
 		// tick after tick; while the floor that held it back last time is
 		// still below it, it cannot be collected, and looking its record
-		// up (a 48-byte key) on every tick was 2.4% of a loaded agent's
+		// up (a 48-byte key) on every tick was about 2% of a loaded agent's
 		// CPU with two destination groups. Its destinations are fixed
 		// (they are in its id's digest), so the group is one of them.
 		if e.wait > 0 && p.linf[e.wait-1].Less(e.gts) {

@@ -240,7 +240,8 @@ func benchClients(workers, shared int) int {
 // multicasts in flight. With the client's default (64) the workers above
 // it waited for a slot inside the client: the 180 rung of --shared-clients
 // 1 over two processes (90 workers a client) ran 128 multicasts in flight,
-// not 180. The agents' client_share is raised to match (benchClientShare).
+// not 180. The agents' client_share is raised to match
+// (benchOptions.clientShare).
 func benchInFlight(workers, clients int) int {
 	return max(1, (workers+clients-1)/max(clients, 1))
 }
