@@ -83,9 +83,12 @@ func startBenchCluster(ctx context.Context, exe, dir, protocol string, groups, r
 		cfg.LogLevel = "warn"
 		// Up to --clients clients, every one on loopback.
 		cfg.Limits.MaxConns, cfg.Limits.MaxConnsPerHost = 4096, 2048
-		// A shared client keeps all its workers' multicasts in flight.
+		// A shared client keeps all its workers' multicasts (and, in weft
+		// bench kv, reads) in flight.
 		cfg.Limits.ClientShare = share
 		cfg.Limits.ClientInboxMessages = max(cfg.Limits.ClientInboxMessages, share)
+		cfg.Limits.ReadsPerClient = max(cfg.Limits.ReadsPerClient, share)
+		cfg.Limits.ReadsPending = max(cfg.Limits.ReadsPending, cfg.Limits.ReadsPerClient)
 		path := filepath.Join(dir, fmt.Sprintf("node%d.toml", p))
 		if _, err := config.Parse(cfg.Format(), config.Agent); err != nil {
 			return nil, fmt.Errorf("bench: node %d's configuration: %w", p, err)
