@@ -39,6 +39,12 @@ func (d *TimeoutDetector) Suspected(p wire.ProcID, now uint64) bool {
 	return now > d.last[p]+d.Timeout
 }
 
+// SilentFor reports whether p has not been heard from for more than
+// ticks ticks (Suspected with another timeout).
+func (d *TimeoutDetector) SilentFor(p wire.ProcID, now, ticks uint64) bool {
+	return now > d.last[p]+ticks
+}
+
 // IntDefault is an integer Config field: zero takes Default, a negative
 // value is an error naming the field.
 type IntDefault struct {

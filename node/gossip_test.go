@@ -240,3 +240,43 @@ func TestGossipProbeVerdict(t *testing.T) {
 		t.Error("neither group peer convicted p0 from its probes")
 	}
 }
+
+// TestGossipDetectorDirectEvidence: a phi conviction suspects a member
+// only once the direct link has been quiet for a quarter of the election
+// timeout; a departure (LEFT, removed) suspects at once; the direct
+// timeout suspects whatever gossip says.
+func TestGossipDetectorDirectEvidence(t *testing.T) {
+	d := newGossipDetector(40) // quiet: 10 ticks
+	d.Heard(1, 100)
+	d.Heard(2, 100)
+	d.Heard(3, 100)
+	d.verdict[1] = judgedDown
+	d.verdict[2] = judgedGone
+	for _, tc := range []struct {
+		p    wire.ProcID
+		now  uint64
+		want bool
+	}{
+		{1, 105, false}, // convicted, heard 5 ticks ago
+		{1, 110, false}, // 10 ticks: not more than quiet
+		{1, 111, true},  // quiet for 11 ticks
+		{2, 101, true},  // departed
+		{3, 140, false}, // up, 40 ticks: the timeout
+		{3, 141, true},  // silent past the timeout
+	} {
+		if got := d.Suspected(tc.p, tc.now); got != tc.want {
+			t.Errorf("p%d at tick %d: suspected %v, want %v", tc.p, tc.now, got, tc.want)
+		}
+	}
+	d.Heard(1, 120)
+	if d.Suspected(1, 125) {
+		t.Error("p1 suspected right after a message from it, although convicted")
+	}
+	d.leaving = true
+	if d.Suspected(2, 200) {
+		t.Error("a leaving node suspects")
+	}
+	if got := newGossipDetector(4).quiet; got != 2 {
+		t.Errorf("quiet window %d at a 4-tick timeout, want 2 (the floor)", got)
+	}
+}

@@ -116,7 +116,7 @@ func (m *metrics) publishHealth(st *Status) {
 	n := m.n
 	leaderDown := false
 	if gs := n.gossip; gs != nil && !st.Leader && st.Ballot.P != n.cfg.ID {
-		leaderDown = gs.det.verdict[st.Ballot.P] == judgedDown
+		leaderDown = gs.det.verdict[st.Ballot.P].down()
 	}
 	left := n.gossip != nil && (n.gossip.left || n.gossip.g.Stopped())
 	m.mu.Lock()

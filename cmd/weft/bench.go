@@ -87,6 +87,13 @@ type benchCPU struct {
 	// WAL syncs slow enough (over 20 ms) to pause the raw syncs
 	// (wal.Options.RawSync): a count, not a rate; a slow disk's mark.
 	ServerRawSyncPauses uint64 `json:"server_raw_sync_pauses"`
+	// ServerBallots and ServerLeaderChanges count, over the agents and the
+	// window, the ballots started and won: in this failure-free benchmark,
+	// leaders replaced because a member suspected them under load (a
+	// loop or gossip held up past election_ticks), which the row's tail
+	// latency shows. The table names the rows that had any.
+	ServerBallots       uint64 `json:"server_ballots_started"`
+	ServerLeaderChanges uint64 `json:"server_leader_changes"`
 }
 
 // benchOptions are weft bench's flags.
@@ -315,5 +322,19 @@ func writeBenchTable(w io.Writer, rows []benchRow, o benchOptions) {
 	fmt.Fprintln(w, "sync/msg: the agents' WAL syncs per multicast (each an fdatasync with fsync, a plain write with nofsync)")
 	if notFT {
 		fmt.Fprintln(w, "* skeen is not fault tolerant: 1 replica per group, nothing persisted")
+	}
+	writeLeaderChanges(w, rows)
+}
+
+// writeLeaderChanges names the rows in whose window a group changed
+// leader (or a member started a ballot): nothing failed in the benchmark,
+// so a member suspected a leader that its loop or gossip had held up, and
+// the recovery is in the row's latency.
+func writeLeaderChanges(w io.Writer, rows []benchRow) {
+	for _, r := range rows {
+		if r.ServerBallots > 0 || r.ServerLeaderChanges > 0 {
+			fmt.Fprintf(w, "! %s %s, %d group(s)/msg, %d clients: %d leader change(s), %d ballot(s) started in the window (nothing failed: a leader suspected under load)\n",
+				r.Protocol, r.Durability, r.GroupsPerMsg, r.Clients, r.ServerLeaderChanges, r.ServerBallots)
+		}
 	}
 }

@@ -155,6 +155,10 @@ func startBenchCluster(ctx context.Context, exe, dir, protocol string, groups, r
 type agentCounts struct {
 	recvmsgs, readies, syncs int64
 	pauses                   int64 // Stats.RawSyncPauses
+	// ballots and leads are the protocol's ballots started and won
+	// (amcast.Coverage): in a failure-free run, leader changes that
+	// suspicion under load caused, which the row's latency then shows.
+	ballots, leads int64
 }
 
 // counts returns each agent's counters.
@@ -162,9 +166,10 @@ func (c *benchCluster) counts(ctx context.Context) []agentCounts {
 	hc := &http.Client{Timeout: time.Second}
 	out := make([]agentCounts, len(c.admins))
 	for i, a := range c.admins {
-		out[i] = agentCounts{-1, -1, -1, -1}
+		out[i] = agentCounts{-1, -1, -1, -1, -1, -1}
 		if st, err := node.FetchStatus(ctx, hc, a); err == nil {
-			out[i] = agentCounts{int64(st.Transport.ReadsRecvmsg), int64(st.Stats.Readies), int64(st.Stats.Syncs), int64(st.Stats.RawSyncPauses)}
+			out[i] = agentCounts{int64(st.Transport.ReadsRecvmsg), int64(st.Stats.Readies), int64(st.Stats.Syncs), int64(st.Stats.RawSyncPauses),
+				int64(st.Coverage.BallotsStarted), int64(st.Coverage.LeaderChanges)}
 		}
 	}
 	return out
@@ -175,11 +180,14 @@ func (c *benchCluster) counts(ctx context.Context) []agentCounts {
 func countsSince(r0, r1 []agentCounts) (n agentCounts) {
 	for i := range min(len(r0), len(r1)) {
 		a, b := r0[i], r1[i]
-		if a.recvmsgs >= 0 && b.recvmsgs >= a.recvmsgs && b.readies >= a.readies && b.syncs >= a.syncs && b.pauses >= a.pauses {
+		if a.recvmsgs >= 0 && b.recvmsgs >= a.recvmsgs && b.readies >= a.readies && b.syncs >= a.syncs && b.pauses >= a.pauses &&
+			b.ballots >= a.ballots && b.leads >= a.leads {
 			n.recvmsgs += b.recvmsgs - a.recvmsgs
 			n.readies += b.readies - a.readies
 			n.syncs += b.syncs - a.syncs
 			n.pauses += b.pauses - a.pauses
+			n.ballots += b.ballots - a.ballots
+			n.leads += b.leads - a.leads
 		}
 	}
 	return n

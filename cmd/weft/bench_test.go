@@ -292,10 +292,28 @@ func TestBenchDest(t *testing.T) {
 // otherwise add its whole history) and whose counters did not go back (a
 // restarted agent).
 func TestCountsSince(t *testing.T) {
-	miss := agentCounts{-1, -1, -1, -1}
-	r0 := []agentCounts{{10, 3, 2, 0}, miss, {5, 1, 1, 0}, {7, 4, 4, 1}, {9, 9, 9, 0}}
-	r1 := []agentCounts{{25, 8, 6, 2}, {1000, 50, 50, 9}, miss, {7, 4, 4, 1}, {20, 2, 20, 0}}
-	if got, want := countsSince(r0, r1), (agentCounts{15, 5, 4, 2}); got != want {
+	miss := agentCounts{-1, -1, -1, -1, -1, -1}
+	r0 := []agentCounts{{10, 3, 2, 0, 1, 1}, miss, {5, 1, 1, 0, 0, 0}, {7, 4, 4, 1, 0, 0}, {9, 9, 9, 0, 0, 0}, {3, 3, 3, 0, 2, 1}}
+	r1 := []agentCounts{{25, 8, 6, 2, 2, 1}, {1000, 50, 50, 9, 3, 3}, miss, {7, 4, 4, 1, 1, 1}, {20, 2, 20, 0, 0, 0}, {4, 4, 4, 0, 1, 1}}
+	if got, want := countsSince(r0, r1), (agentCounts{15, 5, 4, 2, 2, 1}); got != want {
 		t.Fatalf("got %+v, want %+v", got, want)
+	}
+}
+
+// TestBenchLeaderChanges: a row whose window saw a ballot or a leader
+// change is named under the table; a row without is not.
+func TestBenchLeaderChanges(t *testing.T) {
+	rows := []benchRow{
+		{Protocol: "wbcast", Durability: "nofsync", GroupsPerMsg: 2, Clients: 90, benchCPU: benchCPU{ServerBallots: 1, ServerLeaderChanges: 1}},
+		{Protocol: "wbcast", Durability: "nofsync", GroupsPerMsg: 2, Clients: 180},
+	}
+	var b bytes.Buffer
+	writeBenchTable(&b, rows, benchOptions{dest: "uniform", payload: 64})
+	out := b.String()
+	if !strings.Contains(out, "! wbcast nofsync, 2 group(s)/msg, 90 clients: 1 leader change(s), 1 ballot(s) started") {
+		t.Errorf("the row with a leader change is not named:\n%s", out)
+	}
+	if strings.Contains(out, "180 clients: ") {
+		t.Errorf("a row without one is named:\n%s", out)
 	}
 }
