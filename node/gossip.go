@@ -17,10 +17,10 @@ package node
 //     weft bench at 2 groups and 32-180 shared clients saw 28
 //     convictions in 2.5 minutes and leaders replaced in the middle of
 //     its rows (docs/batching.md); a message stepped a moment ago is
-//     better evidence than a relayed heartbeat. Gossip's verdict adapts to the observed
-//     heartbeat intervals and, with fast rounds, is the first to see a
-//     crash (the demo: ~0.4 s with 20 ms rounds, against a 600 ms direct
-//     timeout). The direct timeout is needed too: gossip relays
+//     better evidence than a relayed heartbeat. Gossip's verdict adapts
+//     to the observed heartbeat intervals and, with fast rounds, is the
+//     first to see a crash (the demo: ~0.4 s with 20 ms rounds, against
+//     a 600 ms direct timeout). The direct timeout is needed too: gossip relays
 //     heartbeats, so a leader cut off from its followers alone (a partial
 //     partition, found by demo's TestFaultPartitionLeader) stays UP in
 //     everyone's gossip while the group cannot make progress; only the
