@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"runtime"
 	"time"
 
 	"github.com/weft-dev/weft/storage/wal"
@@ -39,7 +40,14 @@ import (
 //     committed (renamed into place). The loop meanwhile keeps stepping,
 //     ticking, heartbeating and syncing; with a mirrored store, the
 //     records it makes durable are kept aside, not mirrored, since the
-//     goroutine owns the store;
+//     goroutine owns the store. The goroutine yields (runtime.Gosched)
+//     after every page it encodes and checks (imagePageBudget bytes): an
+//     agent runs at GOMAXPROCS=1, and Go's scheduler takes the only P
+//     from a goroutine that does not block only after 10 ms, so the loop
+//     and the readers waited up to that long for each slice of a
+//     compaction (the network is not even polled meanwhile), the top of
+//     a loaded agent's latency (docs/batching.md, "A compaction that
+//     lets the loop run");
 //  3. on the loop again: the records kept aside are applied to the store,
 //     and wal.ReleaseSnapshotLater releases the segments the snapshot
 //     replaced, which another goroutine deletes.
@@ -54,8 +62,12 @@ type compaction struct {
 	st       coreStore      // the mirrored store, when img is it: owned by the goroutine
 	deferred []wire.Message // records made durable meanwhile, for st
 	cancel   chan struct{}  // closed when the node stops
-	start    time.Time
-	replaced int64 // bytes of records the snapshot covers, since the last one
+	// yield, if set, is called after every imagePageBudget bytes encoded
+	// and checked: runtime.Gosched (see step 2 above).
+	yield     func()
+	unyielded int // bytes encoded since the last yield
+	start     time.Time
+	replaced  int64 // bytes of records the snapshot covers, since the last one
 
 	// Set by the goroutine before it reports.
 	size     int64
@@ -175,7 +187,7 @@ func (n *Node) startCompaction() error {
 	if err != nil {
 		return err // the log's sync failed: sticky
 	}
-	c := &compaction{sw: sw, img: img, st: st, cancel: make(chan struct{}), start: time.Now(), replaced: n.sinceCut}
+	c := &compaction{sw: sw, img: img, st: st, cancel: make(chan struct{}), yield: runtime.Gosched, start: time.Now(), replaced: n.sinceCut}
 	n.compaction = c
 	n.sinceCut = 0
 	go func() { n.compactDone <- n.writeCompaction(c) }()
@@ -243,6 +255,10 @@ func (n *Node) writeCompaction(c *compaction) error {
 		}
 		if s, ok := m.(*wire.RecSnapshot); ok {
 			decoded += len(s.Msgs)
+		}
+		if c.unyielded += len(b); c.unyielded >= imagePageBudget && c.yield != nil {
+			c.unyielded = 0
+			c.yield()
 		}
 		if c.st != nil {
 			return back.addDecoded(m)

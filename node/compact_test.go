@@ -466,27 +466,7 @@ func TestCompactionRefusesABadSnapshot(t *testing.T) {
 // each, about what an agent holds at 15,000 multicasts/s per group with
 // the default one-minute session lease.
 func BenchmarkCompactionWrite(b *testing.B) {
-	const perSession = 500_000
-	snap := &wire.RecSnapshot{Ballot: wire.Ballot{N: 0, P: 0}, CBallot: wire.Ballot{N: 0, P: 0}}
-	for s := range 2 {
-		d := wire.ClientDone{Client: wire.ProcID(1000 + s), Session: wire.Session(uint64(s + 1))}
-		for i := range perSession {
-			d.Collected = append(d.Collected, wire.SeqDigest{Seq: uint64(i + 1), Digest: wire.Digest{byte(i), byte(i >> 8), 15: byte(s)}})
-		}
-		snap.Done = append(snap.Done, d)
-	}
-	st := wbcast.NewStore()
-	if err := st.Apply(snap); err != nil {
-		b.Fatal(err)
-	}
-	topo, err := amcast.NewTopology(1, 3)
-	if err != nil {
-		b.Fatal(err)
-	}
-	p, err := wbcast.Restore(wbcast.Config{Topology: topo, ID: 0}, st)
-	if err != nil {
-		b.Fatal(err)
-	}
+	p := processWithIDs(b, 2, 500_000)
 	dir := b.TempDir()
 	if d, err := os.MkdirTemp("/dev/shm", "weft-bench"); err == nil { // the page cache alone, as the log's writes without fsync
 		defer os.RemoveAll(d)
@@ -514,5 +494,68 @@ func BenchmarkCompactionWrite(b *testing.B) {
 		if err := w.ReleaseSnapshot(sw); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// processWithIDs returns a WbCast process restored from a snapshot of
+// sessions client sessions with perSession collected ids each.
+func processWithIDs(tb testing.TB, sessions, perSession int) *wbcast.Process {
+	tb.Helper()
+	snap := &wire.RecSnapshot{Ballot: wire.Ballot{N: 0, P: 0}, CBallot: wire.Ballot{N: 0, P: 0}}
+	for s := range sessions {
+		d := wire.ClientDone{Client: wire.ProcID(1000 + s), Session: wire.Session(uint64(s + 1))}
+		for i := range perSession {
+			d.Collected = append(d.Collected, wire.SeqDigest{Seq: uint64(i + 1), Digest: wire.Digest{byte(i), byte(i >> 8), 15: byte(s)}})
+		}
+		snap.Done = append(snap.Done, d)
+	}
+	st := wbcast.NewStore()
+	if err := st.Apply(snap); err != nil {
+		tb.Fatal(err)
+	}
+	topo, err := amcast.NewTopology(1, 3)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	p, err := wbcast.Restore(wbcast.Config{Topology: topo, ID: 0}, st)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return p
+}
+
+// TestCompactionYields: a compaction's goroutine yields the P after every
+// page's worth of bytes it encoded and checked (compact.go, step 2), so an
+// agent's loop (GOMAXPROCS=1) never waits for more than a page of it.
+// Without the yields it waited for Go's 10 ms preemption.
+func TestCompactionYields(t *testing.T) {
+	p := processWithIDs(t, 2, 60_000)
+	img, ok := p.Image()
+	if !ok {
+		t.Fatal("no image")
+	}
+	w, err := wal.Open(vfs.OS(), t.TempDir(), wal.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	sw, err := w.BeginSnapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	yields := 0
+	c := &compaction{sw: sw, img: wbcastImage{img}, cancel: make(chan struct{}), yield: func() { yields++ }}
+	n := &Node{proto: protocolSpecs[ProtocolWbCast]}
+	if err := n.writeCompaction(c); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.ReleaseSnapshot(sw); err != nil {
+		t.Fatal(err)
+	}
+	// Every page is at most pageRoom bytes, so a compaction of size bytes
+	// that yields after each imagePageBudget of them yields at least
+	// size/pageRoom times.
+	if min := int(c.size / pageRoom); c.size < 4*imagePageBudget || yields < min {
+		t.Fatalf("a compaction of %d bytes yielded %d times, want at least %d (one per page of %d bytes)", c.size, yields, min, imagePageBudget)
 	}
 }

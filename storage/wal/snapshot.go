@@ -8,6 +8,7 @@ import (
 	"io"
 	"io/fs"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -152,6 +153,11 @@ func (s *SnapshotWriter) Write(p []byte) (int, error) {
 	n := len(p)
 	for len(p) > 0 {
 		k := min(len(p), frameHeaderLen+snapshotChunk-len(s.frame))
+		if len(s.frame)+k > cap(s.frame) {
+			// Grown once to a whole frame: grown by appends, the first
+			// frame of every snapshot was copied several times over.
+			s.frame = slices.Grow(s.frame, frameHeaderLen+snapshotChunk-len(s.frame))
+		}
 		s.frame = append(s.frame, p[:k]...)
 		p = p[k:]
 		s.total += uint64(k)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -364,5 +365,32 @@ func TestReleaseSnapshotLater(t *testing.T) {
 			t.Fatalf("a second Remove: %v", err)
 		}
 		w.Close()
+	}
+}
+
+// TestSnapshotFrameGrownOnce: a snapshot's frame buffer is allocated once,
+// whole, not grown by appends as small writes fill it (which copied and
+// allocated several times a frame for the first frame of every snapshot).
+func TestSnapshotFrameGrownOnce(t *testing.T) {
+	w := mustOpen(t, vfs.NewCrashableMem(), Options{SegmentSize: 512})
+	defer w.Close()
+	w.Append(rec(0))
+	s, err := w.BeginSnapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Abort()
+	piece := bytes.Repeat([]byte{7}, 4096)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for range snapshotChunk/len(piece) - 1 { // the first frame, not yet written
+		if _, err := s.Write(piece); err != nil {
+			t.Fatal(err)
+		}
+	}
+	runtime.ReadMemStats(&after)
+	frame := uint64(frameHeaderLen + snapshotChunk)
+	if got := after.TotalAlloc - before.TotalAlloc; got > frame+frame/4 {
+		t.Fatalf("filling a snapshot's first frame allocated %d bytes, want about one frame (%d)", got, frame)
 	}
 }
