@@ -293,6 +293,7 @@ var (
 	descSideDrop = desc("weft_side_drops_total", "Gossip frames dropped because the side queue was full.")
 	descViewDrop = desc("weft_view_drops_total", "Clients' view requests dropped because their queue was full.")
 	descInboxW   = desc("weft_inbox_waits_total", "Peer messages whose reader waited for room in the peer inbox (back-pressure).")
+	descStalls   = desc("weft_loop_stalls_total", "Ticks the node's loop handled more than 5 ticks after the one before: the loop did not run meanwhile (a slow pass or no CPU).")
 	descStepErr  = desc("weft_step_errors_total", "Inputs the protocol refused (any reason; see weft_rejected_inputs_total).")
 	descRejected = desc("weft_rejected_inputs_total", "Remote inputs the protocol core refused, by reason (amcast.Rejects).", "reason")
 	descPeerQN   = desc("weft_transport_peer_queue_messages", "Messages waiting in the send queue to a peer.", "peer")
@@ -323,7 +324,7 @@ var (
 
 var allDescs = []*prometheus.Desc{descInfo, descLeader, descBallot, descBallotCh, descRecStart, descRecDone, descRetried, descRemc,
 	descCatchUp, descColl, descHandOver, descRetries, descRecv, descShed, descDeliv, descUntrack, descRetained, descSyncs, descRawPause, descRecords, descCompact,
-	descBatches, descBatched, descInboxN, descInboxB, descInboxPk, descSideDrop, descViewDrop, descInboxW, descStepErr, descRejected, descPeerQN, descPeerQB, descPeerUp, descCliQB,
+	descBatches, descBatched, descInboxN, descInboxB, descInboxPk, descSideDrop, descViewDrop, descInboxW, descStalls, descStepErr, descRejected, descPeerQN, descPeerQB, descPeerUp, descCliQB,
 	descClients, descConns, descBytes, descDrops, descHsRej, descDialF, descConnE, descPhi, descMemUp, descFlaps, descConv,
 	descReviv, descRounds, descLive, descProbes, descProbeCv, descVerdictD, descGossRej, descReady, descLag}
 
@@ -381,6 +382,7 @@ func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(descSideDrop, float64(s.SideDrops))
 	counter(descViewDrop, float64(s.ViewDrops))
 	counter(descInboxW, float64(s.InboxWaits))
+	counter(descStalls, float64(s.LoopStalls))
 	counter(descStepErr, float64(s.StepErrors))
 	if g := st.Gossip; g != nil {
 		counter(descRounds, float64(g.Rounds))

@@ -103,6 +103,7 @@ type Node struct {
 	sinceCut     int64 // bytes appended since the last snapshot began
 	lastSnapshot int64
 	stats        Stats
+	stall        stallWatch // stall.go
 
 	// Compaction (compact.go): the one in flight, if any, and where its
 	// goroutine reports.
@@ -406,11 +407,13 @@ func (n *Node) run() {
 			n.take(n.clients, in)
 			peers, clients = n.drain(0, 1)
 		case <-ticker.C:
+			now := time.Now()
+			n.ticked(now)
 			n.m.Tick()
 			n.stats.Ticks++
 			n.flushHeld() // commit news that nothing carried since (lazy.go)
 			n.tickTransfer()
-			n.tickVotes(time.Now())
+			n.tickVotes(now)
 			n.expireReads()
 			peers, clients = n.drain(0, 0)
 			tick = true
@@ -428,7 +431,10 @@ func (n *Node) run() {
 			// 1 client.
 			runtime.Gosched()
 			n.drain(peers, clients)
-			if err = n.ready(); err != nil {
+			start := time.Now()
+			err = n.ready()
+			n.stall.readyTook(time.Since(start))
+			if err != nil {
 				what := "stopping: storage failed"
 				if errors.Is(err, errServiceFailed) {
 					what = "stopping: the state machine failed (a restart rebuilds it from its snapshot and the log)"

@@ -73,6 +73,11 @@ type Stats struct {
 	ClientSteps, ClientShed, ClientShedShare uint64
 	// Reads counts clients' reads by outcome (reads.go).
 	Reads ReadStats
+	// LoopStalls counts the ticks the loop handled more than stallTicks
+	// ticks after the one before; LongestStall is the longest such gap
+	// (stall.go).
+	LoopStalls   uint64
+	LongestStall time.Duration
 }
 
 // Status is a snapshot of the node's state, as served by the agent's

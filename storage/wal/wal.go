@@ -45,8 +45,13 @@ type Options struct {
 	// of the process, can then lose records whose Sync returned, which
 	// breaks every promise a protocol made on them. It exists to compare
 	// the protocols with implementations that keep nothing on disk, like
-	// etcd's --unsafe-no-fsync; never use it for data you keep. Segment
-	// creation and snapshots, which are rare, still sync.
+	// etcd's --unsafe-no-fsync; never use it for data you keep. Nor are
+	// segments synced when the log rolls to the next one, nor the new
+	// segment and the directory: after a crash of the machine such a log
+	// may not open at all (a torn segment before the last is corruption).
+	// A crash of the process alone loses nothing (the page cache keeps
+	// what was written). Snapshots, written off the caller's path, still
+	// sync.
 	UnsafeNoSync bool
 	// RawSync makes Sync's fdatasync of the records a raw system call
 	// (vfs.SyncHolding): the goroutine that calls Sync keeps its thread
@@ -203,7 +208,7 @@ func Open(fsys vfs.FS, dir string, opts Options) (*WAL, error) {
 		}
 		seg := segment{seq: 0, first: 1}
 		seg.name = segName(seg.seq, seg.first)
-		f, err := w.createSegment(seg, nil) // syncs dir
+		f, err := w.createSegment(seg, nil, true) // syncs dir
 		if err != nil {
 			return nil, fmt.Errorf("wal: creating first segment: %w", err)
 		}
@@ -393,9 +398,10 @@ func (w *WAL) scanSegmentTo(s segment, seed uint32, limit uint64, fn func(Record
 
 // createSegment makes segment seg durable in its final place: it writes the
 // header and body to a temporary file preallocated to the segment size,
-// syncs it, renames it into place and syncs the directory. It returns the
-// file open for writing.
-func (w *WAL) createSegment(seg segment, body []byte) (vfs.File, error) {
+// syncs it, renames it into place and syncs the directory; without sync
+// (a roll under UnsafeNoSync) it skips both syncs, so the segment is in
+// place but not durable. It returns the file open for writing.
+func (w *WAL) createSegment(seg segment, body []byte, sync bool) (vfs.File, error) {
 	final := w.path(seg.name)
 	tmp := final + tmpSuffix
 	f, err := w.fs.Create(tmp)
@@ -408,13 +414,13 @@ func (w *WAL) createSegment(seg segment, body []byte) (vfs.File, error) {
 	if err == nil {
 		_, err = f.WriteAt(buf, 0)
 	}
-	if err == nil {
+	if err == nil && sync {
 		err = f.Sync()
 	}
 	if err == nil {
 		err = w.fs.Rename(tmp, final)
 	}
-	if err == nil {
+	if err == nil && sync {
 		err = vfs.SyncDir(w.fs, w.dir)
 	}
 	if err != nil {
@@ -530,14 +536,18 @@ func (w *WAL) flush() error {
 		}
 		// The full segment must be durable before any record of the next
 		// one can be: recovery only tolerates a torn tail in the last
-		// segment.
-		if w.fDirty {
+		// segment. Not with UnsafeNoSync: that fdatasync wrote back all
+		// of the segment's records at once (up to SegmentSize of them),
+		// 30 to 200 ms of a loaded agent's loop at every roll, and a
+		// compaction rolls the log every few seconds (docs/batching.md,
+		// "Rolls without fsync").
+		if w.fDirty && !w.opts.UnsafeNoSync {
 			if err := w.syncSegment(); err != nil {
 				return err
 			}
-			w.fDirty = false
 		}
-		f, err := w.createSegment(r.seg, nil)
+		w.fDirty = false
+		f, err := w.createSegment(r.seg, nil, !w.opts.UnsafeNoSync)
 		if err != nil {
 			return err
 		}

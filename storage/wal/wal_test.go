@@ -272,6 +272,46 @@ func TestLeftoverTmpRemoved(t *testing.T) {
 	}
 }
 
+// TestUnsafeNoSyncRolls: with UnsafeNoSync the log rolls to new segments
+// without a single sync (the full segment's fdatasync at a roll stalled a
+// loaded agent for 30 to 200 ms); with the default every roll syncs the
+// full segment, the new one and the directory. A reopened log reads every
+// record either way.
+func TestUnsafeNoSyncRolls(t *testing.T) {
+	for _, unsafe := range []bool{false, true} {
+		mem := vfs.NewCrashableMem()
+		syncs := 0
+		fsys := vfs.WithErrors(mem, vfs.InjectorFunc(func(op vfs.Op, _ string) error {
+			if op == vfs.OpSync || op == vfs.OpSyncDir {
+				syncs++
+			}
+			return nil
+		}))
+		w := mustOpen(t, fsys, Options{SegmentSize: 4096, UnsafeNoSync: unsafe})
+		opened := syncs
+		for i := range 400 {
+			if err := w.Append(rec(i)); err != nil {
+				t.Fatal(err)
+			}
+			if i%10 == 9 {
+				if err := w.Sync(); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		segs := len(segments(t, mem))
+		if segs < 3 {
+			t.Fatalf("UnsafeNoSync %v: %d segments, want several rolls", unsafe, segs)
+		}
+		if got := syncs - opened; unsafe && got != 0 || !unsafe && got < 3*(segs-1) {
+			t.Errorf("UnsafeNoSync %v: %d syncs over %d rolls and 40 Syncs", unsafe, got, segs-1)
+		}
+		w.Close()
+		_, recs := mustReadAll(t, mustOpen(t, mem, Options{SegmentSize: 4096}))
+		wantRecs(t, recs, 0, 400)
+	}
+}
+
 // TestUnsafeNoSync: with UnsafeNoSync, Sync writes the records (a reopened
 // log reads them) but does not make them durable: some power losses lose
 // records whose Sync returned, which never happens with the default.
