@@ -170,12 +170,12 @@ func (s *doneSet) add(q wire.SeqDigest, at uint64) bool {
 // the lowest until stop reports true for a chunk's first entry (the rest
 // are kept unseen), and returns how many it dropped. Emptied chunks go;
 // neighbours small enough are merged.
-func (s *doneSet) filter(stop func(wire.SeqDigest) bool, keep func(doneEntry) bool) int {
+func (s *doneSet) filter(stop func(doneEntry) bool, keep func(doneEntry) bool) int {
 	out := s.chunks[:0]
 	dropped, ci := 0, 0
 	for ; ci < len(s.chunks); ci++ {
 		c := s.chunks[ci]
-		if stop != nil && stop(c.e[0].q) {
+		if stop != nil && stop(c.e[0]) {
 			break
 		}
 		// The first entry dropped, if any: a chunk kept whole is not
@@ -228,7 +228,7 @@ func (s *doneSet) removeSorted(qs []wire.SeqDigest) int {
 		slices.SortFunc(qs, compareSeqDigest)
 	}
 	hi := qs[len(qs)-1]
-	return s.filter(func(first wire.SeqDigest) bool { return compareSeqDigest(first, hi) > 0 }, func(e doneEntry) bool {
+	return s.filter(func(first doneEntry) bool { return compareSeqDigest(first.q, hi) > 0 }, func(e doneEntry) bool {
 		for len(qs) > 0 && compareSeqDigest(qs[0], e.q) < 0 {
 			qs = qs[1:]
 		}

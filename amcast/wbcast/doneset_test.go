@@ -81,7 +81,7 @@ func runDoneOps(t *testing.T, b []byte) {
 					dropped++
 				}
 			}
-			got := s.filter(func(f wire.SeqDigest) bool { return f.Seq > floor }, func(e doneEntry) bool {
+			got := s.filter(func(f doneEntry) bool { return f.q.Seq > floor }, func(e doneEntry) bool {
 				return !(e.q.Seq <= floor && e.at < before)
 			})
 			if got != dropped {
@@ -170,7 +170,7 @@ func TestDoneSetAdversarialOrder(t *testing.T) {
 
 // BenchmarkSessionTable measures what a replica pays per collected id at
 // the default lease: adding it, the lookups of the messages that follow, a
-// forget pass every lease/8 and a snapshot every 8 forget passes, with
+// forget pass every lease/forgetPasses and a snapshot every lease, with
 // 90 sessions each holding its ids of the last lease.
 func BenchmarkSessionTable(b *testing.B) {
 	const sessions, lease = 90, 6000
@@ -186,7 +186,7 @@ func BenchmarkSessionTable(b *testing.B) {
 		s.floor = seq[c]
 		t.add(id, now)
 		_ = t.collected(wire.MsgID{Client: id.Client, Session: id.Session, Seq: seq[c] + 1})
-		if i%(10*lease/8) == 0 {
+		if i%(10*lease/forgetPasses) == 0 {
 			t.prune(now, lease)
 		}
 		if i%(10*lease) == 0 {

@@ -190,6 +190,16 @@ func (p *Process) offLogIDs() []wire.MsgID {
 // read back.
 const maxRecordIDs = 16 << 10
 
+// forgetPasses is how many forget passes a lease (Config.SessionTicks)
+// has. Each pass forgets what expired since the one before, so the work
+// (the walk, the REC_EXPIRED records, their write) comes in small pieces:
+// at 8 passes a lease, every replica forgot 7.5 s of ids at once at the
+// default lease, at the same tick as its peers, and at 30,000 multicasts a
+// second that stalled every agent's loop for 100 to 500 ms every 7.5 s,
+// long enough for gossip to convict loaded leaders (docs/batching.md,
+// "Forgetting in small pieces").
+const forgetPasses = 64
+
 // forget drops what sessions no longer need to remember (sessions.go):
 // collected ids below their client's floor and idle sessions, each once
 // SessionTicks have passed; the store forgets the same.

@@ -137,8 +137,15 @@ func (t *sessionTable) add(id wire.MsgID, now uint64) {
 }
 
 // prune forgets the collected ids at or below their session's floor that
-// were collected at least lease ticks ago, and returns them, sorted. Only
-// the ids up to each session's floor are looked at.
+// were collected at least lease ticks ago, and returns them, sorted. Each
+// session's set is walked from its lowest id up to the first chunk that
+// starts above the floor or with an id collected less than lease ticks
+// ago: a client's ids are collected nearly in the order of their sequence
+// numbers, so a pass looks at what expired since the last one and one
+// chunk more, not at the whole lease's worth of ids. An expired id behind
+// a younger one (a message collected late) waits for a later pass: it is
+// remembered longer, never shorter, than the lease (at most twice as
+// long).
 func (t *sessionTable) prune(now, lease uint64) []wire.MsgID {
 	keys := make([]wire.SessionKey, 0, len(t.m))
 	for k, s := range t.m {
@@ -150,7 +157,7 @@ func (t *sessionTable) prune(now, lease uint64) []wire.MsgID {
 	var out []wire.MsgID
 	for _, k := range keys {
 		s := t.m[k]
-		t.entries -= s.done.filter(func(q wire.SeqDigest) bool { return q.Seq > s.floor }, func(e doneEntry) bool {
+		t.entries -= s.done.filter(func(first doneEntry) bool { return first.q.Seq > s.floor || now < first.at+lease }, func(e doneEntry) bool {
 			if e.q.Seq != 0 && e.q.Seq <= s.floor && now >= e.at+lease {
 				out = append(out, wire.MsgID{Client: k.Client, Session: k.Session, Seq: e.q.Seq, Digest: e.q.Digest})
 				return false

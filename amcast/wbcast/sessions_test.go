@@ -80,6 +80,52 @@ func TestSessionFloorBoundsMemory(t *testing.T) {
 	}
 }
 
+// TestPruneStopsAtYoungIDs: a forget pass walks a session's ids only up
+// to the first chunk that starts with an id collected less than a lease
+// ago, so it costs what expired, not the lease's worth of ids (prune's
+// comment). An expired id behind a young one is remembered until the
+// young one expires too: longer than the lease, never shorter, and at
+// most twice as long.
+func TestPruneStopsAtYoungIDs(t *testing.T) {
+	const lease, n = 100, 3 * doneChunk
+	k := wire.SessionKey{Client: 7, Session: wire.Session(5)}
+	build := func(late bool) *sessionTable {
+		tb := newSessionTable()
+		tb.get(k).floor = n
+		for seq := uint64(1); seq <= n; seq++ {
+			at := seq // one id collected a tick, in order
+			if late && seq == 1 {
+				at = 2 * n // its message was collected late
+			}
+			tb.add(wire.MsgID{Client: k.Client, Session: k.Session, Seq: seq}, at)
+		}
+		return &tb
+	}
+	// In order: the ids collected at or before now-lease go, pass after
+	// pass, and the rest stay.
+	tb := build(false)
+	for _, c := range []struct{ now, want uint64 }{{lease + 50, 50}, {lease + 50, 0}, {lease + 200, 150}, {lease + n, n - 200}} {
+		got := tb.prune(c.now, lease)
+		if uint64(len(got)) != c.want {
+			t.Fatalf("prune at %d: %d ids, want %d", c.now, len(got), c.want)
+		}
+		for _, id := range got {
+			if c.now < id.Seq+lease {
+				t.Fatalf("prune at %d forgot seq %d, collected at %d: before its lease", c.now, id.Seq, id.Seq)
+			}
+		}
+	}
+	// Seq 1 collected last: the first chunk starts with a young id, and
+	// nothing goes until it expires; then everything does.
+	tb = build(true)
+	if got := tb.prune(2*n+lease-1, lease); len(got) != 0 {
+		t.Fatalf("%d ids forgotten behind a young one", len(got))
+	}
+	if got := tb.prune(2*n+lease, lease); len(got) != n {
+		t.Fatalf("%d ids forgotten once the young one expired, want %d", len(got), n)
+	}
+}
+
 func TestSessionExpiry(t *testing.T) {
 	tb := newSessionTable()
 	a := &wire.AppMsg{ID: wire.MsgID{Client: 1, Session: wire.Session(1), Seq: 1}}

@@ -29,7 +29,7 @@ func (p *Process) Tick() {
 	if p.ticks%4 == 0 {
 		p.collect()
 	}
-	if p.ticks%uint64(max(p.cfg.SessionTicks/8, 1)) == 0 {
+	if p.ticks%uint64(max(p.cfg.SessionTicks/forgetPasses, 1)) == 0 {
 		p.forget()
 	}
 	p.drainLocal()
