@@ -197,7 +197,7 @@ const maxRecordIDs = 16 << 10
 // default lease, at the same tick as its peers, and at 30,000 multicasts a
 // second that stalled every agent's loop for 100 to 500 ms every 7.5 s,
 // long enough for gossip to convict loaded leaders (docs/batching.md,
-// "Forgetting in small pieces").
+// "Loops stalled together every 7.5 seconds").
 const forgetPasses = 64
 
 // forget drops what sessions no longer need to remember (sessions.go):

@@ -144,8 +144,10 @@ func (t *sessionTable) add(id wire.MsgID, now uint64) {
 // numbers, so a pass looks at what expired since the last one and one
 // chunk more, not at the whole lease's worth of ids. An expired id behind
 // a younger one (a message collected late) waits for a later pass: it is
-// remembered longer, never shorter, than the lease (at most twice as
-// long).
+// remembered longer, never shorter, than the lease, by as long as that
+// one's collection lagged behind it (short, unless one of its destination
+// groups could not deliver for a while; the session's ids above the floor
+// are kept meanwhile in any case).
 func (t *sessionTable) prune(now, lease uint64) []wire.MsgID {
 	keys := make([]wire.SessionKey, 0, len(t.m))
 	for k, s := range t.m {

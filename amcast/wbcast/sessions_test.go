@@ -84,8 +84,7 @@ func TestSessionFloorBoundsMemory(t *testing.T) {
 // to the first chunk that starts with an id collected less than a lease
 // ago, so it costs what expired, not the lease's worth of ids (prune's
 // comment). An expired id behind a young one is remembered until the
-// young one expires too: longer than the lease, never shorter, and at
-// most twice as long.
+// young one expires too: longer than the lease, never shorter.
 func TestPruneStopsAtYoungIDs(t *testing.T) {
 	const lease, n = 100, 3 * doneChunk
 	k := wire.SessionKey{Client: 7, Session: wire.Session(5)}

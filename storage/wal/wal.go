@@ -540,7 +540,7 @@ func (w *WAL) flush() error {
 		// of the segment's records at once (up to SegmentSize of them),
 		// 30 to 200 ms of a loaded agent's loop at every roll, and a
 		// compaction rolls the log every few seconds (docs/batching.md,
-		// "Rolls without fsync").
+		// "Loops stalled together every 7.5 seconds").
 		if w.fDirty && !w.opts.UnsafeNoSync {
 			if err := w.syncSegment(); err != nil {
 				return err
