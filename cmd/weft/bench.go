@@ -94,6 +94,10 @@ type benchCPU struct {
 	// latency shows. The table names the rows that had any.
 	ServerBallots       uint64 `json:"server_ballots_started"`
 	ServerLeaderChanges uint64 `json:"server_leader_changes"`
+	// ServerLoopStalls counts, over the agents and the window, the ticks
+	// an agent's loop handled more than 5 ticks late (node/stall.go): its
+	// loop did not run meanwhile, which the row's tail latency shows.
+	ServerLoopStalls uint64 `json:"server_loop_stalls"`
 }
 
 // benchOptions are weft bench's flags.
@@ -335,6 +339,12 @@ func writeLeaderChanges(w io.Writer, rows []benchRow) {
 		if r.ServerBallots > 0 || r.ServerLeaderChanges > 0 {
 			fmt.Fprintf(w, "! %s %s, %d group(s)/msg, %d clients: %d leader change(s), %d ballot(s) started in the window (nothing failed: a leader suspected under load)\n",
 				r.Protocol, r.Durability, r.GroupsPerMsg, r.Clients, r.ServerLeaderChanges, r.ServerBallots)
+		}
+	}
+	for _, r := range rows {
+		if r.ServerLoopStalls > 0 {
+			fmt.Fprintf(w, "~ %s %s, %d group(s)/msg, %d clients: %d loop stall(s) in the window (an agent's loop idle for over 5 ticks: its log says how long and why)\n",
+				r.Protocol, r.Durability, r.GroupsPerMsg, r.Clients, r.ServerLoopStalls)
 		}
 	}
 }

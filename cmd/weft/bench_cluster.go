@@ -159,6 +159,7 @@ type agentCounts struct {
 	// (amcast.Coverage): in a failure-free run, leader changes that
 	// suspicion under load caused, which the row's latency then shows.
 	ballots, leads int64
+	stalls         int64 // Stats.LoopStalls (node/stall.go)
 }
 
 // counts returns each agent's counters.
@@ -166,10 +167,10 @@ func (c *benchCluster) counts(ctx context.Context) []agentCounts {
 	hc := &http.Client{Timeout: time.Second}
 	out := make([]agentCounts, len(c.admins))
 	for i, a := range c.admins {
-		out[i] = agentCounts{-1, -1, -1, -1, -1, -1}
+		out[i] = agentCounts{-1, -1, -1, -1, -1, -1, -1}
 		if st, err := node.FetchStatus(ctx, hc, a); err == nil {
 			out[i] = agentCounts{int64(st.Transport.ReadsRecvmsg), int64(st.Stats.Readies), int64(st.Stats.Syncs), int64(st.Stats.RawSyncPauses),
-				int64(st.Coverage.BallotsStarted), int64(st.Coverage.LeaderChanges)}
+				int64(st.Coverage.BallotsStarted), int64(st.Coverage.LeaderChanges), int64(st.Stats.LoopStalls)}
 		}
 	}
 	return out
@@ -181,13 +182,14 @@ func countsSince(r0, r1 []agentCounts) (n agentCounts) {
 	for i := range min(len(r0), len(r1)) {
 		a, b := r0[i], r1[i]
 		if a.recvmsgs >= 0 && b.recvmsgs >= a.recvmsgs && b.readies >= a.readies && b.syncs >= a.syncs && b.pauses >= a.pauses &&
-			b.ballots >= a.ballots && b.leads >= a.leads {
+			b.ballots >= a.ballots && b.leads >= a.leads && b.stalls >= a.stalls {
 			n.recvmsgs += b.recvmsgs - a.recvmsgs
 			n.readies += b.readies - a.readies
 			n.syncs += b.syncs - a.syncs
 			n.pauses += b.pauses - a.pauses
 			n.ballots += b.ballots - a.ballots
 			n.leads += b.leads - a.leads
+			n.stalls += b.stalls - a.stalls
 		}
 	}
 	return n

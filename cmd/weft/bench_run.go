@@ -149,6 +149,7 @@ type benchRun struct {
 	// (their status).
 	sReadies, sSyncs, sPauses uint64
 	sBallots, sLeads          uint64 // the agents' ballots started and won in the window
+	sStalls                   uint64 // the agents' loop stalls in the window (node/stall.go)
 	secs                      float64
 }
 
@@ -256,7 +257,7 @@ func (e *benchEnv) runProcs(cl *benchCluster, clients, procs int, spec benchClie
 	d := countsSince(r0, r1)
 	run.sSys += uint64(d.recvmsgs)
 	run.sReadies, run.sSyncs, run.sPauses = uint64(d.readies), uint64(d.syncs), uint64(d.pauses)
-	run.sBallots, run.sLeads = uint64(d.ballots), uint64(d.leads)
+	run.sBallots, run.sLeads, run.sStalls = uint64(d.ballots), uint64(d.leads), uint64(d.stalls)
 	run.secs = at1.Sub(at0).Seconds()
 	for _, p := range ps {
 		if err := p.cmd.Wait(); err != nil {
@@ -308,7 +309,7 @@ func (r *benchRun) kind(k int) (lat latKind, errs int) {
 // cpu is the window's resource use per operation, n operations completed.
 func (r *benchRun) cpu(n int) benchCPU {
 	c := benchCPU{ServerCores: float64(r.sCPU) / clockTicks / r.secs, ClientCores: float64(r.cCPU) / clockTicks / r.secs,
-		ServerRawSyncPauses: r.sPauses, ServerBallots: r.sBallots, ServerLeaderChanges: r.sLeads}
+		ServerRawSyncPauses: r.sPauses, ServerBallots: r.sBallots, ServerLeaderChanges: r.sLeads, ServerLoopStalls: r.sStalls}
 	if n > 0 {
 		// The counters cover [at0, at1], the completions the window: the
 		// same span up to the sampling's few milliseconds.

@@ -292,10 +292,10 @@ func TestBenchDest(t *testing.T) {
 // otherwise add its whole history) and whose counters did not go back (a
 // restarted agent).
 func TestCountsSince(t *testing.T) {
-	miss := agentCounts{-1, -1, -1, -1, -1, -1}
-	r0 := []agentCounts{{10, 3, 2, 0, 1, 1}, miss, {5, 1, 1, 0, 0, 0}, {7, 4, 4, 1, 0, 0}, {9, 9, 9, 0, 0, 0}, {3, 3, 3, 0, 2, 1}}
-	r1 := []agentCounts{{25, 8, 6, 2, 2, 1}, {1000, 50, 50, 9, 3, 3}, miss, {7, 4, 4, 1, 1, 1}, {20, 2, 20, 0, 0, 0}, {4, 4, 4, 0, 1, 1}}
-	if got, want := countsSince(r0, r1), (agentCounts{15, 5, 4, 2, 2, 1}); got != want {
+	miss := agentCounts{-1, -1, -1, -1, -1, -1, -1}
+	r0 := []agentCounts{{10, 3, 2, 0, 1, 1, 4}, miss, {5, 1, 1, 0, 0, 0, 0}, {7, 4, 4, 1, 0, 0, 1}, {9, 9, 9, 0, 0, 0, 0}, {3, 3, 3, 0, 2, 1, 0}, {1, 1, 1, 0, 0, 0, 5}}
+	r1 := []agentCounts{{25, 8, 6, 2, 2, 1, 6}, {1000, 50, 50, 9, 3, 3, 9}, miss, {7, 4, 4, 1, 1, 1, 2}, {20, 2, 20, 0, 0, 0, 0}, {4, 4, 4, 0, 1, 1, 0}, {2, 2, 2, 0, 0, 0, 4}}
+	if got, want := countsSince(r0, r1), (agentCounts{15, 5, 4, 2, 2, 1, 3}); got != want {
 		t.Fatalf("got %+v, want %+v", got, want)
 	}
 }
@@ -306,6 +306,7 @@ func TestBenchLeaderChanges(t *testing.T) {
 	rows := []benchRow{
 		{Protocol: "wbcast", Durability: "nofsync", GroupsPerMsg: 2, Clients: 90, benchCPU: benchCPU{ServerBallots: 1, ServerLeaderChanges: 1}},
 		{Protocol: "wbcast", Durability: "nofsync", GroupsPerMsg: 2, Clients: 180},
+		{Protocol: "wbcast", Durability: "fsync", GroupsPerMsg: 1, Clients: 32, benchCPU: benchCPU{ServerLoopStalls: 3}},
 	}
 	var b bytes.Buffer
 	writeBenchTable(&b, rows, benchOptions{dest: "uniform", payload: 64})
@@ -315,5 +316,8 @@ func TestBenchLeaderChanges(t *testing.T) {
 	}
 	if strings.Contains(out, "180 clients: ") {
 		t.Errorf("a row without one is named:\n%s", out)
+	}
+	if !strings.Contains(out, "~ wbcast fsync, 1 group(s)/msg, 32 clients: 3 loop stall(s)") || strings.Count(out, "loop stall") != 1 {
+		t.Errorf("the row with loop stalls is not named, or another is:\n%s", out)
 	}
 }
