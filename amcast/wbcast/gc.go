@@ -195,7 +195,7 @@ const maxRecordIDs = 16 << 10
 // (the walk, the REC_EXPIRED records, their write) comes in small pieces:
 // at 8 passes a lease, every replica forgot 7.5 s of ids at once at the
 // default lease, at the same tick as its peers, and at 30,000 multicasts a
-// second that stalled every agent's loop for 100 to 500 ms every 7.5 s,
+// second that stalled every agent's loop for up to 600 ms every 7.5 s,
 // long enough for gossip to convict loaded leaders (docs/batching.md,
 // "Loops stalled together every 7.5 seconds").
 const forgetPasses = 64
