@@ -99,6 +99,9 @@ func (e doneEntry) compare(q wire.SeqDigest) int { return compareSeqDigest(e.q, 
 // len returns the number of ids held.
 func (s *doneSet) len() int { return s.n }
 
+// first returns the lowest entry; the set must not be empty.
+func (s *doneSet) first() doneEntry { return s.chunks[0].e[0] }
+
 // find returns the chunk that holds q or would, and q's position in it.
 func (s *doneSet) find(q wire.SeqDigest) (ci, i int, found bool) {
 	// The last chunk whose first entry is at or below q (chunk 0 if none).

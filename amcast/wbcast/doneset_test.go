@@ -286,3 +286,26 @@ func TestDoneSetFreeze(t *testing.T) {
 		t.Fatal("a view taken after the writes differs from the set")
 	}
 }
+
+// BenchmarkForgetManySessions: one forget pass over 100,000 sessions of a
+// few collected ids each (short-lived clients), when about 1/64 of them
+// have ids expiring: what a pass costs a node with many sessions and
+// little to forget.
+func BenchmarkForgetManySessions(b *testing.B) {
+	const sessions, perSession, lease = 100_000, 4, 6400
+	t := newSessionTable()
+	for c := range sessions {
+		k := wire.MsgID{Client: wire.ProcID(1000 + c), Session: wire.Session(1)}
+		t.get(k.Key()).floor = perSession
+		for i := range perSession {
+			k.Seq = uint64(i + 1)
+			t.add(k, uint64(c%lease)) // collection times spread over a lease
+		}
+	}
+	now := uint64(lease)
+	b.ReportAllocs()
+	for b.Loop() {
+		now++
+		_ = t.prune(now, lease)
+	}
+}

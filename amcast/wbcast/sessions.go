@@ -149,25 +149,44 @@ func (t *sessionTable) add(id wire.MsgID, now uint64) {
 // groups could not deliver for a while; the session's ids above the floor
 // are kept meanwhile in any case).
 func (t *sessionTable) prune(now, lease uint64) []wire.MsgID {
-	keys := make([]wire.SessionKey, 0, len(t.m))
-	for k, s := range t.m {
-		if s.done.len() > 0 {
-			keys = append(keys, k)
-		}
+	// The sessions are visited in the map's order and only those that
+	// forgot something are sorted: sorting every session's key each pass
+	// cost 33 ms a pass at 100,000 sessions (BenchmarkForgetManySessions),
+	// on the loop, 64 times a lease.
+	type run struct {
+		k          wire.SessionKey
+		start, end int
 	}
-	slices.SortFunc(keys, wire.SessionKey.Compare)
-	var out []wire.MsgID
-	for _, k := range keys {
-		s := t.m[k]
-		t.entries -= s.done.filter(func(first doneEntry) bool { return first.q.Seq > s.floor || now < first.at+lease }, func(e doneEntry) bool {
+	var (
+		out  []wire.MsgID
+		runs []run
+	)
+	for k, s := range t.m {
+		stop := func(first doneEntry) bool { return first.q.Seq > s.floor || now < first.at+lease }
+		if s.done.len() == 0 || stop(s.done.first()) {
+			continue // nothing to forget: the usual case, without the walk's setup
+		}
+		start := len(out)
+		t.entries -= s.done.filter(stop, func(e doneEntry) bool {
 			if e.q.Seq != 0 && e.q.Seq <= s.floor && now >= e.at+lease {
 				out = append(out, wire.MsgID{Client: k.Client, Session: k.Session, Seq: e.q.Seq, Digest: e.q.Digest})
 				return false
 			}
 			return true
 		})
+		if len(out) > start {
+			runs = append(runs, run{k, start, len(out)})
+		}
 	}
-	return out
+	if len(runs) < 2 {
+		return out // one session's ids, in order
+	}
+	slices.SortFunc(runs, func(a, b run) int { return a.k.Compare(b.k) })
+	sorted := make([]wire.MsgID, 0, len(out))
+	for _, r := range runs {
+		sorted = append(sorted, out[r.start:r.end]...)
+	}
+	return sorted
 }
 
 // forgetIDs drops remembered collected ids (a REC_EXPIRED's, sorted as
