@@ -327,14 +327,15 @@ func writeBenchTable(w io.Writer, rows []benchRow, o benchOptions) {
 	if notFT {
 		fmt.Fprintln(w, "* skeen is not fault tolerant: 1 replica per group, nothing persisted")
 	}
-	writeLeaderChanges(w, rows)
+	writeRowNotes(w, rows)
 }
 
-// writeLeaderChanges names the rows in whose window a group changed
-// leader (or a member started a ballot): nothing failed in the benchmark,
-// so a member suspected a leader that its loop or gossip had held up, and
-// the recovery is in the row's latency.
-func writeLeaderChanges(w io.Writer, rows []benchRow) {
+// writeRowNotes names the rows in whose window a group changed leader
+// (or a member started a ballot: nothing failed in the benchmark, so a
+// member suspected a leader that its loop or gossip had held up, and the
+// recovery is in the row's latency), then those in whose window an
+// agent's loop stalled.
+func writeRowNotes(w io.Writer, rows []benchRow) {
 	for _, r := range rows {
 		if r.ServerBallots > 0 || r.ServerLeaderChanges > 0 {
 			fmt.Fprintf(w, "! %s %s, %d group(s)/msg, %d clients: %d leader change(s), %d ballot(s) started in the window (nothing failed: a leader suspected under load)\n",
