@@ -49,8 +49,8 @@ type Process struct {
 	clock uint64
 
 	recs      map[wire.MsgID]*record
-	proposed  tsheap.Heap // PROPOSED messages by local timestamp (lazy)
-	committed tsheap.Heap // COMMITTED, undelivered messages by global timestamp
+	proposed  tsheap.Heap[struct{}] // PROPOSED messages by local timestamp (lazy)
+	committed tsheap.Heap[struct{}] // COMMITTED, undelivered messages by global timestamp
 	lastGTS   wire.Timestamp
 	local     []wire.Envelope // messages to self, handled before Step returns
 	rejects   amcast.Rejects  // refused remote input, by reason
@@ -212,7 +212,7 @@ func (p *Process) onMulticast(from wire.ProcID, mc *wire.Multicast) error {
 	p.clock++
 	r.lts = wire.Timestamp{T: p.clock, G: p.g}
 	r.phase = wire.PhaseProposed
-	p.proposed.Push(tsheap.Entry{TS: r.lts, ID: m.ID})
+	p.proposed.Push(tsheap.Entry[struct{}]{TS: r.lts, ID: m.ID})
 	for _, g := range m.Dest {
 		p.send(p.topo.Members(g)[0], &wire.Propose{ID: m.ID, G: p.g, LTS: r.lts})
 	}
@@ -274,7 +274,7 @@ func (p *Process) tryCommit(id wire.MsgID, r *record) {
 	r.phase = wire.PhaseCommitted
 	r.props = nil
 	p.clock = max(p.clock, gts.T)
-	p.committed.Push(tsheap.Entry{TS: gts, ID: id})
+	p.committed.Push(tsheap.Entry[struct{}]{TS: gts, ID: id})
 	p.tryDeliver()
 }
 

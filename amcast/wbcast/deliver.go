@@ -17,7 +17,7 @@ func (p *Process) commit(r *record, gts wire.Timestamp) {
 	r.since = p.ticks
 	r.ackB, r.ackFrom = nil, nil
 	p.clock = max(p.clock, gts.T) // P4: the acks may beat the ACCEPTs here
-	p.committed.Push(tsheap.Entry{TS: gts, ID: r.m.ID})
+	p.committed.Push(tsheap.Entry[*record]{TS: gts, ID: r.m.ID, Ref: r})
 	p.tryDeliver()
 }
 
@@ -26,13 +26,14 @@ func (p *Process) commit(r *record, gts wire.Timestamp) {
 func (p *Process) tryDeliver() {
 	for p.committed.Len() > 0 {
 		c := p.committed.Top()
-		if r := p.recs[c.ID]; r == nil || r.issued || r.phase != wire.PhaseCommitted || r.gts != c.TS {
+		r := c.Ref
+		if r.dropped || r.issued || r.phase != wire.PhaseCommitted || r.gts != c.TS {
 			p.committed.Pop() // stale entry
 			continue
 		}
 		for p.pending.Len() > 0 {
 			e := p.pending.Top()
-			if r := p.recs[e.ID]; r != nil && !r.issued && (r.phase == wire.PhaseProposed || r.phase == wire.PhaseAccepted) && r.lts == e.TS {
+			if r := e.Ref; !r.dropped && !r.issued && (r.phase == wire.PhaseProposed || r.phase == wire.PhaseAccepted) && r.lts == e.TS {
 				break
 			}
 			p.pending.Pop() // stale entry
@@ -41,7 +42,6 @@ func (p *Process) tryDeliver() {
 			return // P6: blocked by a message that may still commit below c
 		}
 		p.committed.Pop()
-		r := p.recs[c.ID]
 		prev := p.maxDelivered
 		p.deliverLocal(r)
 		d := &wire.Deliver{ID: r.m.ID, B: p.cballot, LTS: r.lts, GTS: r.gts, Prev: prev, Linf: p.linf[p.g]}
@@ -64,7 +64,7 @@ func (p *Process) deliverLocal(r *record) {
 	r.phase = wire.PhaseCommitted
 	p.maxDelivered = r.gts
 	p.clock = max(p.clock, r.gts.T)
-	p.dlog = append(p.dlog, logEntry{gts: r.gts, prev: prev, id: r.m.ID})
+	p.dlog = append(p.dlog, logEntry{gts: r.gts, prev: prev, r: r})
 	p.deliverDurable(r.m, r.gts, &wire.RecDelivered{M: r.m, LTS: r.lts, GTS: r.gts})
 	r.durDelivered()
 }
@@ -91,7 +91,8 @@ func (p *Process) onDeliver(from wire.ProcID, d *wire.Deliver) error {
 	if d.GTS.Less(d.LTS) || !d.Prev.Less(d.GTS) || d.GTS.T >= maxClock || int(d.GTS.G) >= p.topo.NumGroups() {
 		return p.rejects.Reject("bad_timestamp", "DELIVER %s with lts %s, gts %s, previous %s", d.ID, d.LTS, d.GTS, d.Prev)
 	}
-	if r := p.recs[d.ID]; r != nil && r.known && r.m.DestIndex(d.GTS.G) < 0 {
+	r := p.recs[d.ID]
+	if r != nil && r.known && r.m.DestIndex(d.GTS.G) < 0 {
 		return p.rejects.Reject("bad_timestamp", "DELIVER %s with gts %s of a group that is not a destination", d.ID, d.GTS)
 	}
 	p.raiseLinf(p.g, d.Linf)
@@ -101,7 +102,6 @@ func (p *Process) onDeliver(from wire.ProcID, d *wire.Deliver) error {
 	if d.GTS.LessEq(p.maxDelivered) || (d.Prev != p.maxDelivered && !p.mut(MutSkipDeliverChain)) {
 		return nil // a duplicate, or a gap (the leader's catch-up fills it)
 	}
-	r := p.recs[d.ID]
 	if r == nil || !r.known {
 		if d.M == nil {
 			return nil // P9: no payload here; wait for a catch-up carrying it

@@ -54,6 +54,9 @@ func CompareRestored(live, restored *Process) error {
 	if live.id != restored.id {
 		return fmt.Errorf("wbcast: comparing p%d with p%d", live.id, restored.id)
 	}
+	if err := live.checkRefs(); err != nil {
+		return err
+	}
 	pf := func(format string, args ...any) error {
 		return fmt.Errorf("wbcast: p%d restored != live: "+format, append([]any{live.id}, args...)...)
 	}

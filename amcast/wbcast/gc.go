@@ -28,6 +28,7 @@ func (p *Process) collect() {
 		switch {
 		case r == nil || !r.issued: // dropped meanwhile
 		case p.collectable(r):
+			r.dropped = true // below
 			ids = append(ids, id)
 		default:
 			p.offLog[k] = id
@@ -50,15 +51,16 @@ func (p *Process) collect() {
 		if e.wait > 0 && p.linf[e.wait-1].Less(e.gts) {
 			continue
 		}
-		r := p.recs[e.id]
-		if r == nil || !r.issued {
+		r := e.r
+		if r.dropped || !r.issued {
 			continue
 		}
 		if g, held := p.heldBack(r); held {
 			e.wait = int32(g) + 1
 			continue
 		}
-		ids = append(ids, e.id)
+		r.dropped = true // below
+		ids = append(ids, r.m.ID)
 	}
 	if len(ids) == 0 {
 		return
@@ -76,7 +78,7 @@ func (p *Process) collect() {
 		}
 	}
 	k = 0
-	for k < len(p.dlog) && p.recs[p.dlog[k].id] == nil {
+	for k < len(p.dlog) && p.dlog[k].r.dropped {
 		k++
 	}
 	p.dlog = slices.Delete(p.dlog, 0, k)

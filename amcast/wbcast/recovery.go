@@ -526,10 +526,10 @@ func (p *Process) becomeLeader() {
 				p.clock++
 				r.lts = wire.Timestamp{T: p.clock, G: p.g}
 			}
-			p.pending.Push(tsheap.Entry{TS: r.lts, ID: id})
+			p.pending.Push(tsheap.Entry[*record]{TS: r.lts, ID: id, Ref: r})
 			retry = append(retry, r)
 		case wire.PhaseCommitted:
-			p.committed.Push(tsheap.Entry{TS: r.gts, ID: id})
+			p.committed.Push(tsheap.Entry[*record]{TS: r.gts, ID: id, Ref: r})
 			retry = append(retry, r) // other groups may still need our acks
 		}
 	}

@@ -167,7 +167,7 @@ func (p *Process) catchUp(i int, snapshot bool) {
 	}
 	pr.caughtUp, pr.catchAt = true, p.ticks
 	k := sort.Search(len(p.dlog), func(j int) bool { return pr.maxDelivered.Less(p.dlog[j].gts) })
-	if k == len(p.dlog) || p.dlog[k].prev != pr.maxDelivered || p.recs[p.dlog[k].id] == nil {
+	if k == len(p.dlog) || p.dlog[k].prev != pr.maxDelivered || p.dlog[k].r.dropped {
 		if snapshot {
 			p.sendSnapshot(i)
 		}
@@ -176,12 +176,12 @@ func (p *Process) catchUp(i int, snapshot bool) {
 	prev := pr.maxDelivered
 	for n, bytes := 0, 0; k < len(p.dlog) && n < p.cfg.CatchUpBatch; k, n = k+1, n+1 {
 		e := p.dlog[k]
-		r := p.recs[e.id]
-		if r == nil {
+		r := e.r
+		if r.dropped {
 			break // collected: the next round sends a SNAPSHOT
 		}
 		m := r.m
-		d := &wire.Deliver{ID: e.id, B: p.cballot, LTS: r.lts, GTS: r.gts, Prev: prev, Linf: p.linf[p.g], M: &m}
+		d := &wire.Deliver{ID: r.m.ID, B: p.cballot, LTS: r.lts, GTS: r.gts, Prev: prev, Linf: p.linf[p.g], M: &m}
 		size := wire.Size(d)
 		if n > 0 && bytes+size > p.cfg.MaxMsgBytes {
 			break

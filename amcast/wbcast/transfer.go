@@ -235,6 +235,7 @@ func (p *Process) install(img *wire.RecSnapshot, pages []*wire.RecSnapshot) {
 	p.ackFloor = wire.MaxTS(p.ackFloor, img.MaxDelivered) // the leader collected up to its floor, at most here
 	p.clock = max(p.clock, img.Clock)
 	p.durClock = max(p.durClock, img.Clock)
+	clear(p.dlog)
 	p.dlog = p.dlog[:0] // the chain restarts at the point (catchUp)
 	p.offLog = p.offLogIDs()
 	p.cov.Installs++
@@ -243,6 +244,9 @@ func (p *Process) install(img *wire.RecSnapshot, pages []*wire.RecSnapshot) {
 
 // drop forgets a record that was never delivered here.
 func (p *Process) drop(id wire.MsgID) {
+	if r := p.recs[id]; r != nil {
+		r.dropped = true
+	}
 	delete(p.recs, id)
 	s := p.sess.get(id.Key())
 	s.live--

@@ -190,6 +190,8 @@ type record struct {
 	ackFromInline [inlineDests]uint64
 
 	dur durState // what the records persisted made durable of it (image.go)
+
+	dropped bool // it left recs (collect, drop); refs.go
 }
 
 // peer is what a process knows of a member of its group.
@@ -216,7 +218,7 @@ type peer struct {
 type logEntry struct {
 	gts  wire.Timestamp
 	prev wire.Timestamp
-	id   wire.MsgID
+	r    *record // the delivery's record; dropped once collected
 	// wait is 1 + the destination group whose delivered floor held this
 	// delivery back from collection at the last pass (0: none seen): the
 	// next pass skips it without looking its record up while that floor
@@ -252,8 +254,8 @@ type Process struct {
 	maxDelivered wire.Timestamp
 	dlog         []logEntry   // deliveries in gts order, trimmed by GC
 	offLog       []wire.MsgID // delivered records dlog does not hold (restored, installed), for collect
-	pending      tsheap.Heap
-	committed    tsheap.Heap
+	pending      tsheap.Heap[*record]
+	committed    tsheap.Heap[*record]
 	sess         sessionTable // per client session: collected ids, floor (sessions.go)
 	linf         []wire.Timestamp
 	// ackFloor bounds from above what this process may have collected of
@@ -545,7 +547,7 @@ func (p *Process) onMulticast(env wire.Envelope, mc *wire.Multicast) error {
 		r.lts = wire.Timestamp{T: p.clock, G: p.g}
 		r.phase = wire.PhaseProposed
 		r.since = p.ticks
-		p.pending.Push(tsheap.Entry{TS: r.lts, ID: r.m.ID})
+		p.pending.Push(tsheap.Entry[*record]{TS: r.lts, ID: r.m.ID, Ref: r})
 		p.sendAccept(r)
 		return nil
 	}

@@ -108,9 +108,9 @@ type Core struct {
 
 	retryTicks   int
 	recs         map[wire.MsgID]*Rec
-	open         map[wire.MsgID]*Rec // known and not committed: what re-multicasts scan
-	pending      tsheap.Heap         // Assigned messages by local timestamp (lazy)
-	committed    tsheap.Heap         // Committed, undelivered messages by global timestamp
+	open         map[wire.MsgID]*Rec   // known and not committed: what re-multicasts scan
+	pending      tsheap.Heap[struct{}] // Assigned messages by local timestamp (lazy)
+	committed    tsheap.Heap[struct{}] // Committed, undelivered messages by global timestamp
 	maxDelivered wire.Timestamp
 	hint         []wire.ProcID // per group: its leader as far as we know
 	cov          amcast.Coverage
@@ -553,7 +553,7 @@ func (c *Core) Assign(r *Rec, lts wire.Timestamp) {
 		delete(c.open, r.M.ID)
 		return
 	}
-	c.pending.Push(tsheap.Entry{TS: lts, ID: r.M.ID})
+	c.pending.Push(tsheap.Entry[struct{}]{TS: lts, ID: r.M.ID})
 }
 
 // Commit fixes r's global timestamp and delivers what the delivery rule
@@ -568,7 +568,7 @@ func (c *Core) Commit(r *Rec, gts wire.Timestamp) {
 	r.Phase, r.GTS = Committed, gts
 	r.since = c.Ticks()
 	delete(c.open, r.M.ID)
-	c.committed.Push(tsheap.Entry{TS: gts, ID: r.M.ID})
+	c.committed.Push(tsheap.Entry[struct{}]{TS: gts, ID: r.M.ID})
 	c.tryDeliver()
 }
 

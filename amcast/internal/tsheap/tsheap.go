@@ -6,13 +6,16 @@ package tsheap
 
 import "github.com/weft-dev/weft/wire"
 
-// Entry is one heap element.
-type Entry struct {
-	TS wire.Timestamp
-	ID wire.MsgID
+// Entry is one heap element. Ref is the protocol's own handle on the
+// message (WbCast's record), so that the entry at the top needs no lookup
+// by id; protocols without one use struct{}.
+type Entry[V any] struct {
+	TS  wire.Timestamp
+	ID  wire.MsgID
+	Ref V
 }
 
-func less(a, b Entry) bool {
+func less[V any](a, b Entry[V]) bool {
 	if a.TS != b.TS {
 		return a.TS.Less(b.TS)
 	}
@@ -21,15 +24,15 @@ func less(a, b Entry) bool {
 
 // Heap is a min-heap of entries ordered by timestamp, then id.
 // The zero value is an empty heap.
-type Heap struct {
-	es []Entry
+type Heap[V any] struct {
+	es []Entry[V]
 }
 
 // Len returns the number of entries.
-func (h *Heap) Len() int { return len(h.es) }
+func (h *Heap[V]) Len() int { return len(h.es) }
 
 // Push adds an entry.
-func (h *Heap) Push(e Entry) {
+func (h *Heap[V]) Push(e Entry[V]) {
 	h.es = append(h.es, e)
 	i := len(h.es) - 1
 	for i > 0 {
@@ -43,13 +46,14 @@ func (h *Heap) Push(e Entry) {
 }
 
 // Top returns the smallest entry. REQUIRES: Len() > 0.
-func (h *Heap) Top() Entry { return h.es[0] }
+func (h *Heap[V]) Top() Entry[V] { return h.es[0] }
 
 // Pop removes and returns the smallest entry. REQUIRES: Len() > 0.
-func (h *Heap) Pop() Entry {
+func (h *Heap[V]) Pop() Entry[V] {
 	top := h.es[0]
 	n := len(h.es) - 1
 	h.es[0] = h.es[n]
+	h.es[n] = Entry[V]{} // drop its Ref
 	h.es = h.es[:n]
 	i := 0
 	for {
@@ -70,5 +74,18 @@ func (h *Heap) Pop() Entry {
 	return top
 }
 
+// Refs calls yield with every entry's Ref, in no particular order, until
+// it returns false.
+func (h *Heap[V]) Refs(yield func(V) bool) {
+	for i := range h.es {
+		if !yield(h.es[i].Ref) {
+			return
+		}
+	}
+}
+
 // Reset empties the heap.
-func (h *Heap) Reset() { h.es = h.es[:0] }
+func (h *Heap[V]) Reset() {
+	clear(h.es)
+	h.es = h.es[:0]
+}

@@ -12,14 +12,14 @@ import (
 func TestHeapSortsLikeSlices(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	for round := 0; round < 200; round++ {
-		var h Heap
-		var want []Entry
+		var h Heap[struct{}]
+		var want []Entry[struct{}]
 		for i := 0; i < r.IntN(100); i++ {
-			e := Entry{TS: wire.Timestamp{T: r.Uint64N(20), G: wire.GroupID(r.IntN(3))}, ID: wire.MsgID{Seq: uint64(i)}}
+			e := Entry[struct{}]{TS: wire.Timestamp{T: r.Uint64N(20), G: wire.GroupID(r.IntN(3))}, ID: wire.MsgID{Seq: uint64(i)}}
 			h.Push(e)
 			want = append(want, e)
 		}
-		slices.SortFunc(want, func(a, b Entry) int {
+		slices.SortFunc(want, func(a, b Entry[struct{}]) int {
 			if less(a, b) {
 				return -1
 			}
