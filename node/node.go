@@ -160,6 +160,7 @@ func New(cfg Config) (*Node, error) {
 		ctl:     make(chan func()),
 
 		compactDone: make(chan error, 1),
+		stall:       stallWatch{usage: processUsage},
 		compactRand: newCompactRand(cfg.ID),
 		pid:         os.Getpid(),
 	}
