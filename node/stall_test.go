@@ -31,7 +31,7 @@ func TestLoopStallsCounted(t *testing.T) {
 	}
 	n.stall.readyTook(40 * ms)
 	cpu, preempted = 25*ms, 7 // over the gap: 25 ms of CPU, 7 preemptions
-	n.ticked(at(200 * ms)) // 140 ms after the one before
+	n.ticked(at(200 * ms))    // 140 ms after the one before
 	n.ticked(at(210 * ms))
 	n.ticked(at(400 * ms)) // 190 ms, within a second of the last log
 	if n.stats.LoopStalls != 2 || n.stats.LongestStall != 190*ms {
