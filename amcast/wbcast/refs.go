@@ -26,18 +26,16 @@ func (p *Process) checkRefs() error {
 			return err
 		}
 	}
-	for _, h := range []struct {
-		name string
-		refs func(func(*record) bool)
-	}{{"the pending heap", p.pending.Refs}, {"the committed heap", p.committed.Refs}} {
-		var err error
-		h.refs(func(r *record) bool {
-			err = check(h.name, r)
+	var err error
+	held := func(where string) func(*record) bool {
+		return func(r *record) bool {
+			err = check(where, r)
 			return err == nil
-		})
-		if err != nil {
-			return err
 		}
 	}
-	return nil
+	if p.pending.Refs(held("the pending heap")); err != nil {
+		return err
+	}
+	p.committed.Refs(held("the committed heap"))
+	return err
 }

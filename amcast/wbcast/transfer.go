@@ -227,7 +227,7 @@ func (p *Process) install(img *wire.RecSnapshot, pages []*wire.RecSnapshot) {
 	for _, id := range p.sortedIDs() {
 		r := p.recs[id]
 		if !r.issued && !in[id] && r.lts.T <= img.Clock {
-			p.drop(id) // collected by the leader: in the prefix (see above)
+			p.drop(id, r) // collected by the leader: in the prefix (see above)
 		}
 	}
 	p.sess.merge(img.Done, p.ticks, func(id wire.MsgID) bool { return p.recs[id] != nil })
@@ -242,11 +242,9 @@ func (p *Process) install(img *wire.RecSnapshot, pages []*wire.RecSnapshot) {
 	p.out.Install(img.MaxDelivered)
 }
 
-// drop forgets a record that was never delivered here.
-func (p *Process) drop(id wire.MsgID) {
-	if r := p.recs[id]; r != nil {
-		r.dropped = true
-	}
+// drop forgets r, id's record, which was never delivered here.
+func (p *Process) drop(id wire.MsgID, r *record) {
+	r.dropped = true // refs.go
 	delete(p.recs, id)
 	s := p.sess.get(id.Key())
 	s.live--
