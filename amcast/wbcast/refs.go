@@ -26,16 +26,15 @@ func (p *Process) checkRefs() error {
 			return err
 		}
 	}
-	var err error
-	held := func(where string) func(*record) bool {
-		return func(r *record) bool {
-			err = check(where, r)
-			return err == nil
+	for r := range p.pending.Refs {
+		if err := check("the pending heap", r); err != nil {
+			return err
 		}
 	}
-	if p.pending.Refs(held("the pending heap")); err != nil {
-		return err
+	for r := range p.committed.Refs {
+		if err := check("the committed heap", r); err != nil {
+			return err
+		}
 	}
-	p.committed.Refs(held("the committed heap"))
-	return err
+	return nil
 }

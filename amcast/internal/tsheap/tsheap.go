@@ -74,8 +74,8 @@ func (h *Heap[V]) Pop() Entry[V] {
 	return top
 }
 
-// Refs calls yield with every entry's Ref, in no particular order, until
-// it returns false.
+// Refs yields every entry's Ref, in no particular order (an iter.Seq:
+// for r := range h.Refs).
 func (h *Heap[V]) Refs(yield func(V) bool) {
 	for i := range h.es {
 		if !yield(h.es[i].Ref) {
