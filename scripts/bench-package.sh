@@ -3,7 +3,7 @@
 # other from one build, each output kept:
 #
 #   scripts/bench-package.sh OUTDIR          # about 30 minutes
-#   SKIP_LONG=1 scripts/bench-package.sh OUTDIR   # without the 10-minute run (about 19)
+#   SKIP_LONG=1 scripts/bench-package.sh OUTDIR   # without the 10-minute run (about 17)
 #
 # OUTDIR gets NN-name.txt per command (its command line, start and end
 # times in UTC, then its output), the two ladders' plots, and build.txt
