@@ -50,6 +50,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -82,6 +83,10 @@ type Node struct {
 	tr      *transport.Transport
 	out     *transport.Batch // the loop's sends (ready, replies), flushed once a pass
 	sendBuf []wire.Envelope  // scratch for a Ready's messages (send)
+	// self holds the core's messages to itself (a WbCast leader's own
+	// ACCEPT_ACK), stepped at the start of the next pass: they leave
+	// after their Ready's sync, as every acknowledgement does.
+	self    []wire.Envelope
 	batcher amcast.Coalescer // send's batching; n.out encodes what it returns at once
 	held    amcast.Held      // messages held for the next one to their peer (lazy.go)
 	dlog    *deliveryLog
@@ -381,43 +386,49 @@ func (n *Node) run() {
 	for {
 		tick := false
 		peers, clients := 0, 0 // inputs this pass stepped (drain)
-		select {
-		case <-n.stop:
-			err = errClosed
-			return
-		case cerr := <-n.compactDone:
-			if err = n.finishCompaction(cerr); err != nil {
-				n.log.Error("stopping: storage failed", "err", err)
-				return
-			}
-		case <-n.gossip.tickC():
-			if err = n.gossip.tick(); err != nil {
-				n.log.Error("stopping: storing the gossip generation failed", "err", err)
-				return
-			}
-		case f := <-n.ctl:
-			f()
-		case in := <-n.side.ch:
-			n.take(n.side, in)
-		case in := <-n.views.ch:
-			n.take(n.views, in)
-		case in := <-n.inbox.ch:
-			n.take(n.inbox, in)
-			peers, clients = n.drain(1, 0)
-		case in := <-n.clients.ch:
-			n.take(n.clients, in)
-			peers, clients = n.drain(0, 1)
-		case <-ticker.C:
-			now := time.Now()
-			n.ticked(now)
-			n.m.Tick()
-			n.stats.Ticks++
-			n.flushHeld() // commit news that nothing carried since (lazy.go)
-			n.tickTransfer()
-			n.tickVotes(now)
-			n.expireReads()
+		if n.stepSelf() {
+			// Its own messages start the pass; what else is queued joins
+			// it without waiting.
 			peers, clients = n.drain(0, 0)
-			tick = true
+		} else {
+			select {
+			case <-n.stop:
+				err = errClosed
+				return
+			case cerr := <-n.compactDone:
+				if err = n.finishCompaction(cerr); err != nil {
+					n.log.Error("stopping: storage failed", "err", err)
+					return
+				}
+			case <-n.gossip.tickC():
+				if err = n.gossip.tick(); err != nil {
+					n.log.Error("stopping: storing the gossip generation failed", "err", err)
+					return
+				}
+			case f := <-n.ctl:
+				f()
+			case in := <-n.side.ch:
+				n.take(n.side, in)
+			case in := <-n.views.ch:
+				n.take(n.views, in)
+			case in := <-n.inbox.ch:
+				n.take(n.inbox, in)
+				peers, clients = n.drain(1, 0)
+			case in := <-n.clients.ch:
+				n.take(n.clients, in)
+				peers, clients = n.drain(0, 1)
+			case <-ticker.C:
+				now := time.Now()
+				n.ticked(now)
+				n.m.Tick()
+				n.stats.Ticks++
+				n.flushHeld() // commit news that nothing carried since (lazy.go)
+				n.tickTransfer()
+				n.tickVotes(now)
+				n.expireReads()
+				peers, clients = n.drain(0, 0)
+				tick = true
+			}
 		}
 		if n.m.HasReady() {
 			// Yield once before the Ready (not a timer: with nothing else
@@ -630,6 +641,7 @@ func (n *Node) ready() error {
 // other replica combined into BATCH messages (amcast.Coalesce: one frame,
 // decode and inbox hand-off per peer and Ready, not per message).
 func (n *Node) send(msgs []wire.Envelope) {
+	msgs = n.keepSelf(msgs)
 	n.stats.Sent += uint64(len(msgs))
 	for _, env := range n.batcher.Coalesce(msgs, n.cfg.Topology.IsReplica, 0) {
 		if b, ok := env.Msg.(*wire.Batch); ok {
@@ -640,6 +652,35 @@ func (n *Node) send(msgs []wire.Envelope) {
 			n.stats.SendErrors++
 		}
 	}
+}
+
+// keepSelf moves the messages of msgs addressed to this node to n.self
+// and returns the others (msgs' own array, when there are any to itself).
+func (n *Node) keepSelf(msgs []wire.Envelope) []wire.Envelope {
+	if !slices.ContainsFunc(msgs, func(env wire.Envelope) bool { return env.To == n.cfg.ID }) {
+		return msgs
+	}
+	return slices.DeleteFunc(msgs, func(env wire.Envelope) bool {
+		if env.To == n.cfg.ID {
+			n.self = append(n.self, env)
+			return true
+		}
+		return false
+	})
+}
+
+// stepSelf steps the messages the core sent itself, if any, and reports
+// whether there were any.
+func (n *Node) stepSelf() bool {
+	if len(n.self) == 0 {
+		return false
+	}
+	for _, env := range n.self {
+		n.step(env)
+	}
+	clear(n.self)
+	n.self = n.self[:0]
+	return true
 }
 
 // coreAmnesiac reports whether the core still waits to rejoin after a

@@ -563,6 +563,17 @@ func (s *Sim) send(msgs []wire.Envelope, fg bool, only func(wire.Message) bool) 
 		msgs = amcast.Coalesce(msgs, func(to wire.ProcID) bool { return int(to) < s.nrep }, 0)
 	}
 	for _, e := range msgs {
+		if e.From == e.To {
+			// A process's message to itself (a WbCast leader's own
+			// ACCEPT_ACK) never crosses a link: not counted, not lost.
+			ev := event{kind: evMsg, from: e.From, to: e.To, fg: fg, at: s.now}
+			ev.chunk, ev.off, ev.n = s.msgData.add(e.Msg)
+			if f != nil {
+				ev.epoch = f.epoch[int(e.From)*n+int(e.To)]
+			}
+			s.push(ev)
+			continue
+		}
 		s.kindCnt[e.Msg.Kind()]++
 		if b, ok := e.Msg.(*wire.Batch); ok {
 			for _, m := range b.Msgs {

@@ -16,11 +16,11 @@ import "github.com/weft-dev/weft/wire"
 //     quorum of each destination group durably accepted it and acked (an
 //     ACCEPT_ACK is sent only after the acker's sync), and every later
 //     recovery reads a quorum, which meets that one (P1, P11). The leader's
-//     own acceptance counts only once durable: the node steps the acks it
-//     receives only after the Ready's sync returned. And a leader that
-//     crashes before its records are durable never proposes under that
-//     ballot again: it restarts as a follower (Restore), so no member can
-//     hold two different proposals of one ballot for one message.
+//     own acceptance counts only once durable (its own ack, below). And a
+//     leader that crashes before its records are durable never proposes
+//     under that ballot again: it restarts as a follower (Restore), so no
+//     member can hold two different proposals of one ballot for one
+//     message.
 //   - DELIVER (H4: the leader tells its followers a message committed with
 //     its gts). The commit was decided on acks already durable at a quorum;
 //     the leader's own delivery record only remembers it.
@@ -33,6 +33,17 @@ import "github.com/weft-dev/weft/wire"
 // state), and replies to clients. The simulator's torn crashes let exactly
 // these messages leave before the crash (sim.ProtocolSpec.SendsBeforeSync),
 // so the swarm checks the argument.
+
+// The leader's own ack. A leader's acceptance of its own proposal is an
+// ACCEPT_ACK it sends itself, and it leaves through the Ready like any
+// other (not stepped within the Step that made it): the driver steps it
+// back once the Ready's records are durable, so the leader's own
+// acceptance counts towards a commit only once durable, as a follower's
+// does. A driver that syncs each Ready before it steps more input would
+// be safe either way; one that steps input while its records sync
+// (amcast.Pipeline, node's syncer) is safe only this way, since a DELIVER
+// leaves before the sync: a commit that counted a not-yet-durable own
+// acceptance could be announced, then lost with the leader's log.
 
 // SendsBeforeSync reports whether m may leave before the records of the
 // Ready it is in are durable.

@@ -365,6 +365,15 @@ func (p *Process) Floor() wire.Timestamp { return p.linf[p.g] }
 
 func (p *Process) send(to wire.ProcID, m wire.Message) {
 	if to == p.id {
+		if _, ok := m.(*wire.AcceptAck); ok {
+			// A leader's own ACCEPT_ACK leaves through the Ready like
+			// anyone's, and the driver steps it back once the Ready's
+			// records are durable: its own acceptance then counts only
+			// once durable, whatever the driver steps meanwhile
+			// (pipeline.go, "The leader's own ack").
+			p.out.Send(p.id, p.id, m)
+			return
+		}
 		p.local = append(p.local, wire.Envelope{From: p.id, To: p.id, Msg: m})
 		return
 	}

@@ -8,6 +8,8 @@ import (
 	"iter"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/weft-dev/weft/storage/vfs"
@@ -126,7 +128,14 @@ type WAL struct {
 	pend   []byte // frames appended but not written
 	rolls  []roll // segment boundaries inside pend, in order
 	fDirty bool   // f has writes not yet synced
-	synced uint64 // index of the last durable record (0: none)
+
+	// What SyncWritten, which may run on another goroutine (async.go),
+	// shares with the log's own: the log's goroutine replaces or closes f
+	// only holding syncMu, which SyncWritten holds for its fdatasync.
+	syncMu  sync.Mutex
+	written atomic.Uint64 // index of the last record written to f
+	synced  atomic.Uint64 // index of the last durable record (0: none)
+	syncErr atomic.Pointer[error]
 
 	// The latest snapshot (snapshot.go): it covers the records up to snap.
 	snap     uint64
@@ -308,7 +317,9 @@ func Open(fsys vfs.FS, dir string, opts Options) (*WAL, error) {
 		return nil, fmt.Errorf("wal: recovering %s: %w", tail.name, err)
 	}
 	w.segs, w.f, w.off = live, f, last.off
-	w.next, w.crc, w.synced = next, crc, next-1
+	w.next, w.crc = next, crc
+	w.written.Store(next - 1)
+	w.synced.Store(next - 1)
 	w.segUsed, w.segRecs = last.off, last.count
 	return w, nil
 }
@@ -450,6 +461,9 @@ func (w *WAL) writable() error {
 	case w.err != nil:
 		return w.err
 	}
+	if err := w.syncErr.Load(); err != nil {
+		return *err
+	}
 	return nil
 }
 
@@ -522,13 +536,15 @@ func (w *WAL) Sync() error {
 	if len(w.pend) == 0 {
 		return nil
 	}
-	if err := w.flush(); err != nil {
+	if err := w.flush(true); err != nil {
 		return w.fail(err)
 	}
 	return nil
 }
 
-func (w *WAL) flush() error {
+// flush writes the pending frames, rolling segments on the way, and with
+// sync makes them durable.
+func (w *WAL) flush(sync bool) error {
 	pos := 0
 	for _, r := range w.rolls {
 		if err := w.write(w.pend[pos:r.at]); err != nil {
@@ -551,21 +567,23 @@ func (w *WAL) flush() error {
 		if err != nil {
 			return err
 		}
-		w.f.Close()
-		w.f, w.off = f, segHeaderSize
+		w.replaceFile(f)
 		w.segs = append(w.segs, r.seg)
 		pos = r.at
 	}
 	if err := w.write(w.pend[pos:]); err != nil {
 		return err
 	}
-	if !w.opts.UnsafeNoSync {
-		if err := w.syncSegment(); err != nil {
-			return err
+	w.written.Store(w.next - 1)
+	if sync {
+		if !w.opts.UnsafeNoSync {
+			if err := w.syncSegment(); err != nil {
+				return err
+			}
+			w.fDirty = false
 		}
-		w.fDirty = false
+		w.synced.Store(w.next - 1)
 	}
-	w.synced = w.next - 1
 	w.rolls = w.rolls[:0]
 	if cap(w.pend) > 4<<20 {
 		w.pend = nil // don't pin a huge buffer after a burst
@@ -636,9 +654,11 @@ func (w *WAL) Close() error {
 	err := w.Sync()
 	w.closed = true
 	if w.f != nil {
+		w.syncMu.Lock()
 		if cerr := w.f.Close(); err == nil {
 			err = cerr
 		}
+		w.syncMu.Unlock()
 	}
 	return err
 }
@@ -652,7 +672,7 @@ func (w *WAL) FirstIndex() uint64 { return w.snap + 1 }
 func (w *WAL) LastIndex() uint64 { return w.next - 1 }
 
 // SyncedIndex returns the index of the last durable record (0 if none).
-func (w *WAL) SyncedIndex() uint64 { return w.synced }
+func (w *WAL) SyncedIndex() uint64 { return w.synced.Load() }
 
 // Repaired returns what Open cut off the tail of the log, or nil if the
 // log ended cleanly.
@@ -669,13 +689,14 @@ func (w *WAL) Records() iter.Seq2[Record, error] {
 			yield(Record{}, err)
 			return
 		}
-		if w.synced < w.FirstIndex() {
+		synced := w.synced.Load()
+		if synced < w.FirstIndex() {
 			return
 		}
 		stop := errors.New("stop")
 		crc := w.segs[0].seed
 		for _, s := range w.segs {
-			sc, err := w.scanSegmentTo(s, crc, w.synced, func(r Record) error {
+			sc, err := w.scanSegmentTo(s, crc, synced, func(r Record) error {
 				if r.Index <= w.snap {
 					return nil // covered by the snapshot
 				}
@@ -694,7 +715,7 @@ func (w *WAL) Records() iter.Seq2[Record, error] {
 				yield(Record{}, sc.corrupt())
 				return
 			}
-			if sc.index > w.synced {
+			if sc.index > synced {
 				return
 			}
 			crc = sc.crc
