@@ -40,7 +40,10 @@ const PipelineBytes = 8 << 20
 type Pending struct {
 	// At is the driver's position after the Ready's records (a log
 	// index): they are durable once the driver's sync covers At.
-	At         uint64
+	At uint64
+	// First is the position before them: its records are First+1 to At
+	// (a delivery's Rec i is record First+1+i).
+	First      uint64
 	Messages   []wire.Envelope
 	Deliveries []Delivery
 	Reads      []ReadState
@@ -87,7 +90,7 @@ func (p *Pipeline) Add(rd *Ready, at uint64) []wire.Envelope {
 		panic("amcast: Pipeline.Add with a position below the last one")
 	}
 	e := p.entry()
-	e.At = at
+	e.At, e.First = at, at-uint64(len(rd.Persist))
 	now := p.now[:0]
 	for _, env := range rd.Messages {
 		if p.early != nil && p.early(env.Msg) && p.peers[env.To] == 0 {
@@ -171,6 +174,11 @@ func (p *Pipeline) Reset() {
 	clear(p.peers)
 	p.bytes = 0
 }
+
+// Held returns what is held, oldest first, for reading only (a torn
+// crash's durable deliveries): valid until the next call of Add, Release
+// or Reset.
+func (p *Pipeline) Held() []Pending { return p.pending }
 
 // Holds reports whether anything is held for recipient to.
 func (p *Pipeline) Holds(to wire.ProcID) bool { return p.peers[to] > 0 }

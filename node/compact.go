@@ -129,11 +129,16 @@ func (n *Node) compactThreshold() int64 {
 // maybeCompact starts a compaction when the log has grown enough, and not
 // in the middle of a state adopted in pages.
 func (n *Node) maybeCompact() error {
-	if n.cfg.CompactBytes <= 0 || n.compaction != nil || n.pagesOpen || n.transferring() || n.sinceCut < n.compactThreshold() {
-		return nil
+	if !n.compactDue() || (n.pipe != nil && n.pipe.Len() > 0) {
+		return nil // a pipelined node's waits until nothing does (pipeline.go)
 	}
 	n.drawCompactJitter()
 	return n.startCompaction()
+}
+
+// compactDue reports whether a compaction should start now.
+func (n *Node) compactDue() bool {
+	return n.cfg.CompactBytes > 0 && n.compaction == nil && !n.pagesOpen && !n.transferring() && n.sinceCut >= n.compactThreshold()
 }
 
 // pagesOpen says whether, after record r, the store holds the first pages

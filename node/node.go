@@ -83,6 +83,12 @@ type Node struct {
 	tr      *transport.Transport
 	out     *transport.Batch // the loop's sends (ready, replies), flushed once a pass
 	sendBuf []wire.Envelope  // scratch for a Ready's messages (send)
+	lateBuf []wire.Envelope  // afterSync's scratch
+	// pipe holds what Readys release once durable and syncer syncs them
+	// off the loop (pipeline.go); both nil when the node syncs on its
+	// loop (unsafe_no_fsync, or a protocol that persists nothing).
+	pipe   *amcast.Pipeline
+	syncer *syncer
 	// self holds the core's messages to itself (a WbCast leader's own
 	// ACCEPT_ACK), stepped at the start of the next pass: they leave
 	// after their Ready's sync, as every acknowledgement does.
@@ -373,6 +379,8 @@ func (n *Node) run() {
 		// stopping leader decided is worth its followers' knowing now,
 		// not at a new leader's recovery (a group whose state machine
 		// fails stops on every member this way, TestServiceResultBound).
+		// Before it, what waits for a sync (pipeline.go).
+		n.finishPipeline(err != nil)
 		n.flushHeld()
 		n.out.Flush()
 		n.err = err
@@ -383,9 +391,21 @@ func (n *Node) run() {
 	defer ticker.Stop()
 	defer n.gossip.stop()
 	defer n.abandonCompaction()
+	if n.proto.faultTolerant && !n.cfg.WAL.UnsafeNoSync {
+		n.startPipeline()
+	}
 	for {
 		tick := false
 		peers, clients := 0, 0 // inputs this pass stepped (drain)
+		if n.mustAwaitSync() {
+			// Nothing more is stepped until the sync in flight releases
+			// what waits for it (pipeline.go).
+			if err = n.awaitSync(); err != nil {
+				n.log.Error("stopping: storage failed", "err", err)
+				return
+			}
+			continue
+		}
 		if n.stepSelf() {
 			// Its own messages start the pass; what else is queued joins
 			// it without waiting.
@@ -395,6 +415,11 @@ func (n *Node) run() {
 			case <-n.stop:
 				err = errClosed
 				return
+			case r := <-n.syncDone():
+				if err = n.synced(r); err != nil {
+					n.log.Error("stopping: storage failed", "err", err)
+					return
+				}
 			case cerr := <-n.compactDone:
 				if err = n.finishCompaction(cerr); err != nil {
 					n.log.Error("stopping: storage failed", "err", err)
@@ -534,6 +559,9 @@ func (n *Node) ready() error {
 	}
 	rd := n.m.Ready()
 	n.stats.Readies++
+	if n.pipe != nil && (len(rd.Persist) > 0 || n.pipe.Len() > 0) {
+		return n.readyPipelined(&rd) // the sync off the loop (pipeline.go)
+	}
 	// The messages that promise nothing about this Ready's records leave
 	// first, so the sync overlaps their trip and the receivers' own syncs
 	// (wbcast/pipeline.go has the argument; docs/durability.md).
@@ -579,11 +607,29 @@ func (n *Node) ready() error {
 			return err
 		}
 	}
-	out := n.sendBuf[:0]
+	late := n.sendBuf[:0]
 	for _, env := range rd.Messages {
-		if early != nil && early(env.Msg) {
-			continue // sent before the sync
+		if early == nil || !early(env.Msg) { // else sent before the sync
+			late = append(late, env)
 		}
+	}
+	err := n.afterSync(late, rd.Deliveries, rd.Reads)
+	clear(late)
+	n.sendBuf = late[:0]
+	if err != nil {
+		return err
+	}
+	n.m.Advance()
+	return n.maybeCompact()
+}
+
+// afterSync does what a Ready releases once its records are durable: its
+// messages leave (replies to clients with their results, once the
+// deliveries are applied), then its deliveries reach the deliveries log,
+// the state machine and Config.OnDeliver, then its reads are served.
+func (n *Node) afterSync(msgs []wire.Envelope, deliveries []amcast.Delivery, reads []amcast.ReadState) error {
+	out := n.lateBuf[:0]
+	for _, env := range msgs {
 		if n.svc.holdReply(env) {
 			continue // sent with its result once the deliveries are applied
 		}
@@ -591,12 +637,12 @@ func (n *Node) ready() error {
 	}
 	n.sendHolding(out)
 	clear(out)
-	n.sendBuf = out[:0]
+	n.lateBuf = out[:0]
 	n.out.Flush() // before the deliveries: the other processes wait on these
-	if len(rd.Deliveries) > 0 {
+	if len(deliveries) > 0 {
 		now := time.Now()
-		for i := range rd.Deliveries {
-			d := &rd.Deliveries[i]
+		for i := range deliveries {
+			d := &deliveries[i]
 			if d.Install { // a state transfer, not a message (applyService)
 				if n.dlog != nil {
 					n.dlog.install(d.GTS, now)
@@ -615,13 +661,13 @@ func (n *Node) ready() error {
 			}
 		}
 		if n.svc != nil {
-			if err := n.applyService(rd.Deliveries); err != nil {
+			if err := n.applyService(deliveries); err != nil {
 				return err
 			}
 		}
 		if n.cfg.OnDeliver != nil {
-			for i := range rd.Deliveries {
-				if d := &rd.Deliveries[i]; !d.Install {
+			for i := range deliveries {
+				if d := &deliveries[i]; !d.Install {
 					n.cfg.OnDeliver(Delivery{M: d.M, GTS: d.GTS})
 				}
 			}
@@ -632,9 +678,8 @@ func (n *Node) ready() error {
 			return err
 		}
 	}
-	n.serveReads(rd.Reads) // after the deliveries: a read waits for its index
-	n.m.Advance()
-	return n.maybeCompact()
+	n.serveReads(reads) // after the deliveries: a read waits for its index
+	return nil
 }
 
 // send queues a Ready's messages on the transport's batch, those to each
