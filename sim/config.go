@@ -209,6 +209,17 @@ type Config struct {
 	Hold bool
 	// holdForever breaks Hold for TestHoldCaught: ticks send nothing held.
 	holdForever bool
+	// Pipeline: a replica writes each Ready's records without waiting for
+	// them to be durable and goes on stepping input; a sync, up to a δ
+	// later, makes every record written by then durable and releases what
+	// their Readys held back (amcast.Pipeline; node/pipeline.go). A crash
+	// loses every unsynced record, and a torn one keeps a prefix of them.
+	// Not with CheckRestore, which compares the durable store with the
+	// live replica after every Ready.
+	Pipeline bool
+	// SyncDelay, if set, gives how long a sync replica p begins at now
+	// takes with Pipeline (a slow disk); unset, up to a δ, drawn.
+	SyncDelay func(now int64, p wire.ProcID) int64
 }
 
 func (c *Config) validate(ps *ProtocolSpec) error {
@@ -268,6 +279,9 @@ func (c *Config) validate(ps *ProtocolSpec) error {
 	}
 	if err := c.Faults.validate(c, ps); err != nil {
 		return err
+	}
+	if c.CheckRestore && c.Pipeline {
+		return fmt.Errorf("sim: CheckRestore compares the store after every Ready, which Pipeline leaves behind")
 	}
 	if c.CheckRestore && (!ps.CrashTolerant() || ps.CompareRestored == nil) {
 		return fmt.Errorf("sim: CheckRestore: %s has no Restore or CompareRestored", ps.Name)

@@ -22,6 +22,9 @@ const (
 	// evClientCrash: closed-loop client arg crashes and restarts with its
 	// session's last message in flight (Workload.CrashClients).
 	evClientCrash
+	// evSync: replica to's sync (Config.Pipeline) ends, if it is still in
+	// incarnation arg.
+	evSync
 )
 
 // event is pointer-free, so the queue costs the garbage collector nothing

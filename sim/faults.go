@@ -262,6 +262,12 @@ func (f *faultState) crash(p wire.ProcID, torn bool) {
 	if s.held != nil {
 		s.held[p].Drop() // lost with the process
 	}
+	if s.pipes != nil {
+		if !torn { // a torn crash counted what it kept and lost
+			s.stats.Pipeline.LostUnsynced += len(s.pipes[p].unsynced)
+		}
+		s.pipes[p].reset() // its unsynced records and what waited for them
+	}
 	f.torn[p] = noTorn
 	f.inc[p]++
 	g, _ := s.topo.GroupOf(p)

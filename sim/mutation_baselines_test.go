@@ -26,7 +26,9 @@ import (
 //	ftskeen  accept-lower-ballot     seed 6    refusal: PAXOS_PROMISE contradicts a chosen value (decided_mismatch)
 //	ftskeen  ignore-accepted         seed 6    refusal: PAXOS_DECIDED contradicts a chosen value (decided_mismatch)
 //	fastcast skip-delivery-blocking  seed 1    order (per-group prefix)
-//	fastcast skip-final-clock        seed 2    order, termination
+//	fastcast skip-final-clock        seed 17   order, termination (seed 2 before half the
+//	                                           seeds pipelined their storage; 2 of seeds
+//	                                           1..100 catch it, with or without)
 //	fastcast fast-path-mismatch      seed 6    gts (groups disagree on a message's gts)
 //	fastcast accept-lower-ballot     seed 6    refusal: HARD_TS contradicts the group's chosen one (ts_mismatch)
 //	fastcast ignore-accepted         seed 6    refusal: PAXOS_DECIDED contradicts a chosen value (decided_mismatch)
@@ -57,7 +59,7 @@ var baselineKnobs = []baselineKnob{
 	{"ftskeen", "accept-lower-ballot", ftskeen.MutAcceptLowerBallot, 1, 12},
 	{"ftskeen", "ignore-accepted", ftskeen.MutIgnoreAccepted, 1, 12},
 	{"fastcast", "skip-delivery-blocking", fastcast.MutSkipDeliveryBlocking, 1, 3},
-	{"fastcast", "skip-final-clock", fastcast.MutSkipFinalClock, 1, 16},
+	{"fastcast", "skip-final-clock", fastcast.MutSkipFinalClock, 1, 24},
 	{"fastcast", "fast-path-mismatch", fastcast.MutFastPathMismatch, 1, 12},
 	{"fastcast", "accept-lower-ballot", fastcast.MutAcceptLowerBallot, 1, 12},
 	{"fastcast", "ignore-accepted", fastcast.MutIgnoreAccepted, 1, 12},

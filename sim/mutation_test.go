@@ -275,7 +275,7 @@ func TestSendBeforePersistLosesAccept(t *testing.T) {
 func TestSendBeforePersistFailsCheckRestore(t *testing.T) {
 	for _, k := range []wbcast.Mutation{0, wbcast.MutSendBeforePersist} {
 		cfg := mutantSwarm(k, 1)
-		cfg.CheckRestore = true
+		cfg.CheckRestore, cfg.Pipeline = true, false // it compares the durable store after every Ready
 		r := RunSwarmConfig(cfg)
 		switch {
 		case k == 0 && r.Violations() > 0:
@@ -297,7 +297,7 @@ func TestImageFailsCheckRestore(t *testing.T) {
 	for seed := uint64(1); seed <= 20; seed++ {
 		for _, k := range []wbcast.Mutation{0, wbcast.MutImageSkipsAdopt} {
 			cfg := mutantSwarm(k, seed)
-			cfg.CheckRestore = true
+			cfg.CheckRestore, cfg.Pipeline = true, false // it compares the durable store after every Ready
 			cfg.Workload.Messages = min(cfg.Workload.Messages, 40)
 			r := RunSwarmConfig(cfg)
 			switch {

@@ -43,6 +43,7 @@ func runLargeState(t *testing.T, n, payload int, wcfg wbcast.Config, checkRestor
 		c.CollectAfterAll = true
 	}))
 	cfg.CheckRestore = checkRestore
+	cfg.Pipeline = cfg.Pipeline && !checkRestore // CheckRestore compares the durable store after every Ready
 	res, err := Run(cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -19,7 +19,7 @@ func TestCheckRestore(t *testing.T) {
 		{Protocol: "wbcast", Groups: 2, Replicas: 3, Seed: 1, Workload: Workload{Messages: 100, Clients: 3, DestMin: 1, DestMax: 2}},
 		{Protocol: "wbcast", Groups: 3, Replicas: 5, Seed: 2, Delay: DelayHeavy, Workload: Workload{Messages: 100, Clients: 4, Mode: OpenLoop, Interval: 500, DestMin: 1, DestMax: 3}},
 	} {
-		cfg.CheckRestore = true
+		cfg.CheckRestore, cfg.Pipeline = true, false // it compares the durable store after every Ready
 		res, err := Run(cfg)
 		if err != nil {
 			t.Fatalf("%d groups x %d, seed %d: %v", cfg.Groups, cfg.Replicas, cfg.Seed, err)
@@ -37,7 +37,7 @@ func TestCheckRestore(t *testing.T) {
 			t.Parallel()
 			for seed := 1 + part; seed <= seeds; seed += parts {
 				cfg := SwarmConfig("wbcast", seed)
-				cfg.CheckRestore = true
+				cfg.CheckRestore, cfg.Pipeline = true, false // it compares the durable store after every Ready
 				cfg.Workload.Messages = min(cfg.Workload.Messages, 20)
 				res, err := Run(cfg)
 				if err != nil {

@@ -78,6 +78,21 @@ type Stats struct {
 	// Held counts the messages replicas held for their next message to
 	// the same peer (Config.Hold), HeldByTick those of them a tick sent.
 	Held, HeldByTick int
+	// Pipeline counts what pipelined storage did (Config.Pipeline).
+	Pipeline PipelineStats
+}
+
+// PipelineStats counts what replicas' pipelined storage did.
+type PipelineStats struct {
+	Readies      int // Readys written
+	Syncs        int // syncs, each covering the Readys written before it
+	LostUnsynced int // unsynced records crashes lost
+}
+
+func (p *PipelineStats) add(o PipelineStats) {
+	p.Readies += o.Readies
+	p.Syncs += o.Syncs
+	p.LostUnsynced += o.LostUnsynced
 }
 
 // Result is the outcome of a run.
@@ -167,7 +182,8 @@ type Sim struct {
 
 	f *faultState // nil without faults
 
-	rc *restoreCheck // Config.CheckRestore; nil without it
+	rc    *restoreCheck // Config.CheckRestore; nil without it
+	pipes []*pipeState  // Config.Pipeline, per replica; nil without it
 }
 
 // New prepares a simulation.
@@ -235,6 +251,9 @@ func New(cfg Config) (*Sim, error) {
 	}
 	if cfg.Hold && s.spec.MayWait != nil {
 		s.held = make([]amcast.Held, s.nrep)
+	}
+	if cfg.Pipeline {
+		s.pipes = newPipes(s.nrep, s.spec.SendsBeforeSync)
 	}
 	s.horizon = cfg.MaxTime
 	if cfg.Faults.Enabled() {
@@ -410,6 +429,8 @@ func (s *Sim) handle(ev *event) error {
 		return s.issue(int(ev.arg))
 	case evClientCrash:
 		return s.crashClient(int(ev.arg))
+	case evSync:
+		return s.synced(ev.to, ev.arg, ev.fg)
 	case evTick:
 		s.stats.Ticks++
 		if s.cfg.Inject != nil {
@@ -486,6 +507,9 @@ func (s *Sim) flush(id wire.ProcID, fg bool) error {
 		return nil
 	}
 	rd := m.Ready()
+	if rep && s.pipes != nil {
+		return s.flushPipelined(id, m, &rd, fg)
+	}
 	f := s.f
 	if f != nil && rep {
 		if f.torn[id] != noTorn {

@@ -70,6 +70,10 @@ func SwarmConfig(protocol string, seed uint64) Config {
 	// or its next tick (amcast.Held): so do half the seeds, from a stream
 	// of their own.
 	cfg.Hold = rand.New(rand.NewPCG(seed, 0x484f_4c44_5345_4e44)).IntN(2) > 0 // "HOLDSEND"
+	// A node of a fault-tolerant protocol syncs off its loop, stepping
+	// input while its records sync (amcast.Pipeline; node/pipeline.go): so
+	// do half the seeds, from a stream of their own.
+	cfg.Pipeline = rand.New(rand.NewPCG(seed, 0x5049_5045_4c49_4e45)).IntN(2) > 0 // "PIPELINE"
 	f := Faults{GST: gst, LeaderBias: 0.3 + 0.6*r.Float64(), SpikeMin: 5, SpikeMax: 20}
 	// rate draws whether a kind is present (with probability p) and, if so,
 	// a mean time between faults giving 1..maxN of them before GST.

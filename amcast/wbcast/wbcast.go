@@ -365,7 +365,7 @@ func (p *Process) Floor() wire.Timestamp { return p.linf[p.g] }
 
 func (p *Process) send(to wire.ProcID, m wire.Message) {
 	if to == p.id {
-		if _, ok := m.(*wire.AcceptAck); ok {
+		if _, ok := m.(*wire.AcceptAck); ok && !p.mut(MutSelfAckEarly) {
 			// A leader's own ACCEPT_ACK leaves through the Ready like
 			// anyone's, and the driver steps it back once the Ready's
 			// records are durable: its own acceptance then counts only

@@ -1,0 +1,193 @@
+package sim
+
+import (
+	"fmt"
+
+	"github.com/weft-dev/weft/amcast"
+	"github.com/weft-dev/weft/wire"
+)
+
+// Pipelined storage (Config.Pipeline; amcast/pipeline.go, node/syncer.go).
+//
+// A pipelined replica writes each Ready's records and goes on stepping
+// input while a sync runs; a sync covers every record written when it
+// begins, and releases, in order, what the Readys of those records held
+// back (amcast.Pipeline): the messages their protocol does not let leave
+// before the sync, and the deliveries. Unsynced records are volatile: a
+// crash loses every one of them, possibly several Readys' worth whose
+// early messages left, and a torn crash keeps a prefix of them. That is
+// the node's behaviour, so the swarm checks its argument, and a core that
+// let a decision rest on its own unsynced records (wbcast's
+// MutSelfAckEarly) is caught.
+
+// pipeState is one replica's pipelined storage.
+type pipeState struct {
+	p        *amcast.Pipeline
+	unsynced [][]byte // encoded records written, not yet durable, in order
+	written  uint64   // records written since the replica (re)started
+	synced   uint64   // of them, durable
+	syncing  bool     // a sync is scheduled
+}
+
+// newPipes returns the pipelined storage of n replicas.
+func newPipes(n int, early func(wire.Message) bool) []*pipeState {
+	ps := make([]*pipeState, n)
+	for i := range ps {
+		ps[i] = &pipeState{p: amcast.NewPipeline(early)}
+	}
+	return ps
+}
+
+// reset forgets what a crash loses: every unsynced record and what waits.
+func (ps *pipeState) reset() {
+	ps.p.Reset()
+	ps.unsynced, ps.written, ps.synced, ps.syncing = nil, 0, 0, false
+}
+
+// flushPipelined handles replica id's Ready rd with pipelined storage: its
+// records are written, not durable; what may leave before their sync
+// leaves now, the rest waits for the sync.
+func (s *Sim) flushPipelined(id wire.ProcID, m amcast.Machine, rd *amcast.Ready, fg bool) error {
+	ps := s.pipes[id]
+	if s.f != nil {
+		for _, r := range rd.Persist {
+			ps.unsynced = append(ps.unsynced, wire.Append(nil, r))
+		}
+	}
+	ps.written += uint64(len(rd.Persist))
+	s.stats.Pipeline.Readies++
+	now := ps.p.Add(rd, ps.written)
+	if s.f != nil && s.f.torn[id] != noTorn {
+		return s.f.tornCrashPipelined(id, now, fg)
+	}
+	if err := s.sendRouted(id, now, fg); err != nil {
+		return err
+	}
+	m.Advance()
+	return s.scheduleSync(id, fg)
+}
+
+// sendRouted sends replica id's messages, through what it holds
+// (Config.Hold) if it holds any.
+func (s *Sim) sendRouted(id wire.ProcID, msgs []wire.Envelope, fg bool) error {
+	if s.held != nil {
+		var n int
+		msgs, n = s.held[id].Route(msgs, s.topo, s.spec.MayWait)
+		s.stats.Held += n
+	}
+	return s.send(msgs, fg, nil)
+}
+
+// scheduleSync schedules a sync of replica id's written records, unless one
+// is scheduled or all are durable. It takes up to a δ, as a loaded disk
+// does next to the network.
+func (s *Sim) scheduleSync(id wire.ProcID, fg bool) error {
+	ps := s.pipes[id]
+	if ps.syncing {
+		return nil
+	}
+	if ps.written == ps.synced {
+		return s.release(id, fg) // a Ready without records, behind none
+	}
+	ps.syncing = true
+	inc := int32(0)
+	if s.f != nil {
+		inc = int32(s.f.inc[id])
+	}
+	d := int64(0)
+	if s.cfg.SyncDelay != nil {
+		d = s.cfg.SyncDelay(s.now, id)
+	} else {
+		d = 1 + s.rng.Int64N(s.cfg.Delta)
+	}
+	s.push(event{at: s.now + d, kind: evSync, to: id, arg: inc, fg: fg})
+	return nil
+}
+
+// synced ends a sync of replica id in incarnation inc: every record written
+// by now becomes durable, and what waited for them is released in order.
+func (s *Sim) synced(id wire.ProcID, inc int32, fg bool) error {
+	if !s.up[id] || (s.f != nil && inc != int32(s.f.inc[id])) {
+		return nil // the replica crashed since: its unsynced records are lost
+	}
+	ps := s.pipes[id]
+	ps.syncing = false
+	s.stats.Pipeline.Syncs++
+	if s.f != nil {
+		if err := s.f.persistEncoded(id, ps.unsynced); err != nil {
+			return err
+		}
+		clear(ps.unsynced)
+		ps.unsynced = ps.unsynced[:0]
+	}
+	ps.synced = ps.written
+	if err := s.release(id, fg); err != nil {
+		return err
+	}
+	s.lastProgress = s.now
+	return s.scheduleSync(id, fg)
+}
+
+// release does, in order, what replica id's durable Readys released: their
+// messages leave and their deliveries happen.
+func (s *Sim) release(id wire.ProcID, fg bool) error {
+	g, _ := s.topo.GroupOf(id)
+	for _, e := range s.pipes[id].p.Release(s.pipes[id].synced) {
+		if err := s.sendRouted(id, e.Messages, fg); err != nil {
+			return err
+		}
+		for _, d := range e.Deliveries {
+			s.recordDelivery(id, g, d)
+		}
+	}
+	return nil
+}
+
+// persistEncoded applies encoded records to replica p's store.
+func (f *faultState) persistEncoded(p wire.ProcID, recs [][]byte) error {
+	if f.stores == nil {
+		return nil
+	}
+	for _, b := range recs {
+		rec, err := wire.Decode(b)
+		if err != nil {
+			return fmt.Errorf("sim: t=%d p%d persisted a record the codec refuses: %w", f.s.now, p, err)
+		}
+		if err := f.stores[p].Apply(rec); err != nil {
+			return fmt.Errorf("sim: t=%d p%d store refused %s: %w", f.s.now, p, wire.Describe(rec), err)
+		}
+	}
+	return nil
+}
+
+// tornCrashPipelined crashes pipelined replica p in the middle of handling
+// a Ready: the messages that may leave before the sync (early) leave, a
+// prefix of its unsynced records (this Ready's included) reaches the store
+// and the deliveries those make durable happen; nothing else leaves.
+func (f *faultState) tornCrashPipelined(p wire.ProcID, early []wire.Envelope, fg bool) error {
+	s := f.s
+	ps := s.pipes[p]
+	if err := s.sendRouted(p, early, fg); err != nil {
+		return err
+	}
+	keep := f.torn[p]
+	if keep < 0 {
+		keep = f.rng.IntN(len(ps.unsynced) + 1)
+	}
+	keep = min(keep, len(ps.unsynced))
+	if err := f.persistEncoded(p, ps.unsynced[:keep]); err != nil {
+		return err
+	}
+	s.stats.Pipeline.LostUnsynced += len(ps.unsynced) - keep
+	durable := ps.synced + uint64(keep)
+	g, _ := s.topo.GroupOf(p)
+	for _, e := range ps.p.Held() {
+		for _, d := range e.Deliveries {
+			if d.Rec >= 0 && e.First+uint64(d.Rec) < durable {
+				s.recordDelivery(p, g, d)
+			}
+		}
+	}
+	f.crash(p, true)
+	return nil
+}
