@@ -130,7 +130,7 @@ func (n *Node) compactThreshold() int64 {
 // in the middle of a state adopted in pages.
 func (n *Node) maybeCompact() error {
 	if !n.compactDue() || (n.pipe != nil && n.pipe.Len() > 0) {
-		return nil // a pipelined node's waits until nothing does (pipeline.go)
+		return nil // nor while deferred Readys wait for their sync (pipeline.go)
 	}
 	n.drawCompactJitter()
 	return n.startCompaction()

@@ -84,11 +84,12 @@ type Node struct {
 	out     *transport.Batch // the loop's sends (ready, replies), flushed once a pass
 	sendBuf []wire.Envelope  // scratch for a Ready's messages (send)
 	lateBuf []wire.Envelope  // afterSync's scratch
-	// pipe holds what Readys release once durable and syncer syncs them
-	// off the loop (pipeline.go); both nil when the node syncs on its
-	// loop (unsafe_no_fsync, or a protocol that persists nothing).
-	pipe   *amcast.Pipeline
-	syncer *syncer
+	// pipe holds what the Readys whose sync was deferred release once
+	// durable (pipeline.go); nil when no sync is deferred (unsafe_no_fsync,
+	// or a protocol that lets nothing leave before its sync). unsynced
+	// counts the record bytes written since the last sync.
+	pipe     *amcast.Pipeline
+	unsynced int64
 	// self holds the core's messages to itself (a WbCast leader's own
 	// ACCEPT_ACK), stepped at the start of the next pass: they leave
 	// after their Ready's sync, as every acknowledgement does.
@@ -379,8 +380,12 @@ func (n *Node) run() {
 		// stopping leader decided is worth its followers' knowing now,
 		// not at a new leader's recovery (a group whose state machine
 		// fails stops on every member this way, TestServiceResultBound).
-		// Before it, what waits for a sync (pipeline.go).
-		n.finishPipeline(err != nil)
+		// Before it, what waits for a deferred sync (pipeline.go).
+		if err == nil {
+			if err = n.syncWritten(); err == nil {
+				err = n.releaseDeferred()
+			}
+		}
 		n.flushHeld()
 		n.out.Flush()
 		n.err = err
@@ -391,69 +396,63 @@ func (n *Node) run() {
 	defer ticker.Stop()
 	defer n.gossip.stop()
 	defer n.abandonCompaction()
-	if n.proto.faultTolerant && !n.cfg.WAL.UnsafeNoSync {
-		n.startPipeline()
+	if n.proto.faultTolerant && n.proto.sendsBeforeSync != nil && !n.cfg.WAL.UnsafeNoSync {
+		n.pipe = amcast.NewPipeline(n.early)
 	}
 	for {
 		tick := false
 		peers, clients := 0, 0 // inputs this pass stepped (drain)
-		if n.mustAwaitSync() {
-			// Nothing more is stepped until the sync in flight releases
-			// what waits for it (pipeline.go).
-			if err = n.awaitSync(); err != nil {
+		// The core's messages to itself, if any, make the select return
+		// at once, among whatever else is ready (a closed channel: the
+		// ticker, a stop or an operator's request still get their turns).
+		var selfC <-chan struct{}
+		if len(n.self) > 0 {
+			selfC = closedC
+		}
+		select {
+		case <-selfC:
+			n.stepSelf()
+			peers, clients = n.drain(0, 0)
+		case <-n.stop:
+			err = errClosed
+			return
+		case cerr := <-n.compactDone:
+			if err = n.finishCompaction(cerr); err != nil {
 				n.log.Error("stopping: storage failed", "err", err)
 				return
 			}
-			continue
-		}
-		if n.stepSelf() {
-			// Its own messages start the pass; what else is queued joins
-			// it without waiting.
-			peers, clients = n.drain(0, 0)
-		} else {
-			select {
-			case <-n.stop:
-				err = errClosed
+		case <-n.gossip.tickC():
+			if err = n.gossip.tick(); err != nil {
+				n.log.Error("stopping: storing the gossip generation failed", "err", err)
 				return
-			case r := <-n.syncDone():
-				if err = n.synced(r); err != nil {
-					n.log.Error("stopping: storage failed", "err", err)
-					return
-				}
-			case cerr := <-n.compactDone:
-				if err = n.finishCompaction(cerr); err != nil {
-					n.log.Error("stopping: storage failed", "err", err)
-					return
-				}
-			case <-n.gossip.tickC():
-				if err = n.gossip.tick(); err != nil {
-					n.log.Error("stopping: storing the gossip generation failed", "err", err)
-					return
-				}
-			case f := <-n.ctl:
-				f()
-			case in := <-n.side.ch:
-				n.take(n.side, in)
-			case in := <-n.views.ch:
-				n.take(n.views, in)
-			case in := <-n.inbox.ch:
-				n.take(n.inbox, in)
-				peers, clients = n.drain(1, 0)
-			case in := <-n.clients.ch:
-				n.take(n.clients, in)
-				peers, clients = n.drain(0, 1)
-			case <-ticker.C:
-				now := time.Now()
-				n.ticked(now)
-				n.m.Tick()
-				n.stats.Ticks++
-				n.flushHeld() // commit news that nothing carried since (lazy.go)
-				n.tickTransfer()
-				n.tickVotes(now)
-				n.expireReads()
-				peers, clients = n.drain(0, 0)
-				tick = true
 			}
+		case f := <-n.ctl:
+			f()
+		case in := <-n.side.ch:
+			n.take(n.side, in)
+		case in := <-n.views.ch:
+			n.take(n.views, in)
+		case in := <-n.inbox.ch:
+			n.take(n.inbox, in)
+			peers, clients = n.drain(1, 0)
+		case in := <-n.clients.ch:
+			n.take(n.clients, in)
+			peers, clients = n.drain(0, 1)
+		case <-ticker.C:
+			now := time.Now()
+			n.ticked(now)
+			if err = n.syncDeferred(); err != nil { // at least once a tick (pipeline.go)
+				n.log.Error("stopping: storage failed", "err", err)
+				return
+			}
+			n.m.Tick()
+			n.stats.Ticks++
+			n.flushHeld() // commit news that nothing carried since (lazy.go)
+			n.tickTransfer()
+			n.tickVotes(now)
+			n.expireReads()
+			peers, clients = n.drain(0, 0)
+			tick = true
 		}
 		if n.m.HasReady() {
 			// Yield once before the Ready (not a timer: with nothing else
@@ -559,14 +558,14 @@ func (n *Node) ready() error {
 	}
 	rd := n.m.Ready()
 	n.stats.Readies++
-	if n.pipe != nil && (len(rd.Persist) > 0 || n.pipe.Len() > 0) {
-		return n.readyPipelined(&rd) // the sync off the loop (pipeline.go)
+	if n.deferSync(&rd) {
+		return n.readyDeferred(&rd) // a leader's own sync, deferred (pipeline.go)
 	}
 	// The messages that promise nothing about this Ready's records leave
 	// first, so the sync overlaps their trip and the receivers' own syncs
 	// (wbcast/pipeline.go has the argument; docs/durability.md).
-	early := n.proto.sendsBeforeSync
-	if early == nil || len(rd.Persist) == 0 {
+	early := n.early
+	if n.proto.sendsBeforeSync == nil || len(rd.Persist) == 0 {
 		early = nil
 	} else {
 		out := n.sendBuf[:0]
@@ -591,21 +590,26 @@ func (n *Node) ready() error {
 		n.sendBuf = out[:0]
 	}
 	if len(rd.Persist) > 0 {
-		start := time.Now()
 		bytes, err := n.w.AppendMessages(rd.Persist...) // the records' bytes: the metric's and the compaction threshold's
 		if err != nil {
 			return err
 		}
-		if err := n.w.Sync(); err != nil {
-			return err
-		}
-		n.met.synced(time.Since(start), bytes)
-		n.stats.Syncs++
+		n.unsynced += bytes
 		n.stats.Records += uint64(len(rd.Persist))
 		n.sinceCut += bytes
+	}
+	// The sync covers the records of the Readys whose sync was deferred
+	// too, and what they released goes first (pipeline.go).
+	if err := n.syncWritten(); err != nil {
+		return err
+	}
+	if len(rd.Persist) > 0 {
 		if err := n.mirror(rd.Persist); err != nil {
 			return err
 		}
+	}
+	if err := n.releaseDeferred(); err != nil {
+		return err
 	}
 	late := n.sendBuf[:0]
 	for _, env := range rd.Messages {
@@ -699,6 +703,19 @@ func (n *Node) send(msgs []wire.Envelope) {
 	}
 }
 
+// early reports whether m may leave before the records of its Ready are
+// durable (protocolSpec.sendsBeforeSync), but for a state machine's
+// replies, which leave with their results once the deliveries are applied
+// (service.go).
+func (n *Node) early(m wire.Message) bool {
+	if n.svc != nil {
+		if _, ok := m.(*wire.Delivered); ok {
+			return false
+		}
+	}
+	return n.proto.sendsBeforeSync(m)
+}
+
 // keepSelf moves the messages of msgs addressed to this node to n.self
 // and returns the others (msgs' own array, when there are any to itself).
 func (n *Node) keepSelf(msgs []wire.Envelope) []wire.Envelope {
@@ -714,18 +731,21 @@ func (n *Node) keepSelf(msgs []wire.Envelope) []wire.Envelope {
 	})
 }
 
-// stepSelf steps the messages the core sent itself, if any, and reports
-// whether there were any.
-func (n *Node) stepSelf() bool {
-	if len(n.self) == 0 {
-		return false
-	}
+// closedC is always ready to receive: the loop's select takes it when
+// the core has messages to itself.
+var closedC = func() chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}()
+
+// stepSelf steps the messages the core sent itself.
+func (n *Node) stepSelf() {
 	for _, env := range n.self {
 		n.step(env)
 	}
 	clear(n.self)
 	n.self = n.self[:0]
-	return true
 }
 
 // coreAmnesiac reports whether the core still waits to rejoin after a

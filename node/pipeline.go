@@ -4,132 +4,70 @@ import (
 	"time"
 
 	"github.com/weft-dev/weft/amcast"
+	"github.com/weft-dev/weft/wire"
 )
 
-// The sync off the loop (issue #14; docs/durability.md, "The sync off the
-// loop"; amcast/pipeline.go).
+// A leader's own sync, deferred (issue #14; docs/durability.md, "The
+// leader's own sync, deferred"; amcast/pipeline.go).
 //
-// With the fsync'd WAL a loaded agent spent most of its loop in its own
-// fdatasync (a leader 85-87% of it), stepping nothing meanwhile. So a
-// fault-tolerant protocol's node writes each Ready's records at once and
-// lets a goroutine of its own sync them (wal.WAL.SyncWritten), while the
-// loop steps what arrives and writes the next Readys' records; the next
-// sync covers them all. What a Ready releases (the messages that wait for
-// its sync, its deliveries, its reads) waits in an amcast.Pipeline until
-// the sync that covers its records returns. Unsafe_no_fsync has nothing to
-// wait for and keeps the loop's own (unsyncing) path.
+// With the fsync'd WAL a loaded WbCast leader spent 85-87% of its loop in
+// its own fdatasync, although nothing it sends at 1 destination group
+// waits for its records: its ACCEPTs, DELIVERs and answers to clients
+// promise nothing about its own durable state (wbcast/pipeline.go), and
+// its own ACCEPT_ACK, the one message that does, goes to itself and is
+// not needed while its followers ack. So a Ready whose every message may
+// leave before the sync, or goes to the node itself, is written and not
+// synced: its early messages leave at once, and what it releases once
+// durable (its messages to the node itself, its deliveries) waits in an
+// amcast.Pipeline for the next sync. That sync comes with the next Ready
+// that must sync (a follower's acks, a leader's ack to another group's
+// leader, a state machine's replies, reads), at the next tick, when the
+// pipeline holds amcast.PipelineBytes, or when the loop ends; it covers
+// every record written before it, and releases what waited in order.
 //
-// Bounds: at most one sync is in flight; the pipeline holds at most
-// amcast.PipelineBytes (past it the loop steps nothing until a sync
-// returns); and a compaction, which snapshots what has been applied, waits
-// until the pipeline is empty, so the loop stops stepping input when one is
-// due until the syncs in flight have released everything.
+// A deferred own ack does not delay commits while a quorum of followers
+// acks: with 3 replicas both followers' acks commit. With a follower down
+// it does: each commit then waits for the leader's next sync, at most a
+// tick (docs/durability.md has the measurement).
+//
+// A compaction snapshots what was applied, so it starts only once nothing
+// waits (maybeCompact); the tick's sync empties the pipeline.
 
-// syncer is the loop's side of the sync goroutine.
-type syncer struct {
-	kick     chan struct{}   // to the goroutine: sync what is written
-	done     chan syncResult // from it
-	exited   chan struct{}
-	inFlight bool
-	started  time.Time
-	written  int64 // record bytes written since the last sync began
-	syncing  int64 // record bytes the sync in flight covers
-}
-
-type syncResult struct {
-	idx uint64 // the last record index it made durable
-	err error
-}
-
-// startPipeline starts the pipeline and its sync goroutine.
-func (n *Node) startPipeline() {
-	n.pipe = amcast.NewPipeline(n.proto.sendsBeforeSync)
-	s := &syncer{kick: make(chan struct{}, 1), done: make(chan syncResult, 1), exited: make(chan struct{})}
-	n.syncer = s
-	w := n.w
-	go func() {
-		defer close(s.exited)
-		for range s.kick {
-			idx, err := w.SyncWritten()
-			s.done <- syncResult{idx, err}
+// deferSync reports whether rd's sync may wait: there is something to
+// wait for, the node runs no state machine (whose replies wait for the
+// deliveries' results), rd has no reads, and every message of it may leave
+// before the sync, goes to the node itself, or is an ACCEPT_ACK of a
+// leader that hears every member of its group (to another group's leader,
+// whose quorum of this group its followers' acks make).
+func (n *Node) deferSync(rd *amcast.Ready) bool {
+	if n.pipe == nil || n.svc != nil || len(rd.Reads) > 0 || (len(rd.Persist) == 0 && n.pipe.Len() == 0) {
+		return false
+	}
+	for _, env := range rd.Messages {
+		if env.To == n.cfg.ID || n.early(env.Msg) {
+			continue
 		}
-	}()
-}
-
-// syncDone is the channel the loop waits on for a sync's end (nil, which
-// never receives, without a sync goroutine).
-func (n *Node) syncDone() <-chan syncResult {
-	if n.syncer == nil {
-		return nil
-	}
-	return n.syncer.done
-}
-
-// kickSync starts a sync of what is written, unless one is in flight
-// (its end starts the next). If everything written is durable already (a
-// Ready without records, a roll's or a snapshot's own sync), it releases
-// what waits instead.
-func (n *Node) kickSync() error {
-	s := n.syncer
-	if s.inFlight {
-		return nil
-	}
-	if n.w.WrittenIndex() <= n.w.SyncedIndex() {
-		return n.release(n.w.SyncedIndex())
-	}
-	s.inFlight, s.started = true, time.Now()
-	s.syncing, s.written = s.written, 0
-	s.kick <- struct{}{}
-	return nil
-}
-
-// synced handles a sync's end: what it made durable is released, in
-// order, the next sync starts if more was written meanwhile, and a due
-// compaction starts once nothing waits.
-func (n *Node) synced(r syncResult) error {
-	s := n.syncer
-	s.inFlight = false
-	if r.err != nil {
-		return r.err
-	}
-	n.met.synced(time.Since(s.started), s.syncing)
-	n.stats.Syncs++
-	if err := n.release(r.idx); err != nil {
-		return err
-	}
-	if err := n.kickSync(); err != nil || n.pipe.Len() > 0 {
-		return err
-	}
-	return n.maybeCompact()
-}
-
-// release does, in order, what the Readys durable up to idx released.
-func (n *Node) release(idx uint64) error {
-	for _, e := range n.pipe.Release(idx) {
-		if err := n.afterSync(e.Messages, e.Deliveries, e.Reads); err != nil {
-			return err
+		if _, ok := env.Msg.(*wire.AcceptAck); !ok {
+			return false
 		}
 	}
-	return nil
+	// Its acks, to itself or to other groups' leaders, and its records
+	// may wait while its followers' acks make its group's quorums.
+	return n.followersMakeQuorum()
 }
 
-// mustAwaitSync reports whether the loop must wait for the sync in flight
-// before it steps more input: the pipeline is full, or a compaction is due
-// and waits for it to empty.
-func (n *Node) mustAwaitSync() bool {
-	return n.syncer != nil && n.syncer.inFlight && (n.pipe.Full() || n.compactDue())
+// followersMakeQuorum reports whether the node leads and its followers,
+// all heard, make its group's quorums without it
+// (wbcast.Process.FollowersMakeQuorum).
+func (n *Node) followersMakeQuorum() bool {
+	f, ok := n.m.(interface{ FollowersMakeQuorum() bool })
+	return ok && n.m.leader() && f.FollowersMakeQuorum()
 }
 
-// awaitSync waits for the sync in flight to end and handles it.
-func (n *Node) awaitSync() error {
-	n.stats.SyncWaits++
-	return n.synced(<-n.syncer.done)
-}
-
-// readyPipelined handles a Ready of a pipelined node: its records are
-// written, not synced; what may leave before their sync leaves now, and
-// the rest waits in the pipeline for the sync that covers them.
-func (n *Node) readyPipelined(rd *amcast.Ready) error {
+// readyDeferred handles a Ready whose sync may wait (deferSync): its
+// records are written, its early messages leave, and the rest waits in the
+// pipeline for the next sync.
+func (n *Node) readyDeferred(rd *amcast.Ready) error {
 	if len(rd.Persist) > 0 {
 		bytes, err := n.w.AppendMessages(rd.Persist...)
 		if err != nil {
@@ -138,9 +76,9 @@ func (n *Node) readyPipelined(rd *amcast.Ready) error {
 		if err := n.w.Write(); err != nil {
 			return err
 		}
+		n.unsynced += bytes
 		n.stats.Records += uint64(len(rd.Persist))
 		n.sinceCut += bytes
-		n.syncer.written += bytes
 		if err := n.mirror(rd.Persist); err != nil {
 			return err
 		}
@@ -149,28 +87,55 @@ func (n *Node) readyPipelined(rd *amcast.Ready) error {
 		held := n.sendHolding(now)
 		n.stats.SentBeforeSync += uint64(len(now) - held)
 	}
+	n.stats.DeferredSyncs++
 	n.m.Advance()
-	return n.kickSync()
+	if n.pipe.Full() {
+		return n.syncDeferred()
+	}
+	return nil
 }
 
-// finishPipeline, as the loop ends, waits for the sync in flight and,
-// unless storage failed, makes every record written durable and releases
-// what waited for them; then the sync goroutine exits.
-func (n *Node) finishPipeline(failed bool) {
-	s := n.syncer
-	if s == nil {
-		return
+// syncDeferred makes every record written durable and does, in order,
+// what the deferred Readys released; then a due compaction may start.
+func (n *Node) syncDeferred() error {
+	if n.pipe == nil || n.pipe.Len() == 0 {
+		return nil
 	}
-	if s.inFlight {
-		if r := <-s.done; r.err != nil {
-			failed = true
+	if err := n.syncWritten(); err != nil {
+		return err
+	}
+	if err := n.releaseDeferred(); err != nil {
+		return err
+	}
+	return n.maybeCompact()
+}
+
+// syncWritten syncs the records written and not yet durable, if any,
+// counting the sync.
+func (n *Node) syncWritten() error {
+	if n.w.SyncedIndex() >= n.w.LastIndex() {
+		return nil
+	}
+	start := time.Now()
+	if err := n.w.Sync(); err != nil {
+		return err
+	}
+	n.met.synced(time.Since(start), n.unsynced)
+	n.unsynced = 0
+	n.stats.Syncs++
+	return nil
+}
+
+// releaseDeferred does, in order, what the deferred Readys durable by now
+// released: their messages leave and their deliveries are applied.
+func (n *Node) releaseDeferred() error {
+	if n.pipe == nil {
+		return nil
+	}
+	for _, e := range n.pipe.Release(n.w.SyncedIndex()) {
+		if err := n.afterSync(e.Messages, e.Deliveries, e.Reads); err != nil {
+			return err
 		}
-		s.inFlight = false
 	}
-	close(s.kick)
-	<-s.exited
-	if failed || n.pipe.Len() == 0 || n.w.Sync() != nil {
-		return
-	}
-	n.release(n.w.SyncedIndex())
+	return nil
 }

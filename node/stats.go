@@ -24,10 +24,9 @@ type Stats struct {
 	// SentBeforeSync counts the messages sent while their Ready's records
 	// were being synced (wbcast/pipeline.go).
 	SentBeforeSync uint64
-	// SyncWaits counts the times a pipelined node stopped stepping input
-	// until its sync in flight returned: its pipeline was full, or a
-	// compaction was due (pipeline.go).
-	SyncWaits uint64
+	// DeferredSyncs counts the Readys whose records were written without
+	// a sync of their own (pipeline.go).
+	DeferredSyncs uint64
 	// Batches counts the BATCH messages sent (amcast.Coalesce), Batched
 	// the messages they carried (counted in Sent too).
 	Batches, Batched uint64

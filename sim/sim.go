@@ -36,6 +36,7 @@ import (
 type msgInfo struct {
 	t     int64
 	gts   wire.Timestamp // of its first delivery at any replica (client-reply check)
+	told  wire.Timestamp // the gts a client was told before any replica delivered it
 	first uint64         // groups that delivered it at least once
 	dest  []wire.GroupID
 	got   int // offset in Sim.got of one member bitmask per destination group
@@ -184,6 +185,8 @@ type Sim struct {
 
 	rc    *restoreCheck // Config.CheckRestore; nil without it
 	pipes []*pipeState  // Config.Pipeline, per replica; nil without it
+	// replyErr: a delivery contradicted what a client was told (checkReply).
+	replyErr error
 }
 
 // New prepares a simulation.
@@ -357,6 +360,9 @@ func (s *Sim) run() error {
 		}
 		if err := s.handle(&ev); err != nil {
 			return err
+		}
+		if s.replyErr != nil {
+			return s.replyErr
 		}
 		if s.cfg.MaxMessages > 0 && s.stats.Messages > s.cfg.MaxMessages {
 			return fmt.Errorf("%w: %d protocol messages by t=%.1fδ with %d (multicast, replica) deliveries missing: a livelock or a retry storm",
@@ -737,6 +743,9 @@ func (s *Sim) recordDelivery(id wire.ProcID, g wire.GroupID, d amcast.Delivery) 
 	if mi := s.msgs[d.M.ID]; mi != nil {
 		if mi.gts.IsZero() {
 			mi.gts = d.GTS
+			if !mi.told.IsZero() && mi.told != d.GTS && s.replyErr == nil {
+				s.replyErr = fmt.Errorf("sim: t=%d p%d delivered %s at %s; its client was told %s", s.now, id, d.M.ID, d.GTS, mi.told)
+			}
 		}
 		for di, dg := range mi.dest {
 			if dg != g {

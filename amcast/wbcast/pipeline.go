@@ -49,7 +49,7 @@ import "github.com/weft-dev/weft/wire"
 // Ready it is in are durable.
 func SendsBeforeSync(m wire.Message) bool {
 	switch m.(type) {
-	case *wire.Accept, *wire.Deliver, *wire.Heartbeat:
+	case *wire.Accept, *wire.Deliver, *wire.Heartbeat, *wire.Delivered:
 		return true
 	}
 	return false

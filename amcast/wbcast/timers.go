@@ -224,6 +224,24 @@ func (p *Process) updateGroupLinf() {
 // touch with a quorum steps down (so a partitioned leader cannot keep the
 // group waiting); the designated successor of a suspected leader starts a
 // ballot; a candidate that has not won in time retries higher.
+// FollowersMakeQuorum reports whether the other members of the process's
+// group make a quorum without it, and its failure detector suspects none
+// of them. A leader for which they do can let its own acknowledgements
+// wait for a later sync (node/pipeline.go): its followers' acks make the
+// quorums.
+func (p *Process) FollowersMakeQuorum() bool {
+	ms := p.topo.Members(p.g)
+	if len(ms)-1 < p.topo.Quorum(p.g) {
+		return false
+	}
+	for i, q := range ms {
+		if i != p.gi && p.cfg.Detector.Suspected(q, p.ticks) {
+			return false
+		}
+	}
+	return true
+}
+
 func (p *Process) checkLeadership() {
 	det := p.cfg.Detector
 	heard := 1

@@ -8,8 +8,6 @@ import (
 	"iter"
 	"path/filepath"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/weft-dev/weft/storage/vfs"
@@ -125,17 +123,11 @@ type WAL struct {
 	segUsed int64  // bytes used in the last (logical) segment
 	segRecs int    // records in the last (logical) segment
 
-	pend   []byte // frames appended but not written
-	rolls  []roll // segment boundaries inside pend, in order
-	fDirty bool   // f has writes not yet synced
-
-	// What SyncWritten, which may run on another goroutine (async.go),
-	// shares with the log's own: the log's goroutine replaces or closes f
-	// only holding syncMu, which SyncWritten holds for its fdatasync.
-	syncMu  sync.Mutex
-	written atomic.Uint64 // index of the last record written to f
-	synced  atomic.Uint64 // index of the last durable record (0: none)
-	syncErr atomic.Pointer[error]
+	pend    []byte // frames appended but not written
+	rolls   []roll // segment boundaries inside pend, in order
+	fDirty  bool   // f has writes not yet synced
+	written uint64 // index of the last record written to f (Write)
+	synced  uint64 // index of the last durable record (0: none)
 
 	// The latest snapshot (snapshot.go): it covers the records up to snap.
 	snap     uint64
@@ -317,9 +309,7 @@ func Open(fsys vfs.FS, dir string, opts Options) (*WAL, error) {
 		return nil, fmt.Errorf("wal: recovering %s: %w", tail.name, err)
 	}
 	w.segs, w.f, w.off = live, f, last.off
-	w.next, w.crc = next, crc
-	w.written.Store(next - 1)
-	w.synced.Store(next - 1)
+	w.next, w.crc, w.written, w.synced = next, crc, next-1, next-1
 	w.segUsed, w.segRecs = last.off, last.count
 	return w, nil
 }
@@ -461,9 +451,6 @@ func (w *WAL) writable() error {
 	case w.err != nil:
 		return w.err
 	}
-	if err := w.syncErr.Load(); err != nil {
-		return *err
-	}
 	return nil
 }
 
@@ -523,8 +510,9 @@ func (w *WAL) endFrame(start int) {
 // Sync writes every appended record and makes it durable with one
 // fdatasync of the current segment (plus, when the records cross into a
 // new segment, a sync of the full one and the creation of the next). When
-// Sync returns nil every record appended so far is durable. If there is
-// nothing to write it does nothing.
+// Sync returns nil every record appended so far is durable, those Write
+// wrote included (write.go). If there is nothing to write or to sync it
+// does nothing.
 //
 // Any error is sticky: the log refuses further writes (ErrFailed) until it
 // is closed and reopened, since after a failed write or fdatasync nothing
@@ -533,7 +521,7 @@ func (w *WAL) Sync() error {
 	if err := w.writable(); err != nil {
 		return err
 	}
-	if len(w.pend) == 0 {
+	if len(w.pend) == 0 && w.written <= w.synced {
 		return nil
 	}
 	if err := w.flush(true); err != nil {
@@ -567,14 +555,15 @@ func (w *WAL) flush(sync bool) error {
 		if err != nil {
 			return err
 		}
-		w.replaceFile(f)
+		w.f.Close()
+		w.f, w.off = f, segHeaderSize
 		w.segs = append(w.segs, r.seg)
 		pos = r.at
 	}
 	if err := w.write(w.pend[pos:]); err != nil {
 		return err
 	}
-	w.written.Store(w.next - 1)
+	w.written = w.next - 1
 	if sync {
 		if !w.opts.UnsafeNoSync {
 			if err := w.syncSegment(); err != nil {
@@ -582,7 +571,7 @@ func (w *WAL) flush(sync bool) error {
 			}
 			w.fDirty = false
 		}
-		w.synced.Store(w.next - 1)
+		w.synced = w.next - 1
 	}
 	w.rolls = w.rolls[:0]
 	if cap(w.pend) > 4<<20 {
@@ -654,11 +643,9 @@ func (w *WAL) Close() error {
 	err := w.Sync()
 	w.closed = true
 	if w.f != nil {
-		w.syncMu.Lock()
 		if cerr := w.f.Close(); err == nil {
 			err = cerr
 		}
-		w.syncMu.Unlock()
 	}
 	return err
 }
@@ -672,7 +659,7 @@ func (w *WAL) FirstIndex() uint64 { return w.snap + 1 }
 func (w *WAL) LastIndex() uint64 { return w.next - 1 }
 
 // SyncedIndex returns the index of the last durable record (0 if none).
-func (w *WAL) SyncedIndex() uint64 { return w.synced.Load() }
+func (w *WAL) SyncedIndex() uint64 { return w.synced }
 
 // Repaired returns what Open cut off the tail of the log, or nil if the
 // log ended cleanly.
@@ -689,14 +676,13 @@ func (w *WAL) Records() iter.Seq2[Record, error] {
 			yield(Record{}, err)
 			return
 		}
-		synced := w.synced.Load()
-		if synced < w.FirstIndex() {
+		if w.synced < w.FirstIndex() {
 			return
 		}
 		stop := errors.New("stop")
 		crc := w.segs[0].seed
 		for _, s := range w.segs {
-			sc, err := w.scanSegmentTo(s, crc, synced, func(r Record) error {
+			sc, err := w.scanSegmentTo(s, crc, w.synced, func(r Record) error {
 				if r.Index <= w.snap {
 					return nil // covered by the snapshot
 				}
@@ -715,7 +701,7 @@ func (w *WAL) Records() iter.Seq2[Record, error] {
 				yield(Record{}, sc.corrupt())
 				return
 			}
-			if sc.index > synced {
+			if sc.index > w.synced {
 				return
 			}
 			crc = sc.crc
