@@ -2,38 +2,37 @@ package amcast
 
 import "github.com/weft-dev/weft/wire"
 
-// The sync off the loop (issue #14; docs/durability.md, "The sync off the
-// loop").
+// Readys whose sync waits (issue #14; docs/durability.md, "A leader's own
+// sync, deferred").
 //
 // The Ready contract makes a process's records durable before anything
-// that relies on them leaves it. A driver that waits for each Ready's sync
-// before it steps more input spends most of a loaded fsync'd agent's time
-// waiting for its disk (85-87% of a leader's, measured). A pipelined
-// driver writes each Ready's records at once, syncs them on another
-// goroutine, and meanwhile steps the input that arrives and writes the
-// next Readys' records, which the next sync covers all at once (group
-// commit, as etcd-raft's asynchronous storage writes). What a Ready
-// releases waits for the sync that covers its records: its messages
-// (those its protocol lets leave before the sync excepted), its
-// deliveries and its reads. Pipeline keeps what waits, in order; the
-// driver writes, syncs and sends.
+// that relies on them leaves it. A driver may instead write a Ready's
+// records, send at once only what its protocol lets leave before the sync
+// (ACCEPT, DELIVER, a client's answer for WbCast), step more input, and
+// sync later, once for several Readys: a WbCast node does so for a
+// leader's Readys that nobody waits on (node/pipeline.go), and the
+// simulator for every Ready of a replica with pipelined storage
+// (sim.Config.Pipeline). What such a Ready releases waits for the sync
+// that covers its records: its other messages, its deliveries and its
+// reads. Pipeline keeps what waits, in order; the driver writes, syncs
+// and sends.
 //
 // Why it is safe, with WbCast (wbcast/pipeline.go): what leaves the
-// process is what the unpipelined driver would let leave, only later. A
-// message that waits leaves once its Ready's records, and every earlier
-// Ready's, are durable; links stay FIFO, since a message to a recipient
-// that something is held for is held behind it, early or not. What a
-// crash loses is every record not yet durable, possibly those of several
-// Readys whose early messages left: those messages promise nothing about
-// the sender's durable state, whatever Ready they come from. And the
-// core's own decisions may not rest on its own records before they are
-// durable: a WbCast leader's own ACCEPT_ACK is a message it sends itself,
-// which waits like any other ack. The simulator runs the same Pipeline
-// (sim.Config.Pipeline) with crashes that lose every unsynced record.
+// process is what a driver syncing every Ready would let leave, only
+// later. A message that waits leaves once its Ready's records, and every
+// earlier Ready's, are durable; links stay FIFO, since a message to a
+// recipient that something is held for is held behind it, early or not.
+// What a crash loses is every record not yet durable, possibly those of
+// several Readys whose early messages left: those messages promise
+// nothing about the sender's durable state, whatever Ready they come
+// from. And the core's own decisions may not rest on its own records
+// before they are durable: a WbCast leader's own ACCEPT_ACK is a message
+// it sends itself, which waits like any other ack. (A sync on a goroutine
+// of its own, overlapping the loop, was measured slower on the 2-core
+// machine, twice: docs/durability.md, "Tried: syncing off the loop".)
 
 // PipelineBytes bounds what a Pipeline holds, in encoded bytes (messages
-// and delivered payloads): a driver past it stops stepping input until a
-// sync releases some.
+// and delivered payloads): a driver past it syncs (Full).
 const PipelineBytes = 8 << 20
 
 // Pending is what one Ready releases once its records are durable.
@@ -75,8 +74,8 @@ func (p *Pipeline) Len() int { return len(p.pending) }
 // Bytes is what is held, in encoded bytes.
 func (p *Pipeline) Bytes() int { return p.bytes }
 
-// Full reports whether the driver should stop stepping input until a sync
-// releases what is held (PipelineBytes).
+// Full reports whether the driver should sync now and release what is
+// held (PipelineBytes).
 func (p *Pipeline) Full() bool { return p.bytes >= PipelineBytes }
 
 // Add takes rd, whose records the driver has written (not yet synced) up

@@ -83,6 +83,7 @@ type Node struct {
 	tr      *transport.Transport
 	out     *transport.Batch // the loop's sends (ready, replies), flushed once a pass
 	sendBuf []wire.Envelope  // scratch for a Ready's messages (send)
+	lateIn  []wire.Envelope  // scratch for a Ready's messages sent after its sync (ready)
 	lateBuf []wire.Envelope  // afterSync's scratch
 	// pipe holds what the Readys whose sync was deferred release once
 	// durable (pipeline.go); nil when no sync is deferred (unsafe_no_fsync,
@@ -564,14 +565,18 @@ func (n *Node) ready() error {
 	// The messages that promise nothing about this Ready's records leave
 	// first, so the sync overlaps their trip and the receivers' own syncs
 	// (wbcast/pipeline.go has the argument; docs/durability.md).
-	early := n.early
+	// Not to a peer that deferred Readys still hold messages for: links
+	// stay FIFO (amcast.Pipeline).
+	late := n.lateIn[:0]
 	if n.proto.sendsBeforeSync == nil || len(rd.Persist) == 0 {
-		early = nil
+		late = append(late, rd.Messages...)
 	} else {
 		out := n.sendBuf[:0]
 		for _, env := range rd.Messages {
-			if early(env.Msg) {
+			if n.early(env.Msg) && (n.pipe == nil || !n.pipe.Holds(env.To)) {
 				out = append(out, env)
+			} else {
+				late = append(late, env)
 			}
 		}
 		if len(out) > 0 {
@@ -611,15 +616,9 @@ func (n *Node) ready() error {
 	if err := n.releaseDeferred(); err != nil {
 		return err
 	}
-	late := n.sendBuf[:0]
-	for _, env := range rd.Messages {
-		if early == nil || !early(env.Msg) { // else sent before the sync
-			late = append(late, env)
-		}
-	}
 	err := n.afterSync(late, rd.Deliveries, rd.Reads)
 	clear(late)
-	n.sendBuf = late[:0]
+	n.lateIn = late[:0]
 	if err != nil {
 		return err
 	}

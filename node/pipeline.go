@@ -27,18 +27,20 @@ import (
 //
 // A deferred own ack does not delay commits while a quorum of followers
 // acks: with 3 replicas both followers' acks commit. With a follower down
-// it does: each commit then waits for the leader's next sync, at most a
-// tick (docs/durability.md has the measurement).
+// it would, each commit waiting for the leader's next sync: so a leader
+// defers only while its detector suspects none of its followers
+// (wbcast.Process.FollowersMakeQuorum), and between a follower's failure
+// and its suspicion commits wait up to a tick.
 //
 // A compaction snapshots what was applied, so it starts only once nothing
 // waits (maybeCompact); the tick's sync empties the pipeline.
 
 // deferSync reports whether rd's sync may wait: there is something to
 // wait for, the node runs no state machine (whose replies wait for the
-// deliveries' results), rd has no reads, and every message of it may leave
-// before the sync, goes to the node itself, or is an ACCEPT_ACK of a
-// leader that hears every member of its group (to another group's leader,
-// whose quorum of this group its followers' acks make).
+// deliveries' results), rd has no reads, every message of it may leave
+// before the sync, goes to the node itself, or is an ACCEPT_ACK (to
+// another group's leader), and the node leads a group whose followers,
+// none suspected, make its quorums without it.
 func (n *Node) deferSync(rd *amcast.Ready) bool {
 	if n.pipe == nil || n.svc != nil || len(rd.Reads) > 0 || (len(rd.Persist) == 0 && n.pipe.Len() == 0) {
 		return false

@@ -7,7 +7,7 @@ import (
 	"github.com/weft-dev/weft/wire"
 )
 
-// Pipelined storage (Config.Pipeline; amcast/pipeline.go, node/syncer.go).
+// Pipelined storage (Config.Pipeline; amcast/pipeline.go, node/pipeline.go).
 //
 // A pipelined replica writes each Ready's records and goes on stepping
 // input while a sync runs; a sync covers every record written when it

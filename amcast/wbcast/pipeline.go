@@ -24,15 +24,22 @@ import "github.com/weft-dev/weft/wire"
 //   - DELIVER (H4: the leader tells its followers a message committed with
 //     its gts). The commit was decided on acks already durable at a quorum;
 //     the leader's own delivery record only remembers it.
+//   - DELIVERED, the answer to the client, announces the same commit: a
+//     crash of the leader after it loses nothing a recovery would not
+//     deliver again with the same gts (the simulator's reply check holds
+//     the answer to the first delivery, sim/workload.go). A node running
+//     a state machine still holds it: its answer carries the result of
+//     applying the delivery.
 //   - HEARTBEAT: liveness only.
 //
 // Everything else waits for the sync: every acknowledgement (ACCEPT_ACK,
 // NEW_LEADER_ACK, NEW_STATE_ACK, READ_INDEX_ACK: each promises the
-// acker's durable state), the recovery messages (NEW_LEADER carries a
-// ballot that must be durable before anyone joins it; NEW_STATE an adopted
-// state), and replies to clients. The simulator's torn crashes let exactly
-// these messages leave before the crash (sim.ProtocolSpec.SendsBeforeSync),
-// so the swarm checks the argument.
+// acker's durable state) and the recovery messages (NEW_LEADER carries a
+// ballot that must be durable before anyone joins it; NEW_STATE an
+// adopted state). The simulator's torn crashes let exactly these messages
+// leave before the crash (sim.ProtocolSpec.SendsBeforeSync), and its
+// pipelined storage (sim.Config.Pipeline) lets them leave before the sync
+// of several Readys, so the swarm checks the argument.
 
 // The leader's own ack. A leader's acceptance of its own proposal is an
 // ACCEPT_ACK it sends itself, and it leaves through the Ready like any
@@ -40,8 +47,9 @@ import "github.com/weft-dev/weft/wire"
 // back once the Ready's records are durable, so the leader's own
 // acceptance counts towards a commit only once durable, as a follower's
 // does. A driver that syncs each Ready before it steps more input would
-// be safe either way; one that steps input while its records sync
-// (amcast.Pipeline, node's syncer) is safe only this way, since a DELIVER
+// be safe either way; one that steps input before its records are
+// durable (amcast.Pipeline: a node's deferred leader syncs, the
+// simulator's pipelined storage) is safe only this way, since a DELIVER
 // leaves before the sync: a commit that counted a not-yet-durable own
 // acceptance could be announced, then lost with the leader's log.
 
