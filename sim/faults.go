@@ -344,18 +344,35 @@ func (f *faultState) persist(p wire.ProcID, recs []wire.Message) error {
 	if f.stores == nil {
 		return nil
 	}
-	st := f.stores[p]
 	for _, r := range recs {
 		f.recBuf = wire.Append(f.recBuf[:0], r)
-		rec, err := wire.Decode(f.recBuf)
-		if err != nil {
-			return fmt.Errorf("sim: t=%d p%d persisted %s: %w", f.s.now, p, wire.Describe(r), err)
-		}
-		if err := st.Apply(rec); err != nil {
-			return fmt.Errorf("sim: t=%d p%d store refused %s: %w", f.s.now, p, wire.Describe(r), err)
+		if err := f.applyRecord(p, f.recBuf); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// applyRecord decodes an encoded record and applies it to replica p's store.
+func (f *faultState) applyRecord(p wire.ProcID, b []byte) error {
+	rec, err := wire.Decode(b)
+	if err != nil {
+		return fmt.Errorf("sim: t=%d p%d persisted a record the codec refuses: %w", f.s.now, p, err)
+	}
+	if err := f.stores[p].Apply(rec); err != nil {
+		return fmt.Errorf("sim: t=%d p%d store refused %s: %w", f.s.now, p, wire.Describe(rec), err)
+	}
+	return nil
+}
+
+// tornKeep returns how many of n records a torn crash of p lets reach the
+// store: the scripted number (Fault.Keep), or a random one.
+func (f *faultState) tornKeep(p wire.ProcID, n int) int {
+	keep := f.torn[p]
+	if keep < 0 {
+		keep = f.rng.IntN(n + 1)
+	}
+	return min(keep, n)
 }
 
 // tornCrash crashes p in the middle of handling rd: the messages the
@@ -368,11 +385,7 @@ func (f *faultState) tornCrash(p wire.ProcID, rd *amcast.Ready, fg bool) error {
 			return err
 		}
 	}
-	keep := f.torn[p]
-	if keep < 0 {
-		keep = f.rng.IntN(len(rd.Persist) + 1)
-	}
-	keep = min(keep, len(rd.Persist))
+	keep := f.tornKeep(p, len(rd.Persist))
 	if err := f.persist(p, rd.Persist[:keep]); err != nil {
 		return err
 	}

@@ -1,8 +1,6 @@
 package sim
 
 import (
-	"fmt"
-
 	"github.com/weft-dev/weft/amcast"
 	"github.com/weft-dev/weft/wire"
 )
@@ -10,15 +8,17 @@ import (
 // Pipelined storage (Config.Pipeline; amcast/pipeline.go, node/pipeline.go).
 //
 // A pipelined replica writes each Ready's records and goes on stepping
-// input while a sync runs; a sync covers every record written when it
-// begins, and releases, in order, what the Readys of those records held
-// back (amcast.Pipeline): the messages their protocol does not let leave
+// input; a sync, up to a δ later, covers every record written by then,
+// and releases, in order, what the Readys of those records held back
+// (amcast.Pipeline): the messages their protocol does not let leave
 // before the sync, and the deliveries. Unsynced records are volatile: a
 // crash loses every one of them, possibly several Readys' worth whose
-// early messages left, and a torn crash keeps a prefix of them. That is
-// the node's behaviour, so the swarm checks its argument, and a core that
-// let a decision rest on its own unsynced records (wbcast's
-// MutSelfAckEarly) is caught.
+// early messages left, and a torn crash keeps a prefix of them. A node
+// does this for a leader's Readys that nobody waits on (node/pipeline.go);
+// the simulator does it for every Ready of every replica (a sync within a
+// δ, a tick by default, as the node's within a tick), so the swarm checks
+// the argument, and a core that let a decision rest on its own unsynced
+// records (wbcast's MutSelfAckEarly) is caught (TestSelfAckEarlyCaught).
 
 // pipeState is one replica's pipelined storage.
 type pipeState struct {
@@ -149,12 +149,8 @@ func (f *faultState) persistEncoded(p wire.ProcID, recs [][]byte) error {
 		return nil
 	}
 	for _, b := range recs {
-		rec, err := wire.Decode(b)
-		if err != nil {
-			return fmt.Errorf("sim: t=%d p%d persisted a record the codec refuses: %w", f.s.now, p, err)
-		}
-		if err := f.stores[p].Apply(rec); err != nil {
-			return fmt.Errorf("sim: t=%d p%d store refused %s: %w", f.s.now, p, wire.Describe(rec), err)
+		if err := f.applyRecord(p, b); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -170,11 +166,7 @@ func (f *faultState) tornCrashPipelined(p wire.ProcID, early []wire.Envelope, fg
 	if err := s.sendRouted(p, early, fg); err != nil {
 		return err
 	}
-	keep := f.torn[p]
-	if keep < 0 {
-		keep = f.rng.IntN(len(ps.unsynced) + 1)
-	}
-	keep = min(keep, len(ps.unsynced))
+	keep := f.tornKeep(p, len(ps.unsynced))
 	if err := f.persistEncoded(p, ps.unsynced[:keep]); err != nil {
 		return err
 	}
