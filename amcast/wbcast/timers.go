@@ -220,10 +220,6 @@ func (p *Process) updateGroupLinf() {
 	p.raiseLinf(p.g, amcast.FloorOf(ds, q))
 }
 
-// checkLeadership runs the failure detector's verdicts: a leader that lost
-// touch with a quorum steps down (so a partitioned leader cannot keep the
-// group waiting); the designated successor of a suspected leader starts a
-// ballot; a candidate that has not won in time retries higher.
 // FollowersMakeQuorum reports whether the other members of the process's
 // group make a quorum without it, and its failure detector suspects none
 // of them. A leader for which they do can let its own acknowledgements
@@ -242,6 +238,10 @@ func (p *Process) FollowersMakeQuorum() bool {
 	return true
 }
 
+// checkLeadership runs the failure detector's verdicts: a leader that lost
+// touch with a quorum steps down (so a partitioned leader cannot keep the
+// group waiting); the designated successor of a suspected leader starts a
+// ballot; a candidate that has not won in time retries higher.
 func (p *Process) checkLeadership() {
 	det := p.cfg.Detector
 	heard := 1
