@@ -74,9 +74,11 @@ type compaction struct {
 	disabled bool // the protocol's store cannot produce a snapshot
 }
 
-// mirror applies records just made durable to the store, or keeps them
-// aside while a compaction owns it; a machine that keeps its own image has
-// no store.
+// mirror applies records just written to the store, or keeps them aside
+// while a compaction owns it; a machine that keeps its own image has no
+// store. They are durable before a compaction snapshots the store: one
+// starts only once every record written is synced (maybeCompact runs
+// after a sync and waits while deferred Readys are held, pipeline.go).
 func (n *Node) mirror(recs []wire.Message) error {
 	st := n.m.store()
 	for _, r := range recs {

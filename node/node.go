@@ -594,24 +594,13 @@ func (n *Node) ready() error {
 		clear(out)
 		n.sendBuf = out[:0]
 	}
-	if len(rd.Persist) > 0 {
-		bytes, err := n.w.AppendMessages(rd.Persist...) // the records' bytes: the metric's and the compaction threshold's
-		if err != nil {
-			return err
-		}
-		n.unsynced += bytes
-		n.stats.Records += uint64(len(rd.Persist))
-		n.sinceCut += bytes
+	if err := n.appendRecords(rd.Persist); err != nil {
+		return err
 	}
 	// The sync covers the records of the Readys whose sync was deferred
 	// too, and what they released goes first (pipeline.go).
 	if err := n.syncWritten(); err != nil {
 		return err
-	}
-	if len(rd.Persist) > 0 {
-		if err := n.mirror(rd.Persist); err != nil {
-			return err
-		}
 	}
 	if err := n.releaseDeferred(); err != nil {
 		return err

@@ -70,20 +70,11 @@ func (n *Node) followersMakeQuorum() bool {
 // records are written, its early messages leave, and the rest waits in the
 // pipeline for the next sync.
 func (n *Node) readyDeferred(rd *amcast.Ready) error {
-	if len(rd.Persist) > 0 {
-		bytes, err := n.w.AppendMessages(rd.Persist...)
-		if err != nil {
-			return err
-		}
-		if err := n.w.Write(); err != nil {
-			return err
-		}
-		n.unsynced += bytes
-		n.stats.Records += uint64(len(rd.Persist))
-		n.sinceCut += bytes
-		if err := n.mirror(rd.Persist); err != nil {
-			return err
-		}
+	if err := n.appendRecords(rd.Persist); err != nil {
+		return err
+	}
+	if err := n.w.Write(); err != nil {
+		return err
 	}
 	if now := n.pipe.Add(rd, n.w.WrittenIndex()); len(now) > 0 {
 		held := n.sendHolding(now)
@@ -110,6 +101,22 @@ func (n *Node) syncDeferred() error {
 		return err
 	}
 	return n.maybeCompact()
+}
+
+// appendRecords appends a Ready's records to the WAL, unsynced, counts
+// them, and mirrors them to the image compactions snapshot (mirror).
+func (n *Node) appendRecords(recs []wire.Message) error {
+	if len(recs) == 0 {
+		return nil
+	}
+	bytes, err := n.w.AppendMessages(recs...) // the records' bytes: the metric's and the compaction threshold's
+	if err != nil {
+		return err
+	}
+	n.unsynced += bytes
+	n.stats.Records += uint64(len(recs))
+	n.sinceCut += bytes
+	return n.mirror(recs)
 }
 
 // syncWritten syncs the records written and not yet durable, if any,

@@ -67,17 +67,6 @@ func (s *Sim) flushPipelined(id wire.ProcID, m amcast.Machine, rd *amcast.Ready,
 	return s.scheduleSync(id, fg)
 }
 
-// sendRouted sends replica id's messages, through what it holds
-// (Config.Hold) if it holds any.
-func (s *Sim) sendRouted(id wire.ProcID, msgs []wire.Envelope, fg bool) error {
-	if s.held != nil {
-		var n int
-		msgs, n = s.held[id].Route(msgs, s.topo, s.spec.MayWait)
-		s.stats.Held += n
-	}
-	return s.send(msgs, fg, nil)
-}
-
 // scheduleSync schedules a sync of replica id's written records, unless one
 // is scheduled or all are durable. It takes up to a δ, as a loaded disk
 // does next to the network.
@@ -94,7 +83,7 @@ func (s *Sim) scheduleSync(id wire.ProcID, fg bool) error {
 	if s.f != nil {
 		inc = int32(s.f.inc[id])
 	}
-	d := int64(0)
+	var d int64
 	if s.cfg.SyncDelay != nil {
 		d = s.cfg.SyncDelay(s.now, id)
 	} else {
@@ -124,7 +113,6 @@ func (s *Sim) synced(id wire.ProcID, inc int32, fg bool) error {
 	if err := s.release(id, fg); err != nil {
 		return err
 	}
-	s.lastProgress = s.now
 	return s.scheduleSync(id, fg)
 }
 

@@ -530,13 +530,7 @@ func (s *Sim) flush(id wire.ProcID, fg bool) error {
 			return err
 		}
 	}
-	msgs := rd.Messages
-	if rep && s.held != nil {
-		var n int
-		msgs, n = s.held[id].Route(msgs, s.topo, s.spec.MayWait)
-		s.stats.Held += n
-	}
-	if err := s.send(msgs, fg, nil); err != nil {
+	if err := s.sendRouted(id, rd.Messages, fg); err != nil {
 		return err
 	}
 	if !rep {
@@ -564,6 +558,17 @@ func (s *Sim) flush(id wire.ProcID, fg bool) error {
 	}
 	m.Advance()
 	return nil
+}
+
+// sendRouted sends process id's messages, through what a replica holds
+// (Config.Hold) if it holds any.
+func (s *Sim) sendRouted(id wire.ProcID, msgs []wire.Envelope, fg bool) error {
+	if s.held != nil && int(id) < s.nrep {
+		var n int
+		msgs, n = s.held[id].Route(msgs, s.topo, s.spec.MayWait)
+		s.stats.Held += n
+	}
+	return s.send(msgs, fg, nil)
 }
 
 // sendHeld sends everything replica id holds (Config.Hold).
