@@ -266,6 +266,9 @@ func (f *faultState) crash(p wire.ProcID, torn bool) {
 		if !torn { // a torn crash counted what it kept and lost
 			s.stats.Pipeline.LostUnsynced += len(s.pipes[p].unsynced)
 		}
+		if ps := s.pipes[p]; ps.applied != ps.appliedDurable {
+			s.stats.Pipeline.LostApplied++
+		}
 		s.pipes[p].reset() // its unsynced records and what waited for them
 	}
 	f.torn[p] = noTorn

@@ -27,6 +27,9 @@ type pipeState struct {
 	written  uint64   // records written since the replica (re)started
 	synced   uint64   // of them, durable
 	syncing  bool     // a sync is scheduled
+	// applied is the gts of the last delivery the replica applied (at its
+	// Ready, early.go), appliedDurable of the last one durable.
+	applied, appliedDurable wire.Timestamp
 }
 
 // newPipes returns the pipelined storage of n replicas.
@@ -38,10 +41,12 @@ func newPipes(n int, early func(wire.Message) bool) []*pipeState {
 	return ps
 }
 
-// reset forgets what a crash loses: every unsynced record and what waits.
+// reset forgets what a crash loses: every unsynced record, what waits, and
+// the deliveries applied that were not durable.
 func (ps *pipeState) reset() {
 	ps.p.Reset()
 	ps.unsynced, ps.written, ps.synced, ps.syncing = nil, 0, 0, false
+	ps.applied = ps.appliedDurable
 }
 
 // flushPipelined handles replica id's Ready rd with pipelined storage: its
@@ -56,6 +61,7 @@ func (s *Sim) flushPipelined(id wire.ProcID, m amcast.Machine, rd *amcast.Ready,
 	}
 	ps.written += uint64(len(rd.Persist))
 	s.stats.Pipeline.Readies++
+	s.applyEarly(id, m, rd.Deliveries)
 	now := ps.p.Add(rd, ps.written)
 	if s.f != nil && s.f.torn[id] != noTorn {
 		return s.f.tornCrashPipelined(id, now, fg)

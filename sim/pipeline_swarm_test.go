@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/weft-dev/weft/amcast/wbcast"
@@ -30,6 +31,9 @@ func TestPipelineInSwarm(t *testing.T) {
 		}
 		if st.Syncs == 0 || st.Readies <= st.Syncs || st.LostUnsynced == 0 {
 			t.Fatalf("%s, %d seeds: %+v: the pipeline was not exercised", proto, seeds, st)
+		}
+		if proto == "wbcast" && (st.AppliedEarly == 0 || st.LostApplied == 0) {
+			t.Fatalf("%s, %d seeds: %+v: no delivery applied before durable, or none lost by a crash", proto, seeds, st)
 		}
 		t.Logf("%s, %d seeds: %+v", proto, seeds, st)
 	}
@@ -90,5 +94,51 @@ func TestSelfAckEarlyCaught(t *testing.T) {
 		if c.caught {
 			t.Logf("knob %v, pipeline %v: caught by %s", c.knob, c.pipeline, caughtBy(r))
 		}
+	}
+}
+
+// earlyApplyRun is selfAckRun with p0's DELIVER to p1 and its answer to
+// client 0 cut as well: only p0 delivers m (at 3δ, on its own unsynced
+// acceptance and p1's ack), and p0 crashes before its sync. Nothing
+// durable shows that delivery; only the check of deliveries applied
+// before they were durable (early.go) can see that the run ordered m
+// elsewhere.
+func earlyApplyRun(k wbcast.Mutation, pipeline bool) Config {
+	cfg := selfAckRun(k, pipeline)
+	const d = 1000
+	p0, p1, c0 := wire.ProcID(0), wire.ProcID(1), wire.ProcID(3)
+	cfg.Faults.Script = append(cfg.Faults.Script,
+		Fault{At: 2*d + 500, Kind: FaultPartition, From: []wire.ProcID{p0}, To: []wire.ProcID{p1, c0}, OneWay: true, For: 3 * d})
+	return cfg
+}
+
+// TestEarlyApplyCaught: the run of earlyApplyRun catches
+// wbcast.MutSelfAckEarly through the check of deliveries applied before
+// they were durable, and through nothing else; the real rule, and the
+// mutant without the pipeline, pass it.
+func TestEarlyApplyCaught(t *testing.T) {
+	for _, c := range []struct {
+		knob     wbcast.Mutation
+		pipeline bool
+		caught   bool
+	}{
+		{0, true, false},
+		{wbcast.MutSelfAckEarly, false, false},
+		{wbcast.MutSelfAckEarly, true, true},
+	} {
+		r := RunSwarmConfig(earlyApplyRun(c.knob, c.pipeline))
+		if got := r.Violations() > 0; got != c.caught {
+			t.Fatalf("knob %v, pipeline %v: caught %v (%s), want %v", c.knob, c.pipeline, got, r.Failure(), c.caught)
+		}
+		if !c.caught {
+			continue
+		}
+		if r.Err == nil || !strings.Contains(r.Err.Error(), "before its records were durable") || !r.Quorum.OK() {
+			t.Fatalf("caught by something else than the early-apply check: %s", r.Failure())
+		}
+		if r.Stats.Pipeline.LostApplied == 0 {
+			t.Fatalf("no crash took back an applied delivery: %+v", r.Stats.Pipeline)
+		}
+		t.Logf("caught: %v", r.Err)
 	}
 }

@@ -88,12 +88,18 @@ type PipelineStats struct {
 	Readies      int // Readys written
 	Syncs        int // syncs, each covering the Readys written before it
 	LostUnsynced int // unsynced records crashes lost
+	// AppliedEarly counts the deliveries applied before they were durable
+	// and checked against the run's (early.go); LostApplied the crashes
+	// that took some back.
+	AppliedEarly, LostApplied int
 }
 
 func (p *PipelineStats) add(o PipelineStats) {
 	p.Readies += o.Readies
 	p.Syncs += o.Syncs
 	p.LostUnsynced += o.LostUnsynced
+	p.AppliedEarly += o.AppliedEarly
+	p.LostApplied += o.LostApplied
 }
 
 // Result is the outcome of a run.
@@ -185,6 +191,7 @@ type Sim struct {
 
 	rc    *restoreCheck // Config.CheckRestore; nil without it
 	pipes []*pipeState  // Config.Pipeline, per replica; nil without it
+	early *earlyCheck   // with pipes: deliveries applied before durable
 	// replyErr: a delivery contradicted what a client was told (checkReply).
 	replyErr error
 }
@@ -293,6 +300,11 @@ func Run(cfg Config) (res *Result, err error) {
 	}()
 	if err := s.run(); err != nil {
 		return s.result(), err
+	}
+	if s.converged {
+		if err := s.checkEarly(); err != nil {
+			return s.result(), err
+		}
 	}
 	return s.result(), nil
 }
@@ -714,6 +726,9 @@ func (s *Sim) forget(id wire.ProcID) {
 		}
 	}
 	s.delivered[id] = 0
+	if s.pipes != nil {
+		s.pipes[id].applied, s.pipes[id].appliedDurable = wire.Timestamp{}, wire.Timestamp{}
+	}
 }
 
 // LeaderEvent records that Proc began to lead Group at time T.
@@ -726,6 +741,9 @@ type LeaderEvent struct {
 func (s *Sim) recordDelivery(id wire.ProcID, g wire.GroupID, d amcast.Delivery) {
 	if s.cfg.OnDeliver != nil {
 		s.cfg.OnDeliver(id, d)
+	}
+	if s.pipes != nil {
+		s.noteFinal(id, g, &d)
 	}
 	if d.Install {
 		s.recordInstall(id, g, d.GTS)
