@@ -7,7 +7,7 @@ import (
 	"github.com/weft-dev/weft/wire"
 )
 
-// A leader's own sync, deferred (issue #14; docs/durability.md, "The
+// A leader's own sync, deferred (issue #14; docs/durability.md, "A
 // leader's own sync, deferred"; amcast/pipeline.go).
 //
 // With the fsync'd WAL a loaded WbCast leader spent 85-87% of its loop in
@@ -20,10 +20,14 @@ import (
 // synced: its early messages leave at once, and what it releases once
 // durable (its messages to the node itself, its deliveries) waits in an
 // amcast.Pipeline for the next sync. That sync comes with the next Ready
-// that must sync (a follower's acks, a leader's ack to another group's
-// leader, a state machine's replies, reads), at the next tick, when the
+// that must sync (a follower's acks, reads), at the next tick, when the
 // pipeline holds amcast.PipelineBytes, or when the loop ends; it covers
 // every record written before it, and releases what waited in order.
+//
+// A node running a state machine applies such a Ready's deliveries at
+// once instead, and answers with their results (applyBeforeSync): a
+// delivery at a deferring leader rests on its followers' durable acks,
+// so it is final before this node's record of it is durable.
 //
 // A deferred own ack does not delay commits while a quorum of followers
 // acks: with 3 replicas both followers' acks commit. With a follower down
@@ -36,17 +40,21 @@ import (
 // waits (maybeCompact); the tick's sync empties the pipeline.
 
 // deferSync reports whether rd's sync may wait: there is something to
-// wait for, the node runs no state machine (whose replies wait for the
-// deliveries' results), rd has no reads, every message of it may leave
-// before the sync, goes to the node itself, or is an ACCEPT_ACK (to
-// another group's leader), and the node leads a group whose followers,
-// none suspected, make its quorums without it.
+// wait for, every message of it may leave before the sync, goes to the
+// node itself, is an ACCEPT_ACK (to another group's leader) or, with a
+// state machine that may apply rd's deliveries now (applyBeforeSync), a
+// reply that waits for their results; and the node leads a group whose
+// followers, none suspected, make its quorums without it. (Reads come
+// only with a state machine, and are served with the deliveries.)
 func (n *Node) deferSync(rd *amcast.Ready) bool {
-	if n.pipe == nil || n.svc != nil || len(rd.Reads) > 0 || (len(rd.Persist) == 0 && n.pipe.Len() == 0) {
+	if n.pipe == nil || (len(rd.Persist) == 0 && n.pipe.Len() == 0) {
+		return false
+	}
+	if n.svc != nil && !n.applyBeforeSync(rd) {
 		return false
 	}
 	for _, env := range rd.Messages {
-		if env.To == n.cfg.ID || n.early(env.Msg) {
+		if env.To == n.cfg.ID || n.early(env.Msg) || n.svcReply(env.Msg) {
 			continue
 		}
 		if _, ok := env.Msg.(*wire.AcceptAck); !ok {
@@ -56,6 +64,41 @@ func (n *Node) deferSync(rd *amcast.Ready) bool {
 	// Its acks, to itself or to other groups' leaders, and its records
 	// may wait while its followers' acks make its group's quorums.
 	return n.followersMakeQuorum()
+}
+
+// applyBeforeSync reports whether the state machine may apply rd's
+// deliveries before their records are durable, answer with their results
+// and serve rd's reads on them (reads are not durable in any case: they
+// wait for their index to be applied, and for nothing of this node's
+// log). Each of them is final once delivered: a deferring leader
+// delivers on its followers' durable acks, never on its own unsynced
+// records (its own ack waits for the sync), so what a crash loses is only
+// this node's record of the delivery, which its group delivers again at
+// the same place in the order (sim/early.go checks that claim in the
+// swarm). A compaction or a state transfer snapshots the state machine
+// only once nothing waits (maybeCompact). Not with a deliveries log or
+// Config.OnDeliver, which promise deliveries durable here, nor during a
+// state transfer, whose deliveries the log keeps for the replay.
+func (n *Node) applyBeforeSync(rd *amcast.Ready) bool {
+	if n.dlog != nil || n.cfg.OnDeliver != nil || n.transferring() {
+		return false
+	}
+	for i := range rd.Deliveries {
+		if rd.Deliveries[i].Install {
+			return false
+		}
+	}
+	return true
+}
+
+// svcReply reports whether m is a reply the state machine sends with a
+// result (a DELIVERED, held until its delivery is applied: holdReply).
+func (n *Node) svcReply(m wire.Message) bool {
+	if n.svc == nil {
+		return false
+	}
+	_, ok := m.(*wire.Delivered)
+	return ok
 }
 
 // followersMakeQuorum reports whether the node leads and its followers,
@@ -76,9 +119,34 @@ func (n *Node) readyDeferred(rd *amcast.Ready) error {
 	if err := n.w.Write(); err != nil {
 		return err
 	}
-	if now := n.pipe.Add(rd, n.w.WrittenIndex()); len(now) > 0 {
-		held := n.sendHolding(now)
-		n.stats.SentBeforeSync += uint64(len(now) - held)
+	var replies []wire.Envelope
+	if n.svc != nil {
+		// The deliveries are applied now, the replies leave with their
+		// results and the reads are served on them (applyBeforeSync); the
+		// rest waits for the sync.
+		replies = n.sendBuf[:0]
+		rest := n.lateIn[:0]
+		for _, env := range rd.Messages {
+			if n.svcReply(env.Msg) {
+				replies = append(replies, env)
+			} else {
+				rest = append(rest, env)
+			}
+		}
+		deliveries := rd.Deliveries
+		waits := amcast.Ready{Persist: rd.Persist, Messages: rest}
+		n.sendEarly(n.pipe.Add(&waits, n.w.WrittenIndex()))
+		clear(rest)
+		n.lateIn = rest[:0]
+		n.stats.AppliedBeforeSync += uint64(len(deliveries))
+		err := n.afterSync(replies, deliveries, rd.Reads)
+		clear(replies)
+		n.sendBuf = replies[:0]
+		if err != nil {
+			return err
+		}
+	} else {
+		n.sendEarly(n.pipe.Add(rd, n.w.WrittenIndex()))
 	}
 	n.stats.DeferredSyncs++
 	n.m.Advance()
@@ -86,6 +154,14 @@ func (n *Node) readyDeferred(rd *amcast.Ready) error {
 		return n.syncDeferred()
 	}
 	return nil
+}
+
+// sendEarly sends what a deferred Ready lets leave before its sync.
+func (n *Node) sendEarly(now []wire.Envelope) {
+	if len(now) > 0 {
+		held := n.sendHolding(now)
+		n.stats.SentBeforeSync += uint64(len(now) - held)
+	}
 }
 
 // syncDeferred makes every record written durable and does, in order,

@@ -1,6 +1,10 @@
 package node
 
 import (
+	"context"
+	"encoding/binary"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -34,6 +38,88 @@ func TestLeaderDefersItsSync(t *testing.T) {
 			case (p != lp || replicas == 1) && st.DeferredSyncs != 0:
 				t.Errorf("%d replicas: p%d (leader p%d) deferred %d syncs", replicas, p, lp, st.DeferredSyncs)
 			}
+		}
+	}
+}
+
+// TestServiceLeaderDefersItsSync: a leader running a state machine defers
+// its sync too, applying its deliveries and answering with their results
+// before their records are durable (applyBeforeSync); its followers never
+// do; the results are right and every member applies the same messages
+// in the same order.
+func TestServiceLeaderDefersItsSync(t *testing.T) {
+	var smu sync.Mutex
+	sms := map[wire.ProcID]*sumSM{}
+	c := newCluster(t, 1, 3, func(cfg *Config) {
+		cfg.DeliveryLog = "" // it promises durable deliveries: see applyBeforeSync
+		smu.Lock()
+		defer smu.Unlock()
+		sms[cfg.ID] = &sumSM{}
+		cfg.StateMachine = sms[cfg.ID]
+	})
+	waitUntil(t, 10*time.Second, "a leader", func() bool { _, ok := c.leader(0); return ok })
+	lp, _ := c.leader(0)
+	cl := c.client()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var mu sync.Mutex
+	told := map[wire.MsgID]uint64{}
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Go(func() {
+			for range 25 {
+				res, err := cl.Multicast(ctx, []wire.GroupID{0}, []byte{byte(w + 1)})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				r, ok := res.Of(0)
+				if !ok || len(r) != 8 {
+					t.Errorf("%s: result %x", res.ID, r)
+					return
+				}
+				mu.Lock()
+				told[res.ID] = binary.BigEndian.Uint64(r)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	waitUntil(t, 10*time.Second, "every member's state", func() bool {
+		for _, nd := range c.nodes {
+			if nd.Status().Service.Applied < 200 {
+				return false
+			}
+		}
+		return true
+	})
+	for p, nd := range c.nodes {
+		st := nd.Status().Stats
+		switch {
+		case p == lp && (st.DeferredSyncs == 0 || st.AppliedBeforeSync == 0):
+			t.Errorf("the leader p%d deferred %d syncs and applied %d deliveries before durable", p, st.DeferredSyncs, st.AppliedBeforeSync)
+		case p != lp && (st.DeferredSyncs != 0 || st.AppliedBeforeSync != 0):
+			t.Errorf("follower p%d deferred %d syncs, applied %d before durable", p, st.DeferredSyncs, st.AppliedBeforeSync)
+		}
+	}
+	ref := sms[lp]
+	ref.mu.Lock()
+	defer ref.mu.Unlock()
+	for id, sum := range told {
+		i := slices.Index(ref.ids, id)
+		if i < 0 || ref.after[i] != sum {
+			t.Fatalf("%s: the client was told sum %d; the leader's state has it at %d", id, sum, i)
+		}
+	}
+	for p, sm := range sms {
+		if p == lp {
+			continue
+		}
+		sm.mu.Lock()
+		same := slices.Equal(sm.ids, ref.ids) && sm.sum == ref.sum
+		sm.mu.Unlock()
+		if !same {
+			t.Errorf("p%d applied other messages than the leader", p)
 		}
 	}
 }

@@ -27,6 +27,10 @@ type Stats struct {
 	// DeferredSyncs counts the Readys whose records were written without
 	// a sync of their own (pipeline.go).
 	DeferredSyncs uint64
+	// AppliedBeforeSync counts the deliveries the state machine applied,
+	// and answered, before their records were durable (pipeline.go,
+	// applyBeforeSync).
+	AppliedBeforeSync uint64
 	// Batches counts the BATCH messages sent (amcast.Coalesce), Batched
 	// the messages they carried (counted in Sent too).
 	Batches, Batched uint64

@@ -31,6 +31,12 @@ import "github.com/weft-dev/weft/wire"
 //     a state machine still holds it: its answer carries the result of
 //     applying the delivery.
 //   - HEARTBEAT: liveness only.
+//   - READ_INDEX: a leader's request that its followers confirm its
+//     ballot for a linearizable read, carrying the ballot and a round
+//     number, as a heartbeat carries the ballot. It promises nothing
+//     about the leader's durable state: the round's acks (READ_INDEX_ACK,
+//     each after its acker's sync) are what confirm the leadership, and
+//     the read index stays with the leader.
 //
 // Everything else waits for the sync: every acknowledgement (ACCEPT_ACK,
 // NEW_LEADER_ACK, NEW_STATE_ACK, READ_INDEX_ACK: each promises the
@@ -57,7 +63,7 @@ import "github.com/weft-dev/weft/wire"
 // Ready it is in are durable.
 func SendsBeforeSync(m wire.Message) bool {
 	switch m.(type) {
-	case *wire.Accept, *wire.Deliver, *wire.Heartbeat, *wire.Delivered:
+	case *wire.Accept, *wire.Deliver, *wire.Heartbeat, *wire.Delivered, *wire.ReadIndex:
 		return true
 	}
 	return false
