@@ -28,8 +28,10 @@ import "github.com/weft-dev/weft/wire"
 //     crash of the leader after it loses nothing a recovery would not
 //     deliver again with the same gts (the simulator's reply check holds
 //     the answer to the first delivery, sim/workload.go). A node running
-//     a state machine still holds it: its answer carries the result of
-//     applying the delivery.
+//     a state machine holds it until the delivery is applied: its answer
+//     carries the result (a deferring leader applies before its sync,
+//     node/pipeline.go; sim/early.go checks that such deliveries are
+//     final).
 //   - HEARTBEAT: liveness only.
 //   - READ_INDEX: a leader's request that its followers confirm its
 //     ballot for a linearizable read, carrying the ballot and a round
