@@ -605,7 +605,7 @@ func (n *Node) ready() error {
 	if err := n.releaseDeferred(); err != nil {
 		return err
 	}
-	err := n.afterSync(late, rd.Deliveries, rd.Reads)
+	err := n.afterSync(late, rd.Deliveries, rd.Reads, false)
 	clear(late)
 	n.lateIn = late[:0]
 	if err != nil {
@@ -618,8 +618,9 @@ func (n *Node) ready() error {
 // afterSync does what a Ready releases once its records are durable: its
 // messages leave (replies to clients with their results, once the
 // deliveries are applied), then its deliveries reach the deliveries log,
-// the state machine and Config.OnDeliver, then its reads are served.
-func (n *Node) afterSync(msgs []wire.Envelope, deliveries []amcast.Delivery, reads []amcast.ReadState) error {
+// the state machine (unless applied: it applied them before their sync,
+// applyNow) and Config.OnDeliver, then its reads are served.
+func (n *Node) afterSync(msgs []wire.Envelope, deliveries []amcast.Delivery, reads []amcast.ReadState, applied bool) error {
 	out := n.lateBuf[:0]
 	for _, env := range msgs {
 		if n.svc.holdReply(env) {
@@ -652,7 +653,7 @@ func (n *Node) afterSync(msgs []wire.Envelope, deliveries []amcast.Delivery, rea
 				return err
 			}
 		}
-		if n.svc != nil {
+		if n.svc != nil && !applied {
 			if err := n.applyService(deliveries); err != nil {
 				return err
 			}

@@ -25,9 +25,10 @@ import (
 // every record written before it, and releases what waited in order.
 //
 // A node running a state machine applies such a Ready's deliveries at
-// once instead, and answers with their results (applyBeforeSync): a
-// delivery at a deferring leader rests on its followers' durable acks,
-// so it is final before this node's record of it is durable.
+// once, and answers with their results (applyBeforeSync): a delivery at a
+// deferring leader rests on its followers' durable acks, so it is final
+// before this node's record of it is durable. Its deliveries log and
+// OnDeliver still get them at the sync.
 //
 // A deferred own ack does not delay commits while a quorum of followers
 // acks: with 3 replicas both followers' acks commit. With a follower down
@@ -68,19 +69,20 @@ func (n *Node) deferSync(rd *amcast.Ready) bool {
 
 // applyBeforeSync reports whether the state machine may apply rd's
 // deliveries before their records are durable, answer with their results
-// and serve rd's reads on them (reads are not durable in any case: they
-// wait for their index to be applied, and for nothing of this node's
-// log). Each of them is final once delivered: a deferring leader
+// and serve rd's reads on them (applyNow; reads are not durable in any
+// case: they wait for their index to be applied, and for nothing of this
+// node's log). Each of them is final once delivered: a deferring leader
 // delivers on its followers' durable acks, never on its own unsynced
 // records (its own ack waits for the sync), so what a crash loses is only
 // this node's record of the delivery, which its group delivers again at
 // the same place in the order (sim/early.go checks that claim in the
-// swarm). A compaction or a state transfer snapshots the state machine
-// only once nothing waits (maybeCompact). Not with a deliveries log or
-// Config.OnDeliver, which promise deliveries durable here, nor during a
-// state transfer, whose deliveries the log keeps for the replay.
+// swarm). The deliveries log and Config.OnDeliver, which promise
+// deliveries durable here, still get them at the sync. A compaction or a
+// state transfer snapshots the state machine only once nothing waits
+// (maybeCompact). Not during a state transfer, whose deliveries the log
+// keeps for the replay, nor for a Ready that installs one.
 func (n *Node) applyBeforeSync(rd *amcast.Ready) bool {
-	if n.dlog != nil || n.cfg.OnDeliver != nil || n.transferring() {
+	if n.transferring() {
 		return false
 	}
 	for i := range rd.Deliveries {
@@ -123,7 +125,8 @@ func (n *Node) readyDeferred(rd *amcast.Ready) error {
 	if n.svc != nil {
 		// The deliveries are applied now, the replies leave with their
 		// results and the reads are served on them (applyBeforeSync); the
-		// rest waits for the sync.
+		// rest waits for the sync, and so do the deliveries, for the
+		// deliveries log and OnDeliver.
 		replies = n.sendBuf[:0]
 		rest := n.lateIn[:0]
 		for _, env := range rd.Messages {
@@ -133,13 +136,12 @@ func (n *Node) readyDeferred(rd *amcast.Ready) error {
 				rest = append(rest, env)
 			}
 		}
-		deliveries := rd.Deliveries
-		waits := amcast.Ready{Persist: rd.Persist, Messages: rest}
+		waits := amcast.Ready{Persist: rd.Persist, Messages: rest, Deliveries: rd.Deliveries}
 		n.sendEarly(n.pipe.Add(&waits, n.w.WrittenIndex()))
 		clear(rest)
 		n.lateIn = rest[:0]
-		n.stats.AppliedBeforeSync += uint64(len(deliveries))
-		err := n.afterSync(replies, deliveries, rd.Reads)
+		n.stats.AppliedBeforeSync += uint64(len(rd.Deliveries))
+		err := n.applyNow(replies, rd.Deliveries, rd.Reads)
 		clear(replies)
 		n.sendBuf = replies[:0]
 		if err != nil {
@@ -153,6 +155,24 @@ func (n *Node) readyDeferred(rd *amcast.Ready) error {
 	if n.pipe.Full() {
 		return n.syncDeferred()
 	}
+	return nil
+}
+
+// applyNow is the state machine's part of a deferred Ready, done before
+// its sync (applyBeforeSync): the deliveries are applied, the replies
+// held for them leave with their results, and the reads are served. The
+// rest of afterSync comes at the sync (releaseDeferred).
+func (n *Node) applyNow(replies []wire.Envelope, deliveries []amcast.Delivery, reads []amcast.ReadState) error {
+	for _, env := range replies {
+		n.svc.holdReply(env)
+	}
+	n.out.Flush() // the early messages first: the other processes wait on these
+	if len(deliveries) > 0 || len(n.svc.held) > 0 {
+		if err := n.applyService(deliveries); err != nil {
+			return err
+		}
+	}
+	n.serveReads(reads)
 	return nil
 }
 
@@ -217,8 +237,12 @@ func (n *Node) releaseDeferred() error {
 	if n.pipe == nil {
 		return nil
 	}
+	// A state machine applied every deferred Ready's deliveries before
+	// the sync (readyDeferred): only the deliveries log, OnDeliver and the
+	// counts get them now.
+	applied := n.svc != nil
 	for _, e := range n.pipe.Release(n.w.SyncedIndex()) {
-		if err := n.afterSync(e.Messages, e.Deliveries, e.Reads); err != nil {
+		if err := n.afterSync(e.Messages, e.Deliveries, e.Reads, applied); err != nil {
 			return err
 		}
 	}

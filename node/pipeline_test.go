@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weft-dev/weft/storage/vfs"
 	"github.com/weft-dev/weft/wire"
 )
 
@@ -45,13 +46,13 @@ func TestLeaderDefersItsSync(t *testing.T) {
 // TestServiceLeaderDefersItsSync: a leader running a state machine defers
 // its sync too, applying its deliveries and answering with their results
 // before their records are durable (applyBeforeSync); its followers never
-// do; the results are right and every member applies the same messages
-// in the same order.
+// do; the results are right, every member applies the same messages in
+// the same order, and every member's deliveries log (written at the
+// sync) holds them in that order.
 func TestServiceLeaderDefersItsSync(t *testing.T) {
 	var smu sync.Mutex
 	sms := map[wire.ProcID]*sumSM{}
 	c := newCluster(t, 1, 3, func(cfg *Config) {
-		cfg.DeliveryLog = "" // it promises durable deliveries: see applyBeforeSync
 		smu.Lock()
 		defer smu.Unlock()
 		sms[cfg.ID] = &sumSM{}
@@ -85,9 +86,9 @@ func TestServiceLeaderDefersItsSync(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	waitUntil(t, 10*time.Second, "every member's state", func() bool {
+	waitUntil(t, 10*time.Second, "every member's state and deliveries log", func() bool {
 		for _, nd := range c.nodes {
-			if nd.Status().Service.Applied < 200 {
+			if st := nd.Status(); st.Service.Applied < 200 || st.Stats.Delivered < 200 {
 				return false
 			}
 		}
@@ -112,14 +113,29 @@ func TestServiceLeaderDefersItsSync(t *testing.T) {
 		}
 	}
 	for p, sm := range sms {
-		if p == lp {
-			continue
+		if p != lp {
+			sm.mu.Lock()
+			same := slices.Equal(sm.ids, ref.ids) && sm.sum == ref.sum
+			sm.mu.Unlock()
+			if !same {
+				t.Errorf("p%d applied other messages than the leader", p)
+			}
 		}
-		sm.mu.Lock()
-		same := slices.Equal(sm.ids, ref.ids) && sm.sum == ref.sum
-		sm.mu.Unlock()
-		if !same {
-			t.Errorf("p%d applied other messages than the leader", p)
+		// The deliveries log got them at the sync, in the same order.
+		h, err := readDeliveryLog(vfs.OS(), c.dlogPath(p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var logged []string
+		for _, ev := range h.Events {
+			logged = append(logged, ev.ID)
+		}
+		want := make([]string, len(ref.ids))
+		for i, id := range ref.ids {
+			want[i] = id.Full()
+		}
+		if !slices.Equal(logged, want) {
+			t.Errorf("p%d's deliveries log holds %d deliveries, not the %d the leader applied in its order", p, len(logged), len(want))
 		}
 	}
 }

@@ -282,9 +282,6 @@ func TestServicePowerLoss(t *testing.T) {
 	c := newCluster(t, 1, 3, func(cfg *Config) {
 		cfg.FS = mem
 		cfg.CompactBytes = 2 << 10
-		// No deliveries log, which promises durable deliveries: the leader
-		// then applies and answers before its records are durable.
-		cfg.DeliveryLog = ""
 		mu.Lock()
 		sms[cfg.ID] = &sumSM{}
 		cfg.StateMachine = sms[cfg.ID]
