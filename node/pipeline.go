@@ -121,14 +121,12 @@ func (n *Node) readyDeferred(rd *amcast.Ready) error {
 	if err := n.w.Write(); err != nil {
 		return err
 	}
-	var replies []wire.Envelope
 	if n.svc != nil {
 		// The deliveries are applied now, the replies leave with their
 		// results and the reads are served on them (applyBeforeSync); the
 		// rest waits for the sync, and so do the deliveries, for the
 		// deliveries log and OnDeliver.
-		replies = n.sendBuf[:0]
-		rest := n.lateIn[:0]
+		replies, rest := n.sendBuf[:0], n.lateIn[:0]
 		for _, env := range rd.Messages {
 			if n.svcReply(env.Msg) {
 				replies = append(replies, env)
