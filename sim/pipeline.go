@@ -20,6 +20,25 @@ import (
 // the argument, and a core that let a decision rest on its own unsynced
 // records (wbcast's MutSelfAckEarly) is caught (TestSelfAckEarlyCaught).
 
+// PipelineStats counts what replicas' pipelined storage did.
+type PipelineStats struct {
+	Readies      int // Readys written
+	Syncs        int // syncs, each covering the Readys written before it
+	LostUnsynced int // unsynced records crashes lost
+	// AppliedEarly counts the deliveries applied before they were durable
+	// and checked against the run's (early.go); LostApplied the crashes
+	// that took some back.
+	AppliedEarly, LostApplied int
+}
+
+func (p *PipelineStats) add(o PipelineStats) {
+	p.Readies += o.Readies
+	p.Syncs += o.Syncs
+	p.LostUnsynced += o.LostUnsynced
+	p.AppliedEarly += o.AppliedEarly
+	p.LostApplied += o.LostApplied
+}
+
 // pipeState is one replica's pipelined storage.
 type pipeState struct {
 	p        *amcast.Pipeline
