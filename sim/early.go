@@ -77,6 +77,12 @@ func (s *Sim) applyEarly(p wire.ProcID, m amcast.Machine, ds []amcast.Delivery) 
 			ps.applied = d.GTS
 			continue
 		}
+		if s.optional[d.M.ID] {
+			// A message its client gave up on is not awaited until it is
+			// delivered; applied, it must be delivered everywhere, and the
+			// run converges only then.
+			s.trackOptional(&d.M)
+		}
 		s.early.applied = append(s.early.applied, earlyApplied{t: s.now, p: p, g: g, id: d.M.ID, prev: ps.applied, gts: d.GTS})
 		s.stats.Pipeline.AppliedEarly++
 		ps.applied = d.GTS

@@ -735,12 +735,7 @@ func (s *Sim) recordDelivery(id wire.ProcID, g wire.GroupID, d amcast.Delivery) 
 		if int(d.M.ID.Client) >= s.nrep+len(s.clients) {
 			s.stats.InjectedDeliveries++
 		}
-		if s.msgs[d.M.ID] == nil {
-			// Delivered once, it must be delivered everywhere (agreement,
-			// check.Event.Optional): the run converges only then.
-			s.track(&d.M)
-			s.msgs[d.M.ID].injected = true
-		}
+		s.trackOptional(&d.M)
 	}
 	s.lastProgress = s.now
 	s.lastDelivery = s.now

@@ -172,6 +172,20 @@ func (s *Sim) track(m *wire.AppMsg) {
 	}
 }
 
+// trackOptional tracks optional message m (Sim.optional) for convergence
+// from its first delivery on, or its first delivery applied before it
+// was durable (early.go): delivered once, it must be delivered everywhere
+// (agreement, check.Event.Optional), and the run converges only then.
+func (s *Sim) trackOptional(m *wire.AppMsg) {
+	if s.msgs[m.ID] != nil {
+		return
+	}
+	s.track(m)
+	if mi := s.msgs[m.ID]; mi != nil {
+		mi.injected = true
+	}
+}
+
 // expired handles a client's give-up on message id (Workload.ExpireTicks).
 func (s *Sim) expired(client wire.ProcID, id wire.MsgID) error {
 	if s.f != nil && s.now > s.cfg.Faults.GST+s.cfg.Faults.Conv {
