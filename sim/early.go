@@ -35,7 +35,6 @@ import (
 // checker passes.
 type earlyCheck struct {
 	applied []earlyApplied
-	final   map[wire.MsgID]finalDelivery
 }
 
 // earlyApplied is one delivery applied before its records were durable.
@@ -47,13 +46,6 @@ type earlyApplied struct {
 	prev, gts wire.Timestamp
 }
 
-// finalDelivery is a message as the run delivered it: its gts and the
-// groups that delivered it.
-type finalDelivery struct {
-	gts    wire.Timestamp
-	groups uint64
-}
-
 // earlyApplies reports whether replica m's deliveries are applied before
 // they are durable: a WbCast replica's (the node's deferring leaders run
 // WbCast).
@@ -63,12 +55,14 @@ func earlyApplies(m amcast.Machine) bool {
 }
 
 // applyEarly notes the deliveries of replica p's Ready as applied now.
+// An applied message is awaited like a delivered one (msgInfo.applied):
+// the run converges only once every replica delivered it.
 func (s *Sim) applyEarly(p wire.ProcID, m amcast.Machine, ds []amcast.Delivery) {
 	if len(ds) == 0 || !earlyApplies(m) {
 		return
 	}
 	if s.early == nil {
-		s.early = &earlyCheck{final: map[wire.MsgID]finalDelivery{}}
+		s.early = &earlyCheck{}
 	}
 	ps := s.pipes[p]
 	g, _ := s.topo.GroupOf(p)
@@ -78,10 +72,10 @@ func (s *Sim) applyEarly(p wire.ProcID, m amcast.Machine, ds []amcast.Delivery) 
 			continue
 		}
 		if s.optional[d.M.ID] {
-			// A message its client gave up on is not awaited until it is
-			// delivered; applied, it must be delivered everywhere, and the
-			// run converges only then.
 			s.trackOptional(&d.M)
+		}
+		if mi := s.msgs[d.M.ID]; mi != nil {
+			mi.applied = true
 		}
 		s.early.applied = append(s.early.applied, earlyApplied{t: s.now, p: p, g: g, id: d.M.ID, prev: ps.applied, gts: d.GTS})
 		s.stats.Pipeline.AppliedEarly++
@@ -89,50 +83,43 @@ func (s *Sim) applyEarly(p wire.ProcID, m amcast.Machine, ds []amcast.Delivery) 
 	}
 }
 
-// noteFinal records replica p's durable delivery d (or installation).
-func (s *Sim) noteFinal(p wire.ProcID, g wire.GroupID, d *amcast.Delivery) {
-	if !earlyApplies(s.procs[p]) {
-		return
+// noteDurable records replica p's durable delivery (or installation) at
+// gts: a crash takes the replica back to it.
+func (s *Sim) noteDurable(p wire.ProcID, gts wire.Timestamp) {
+	if earlyApplies(s.procs[p]) {
+		s.pipes[p].appliedDurable = gts
 	}
-	ps := s.pipes[p]
-	ps.appliedDurable = d.GTS
-	if d.Install {
-		return
-	}
-	if s.early == nil {
-		s.early = &earlyCheck{final: map[wire.MsgID]finalDelivery{}}
-	}
-	f, ok := s.early.final[d.M.ID]
-	if !ok {
-		f.gts = d.GTS
-	}
-	f.groups |= 1 << g
-	s.early.final[d.M.ID] = f
 }
 
 // checkEarly checks every applied delivery against the run's deliveries
-// (earlyCheck); it is run once the run converged.
+// (earlyCheck: msgInfo.gts, the gts of a message's first delivery); it is
+// run once the run converged, so every message delivered or applied was
+// delivered by every replica of its destinations.
 func (s *Sim) checkEarly() error {
 	e := s.early
 	if e == nil || len(e.applied) == 0 {
 		return nil
 	}
 	order := make([][]wire.Timestamp, s.cfg.Groups)
-	for _, f := range e.final {
-		for g := range order {
-			if f.groups&(1<<g) != 0 {
-				order[g] = append(order[g], f.gts)
-			}
+	for _, mi := range s.msgs {
+		if mi.gts.IsZero() {
+			continue
+		}
+		for _, g := range mi.dest {
+			order[g] = append(order[g], mi.gts)
 		}
 	}
 	for g := range order {
 		slices.SortFunc(order[g], wire.Timestamp.Compare)
 	}
 	for _, a := range e.applied {
-		f, ok := e.final[a.id]
-		if !ok || f.gts != a.gts {
+		var final wire.Timestamp
+		if mi := s.msgs[a.id]; mi != nil {
+			final = mi.gts
+		}
+		if final != a.gts {
 			return fmt.Errorf("sim: t=%d p%d applied %s at %s before its records were durable; the run delivered it at %s (zero: never)",
-				a.t, a.p, a.id, a.gts, f.gts)
+				a.t, a.p, a.id, a.gts, final)
 		}
 		o := order[a.g]
 		i, _ := slices.BinarySearchFunc(o, a.prev, wire.Timestamp.Compare)

@@ -44,7 +44,10 @@ type msgInfo struct {
 	// its client gave up (Sim.giveUp), tracked from its first delivery on,
 	// kept out of the latency figures.
 	injected bool
-	hist     int // index of its multicast event in Sim.hist, or -1
+	// applied: some replica applied it before its delivery was durable
+	// (early.go): it must complete, as if delivered.
+	applied bool
+	hist    int // index of its multicast event in Sim.hist, or -1
 }
 
 // Stats counts what a run did.
@@ -724,7 +727,7 @@ func (s *Sim) recordDelivery(id wire.ProcID, g wire.GroupID, d amcast.Delivery) 
 		s.cfg.OnDeliver(id, d)
 	}
 	if s.pipes != nil {
-		s.noteFinal(id, g, &d)
+		s.noteDurable(id, d.GTS)
 	}
 	if d.Install {
 		s.recordInstall(id, g, d.GTS)

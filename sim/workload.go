@@ -174,8 +174,9 @@ func (s *Sim) track(m *wire.AppMsg) {
 
 // trackOptional tracks optional message m (Sim.optional) for convergence
 // from its first delivery on, or its first delivery applied before it
-// was durable (early.go): delivered once, it must be delivered everywhere
-// (agreement, check.Event.Optional), and the run converges only then.
+// was durable (early.go; giveUp keeps tracking a message applied so):
+// delivered once, it must be delivered everywhere (agreement,
+// check.Event.Optional), and the run converges only then.
 func (s *Sim) trackOptional(m *wire.AppMsg) {
 	if s.msgs[m.ID] != nil {
 		return
@@ -200,7 +201,8 @@ func (s *Sim) expired(client wire.ProcID, id wire.MsgID) error {
 // giveUp handles a message its client will never send again (it expired,
 // or the client restarted with it outstanding): it becomes optional in the
 // history (check.Event.Optional: no termination unless some replica
-// delivers it) and, if no replica has delivered it yet, leaves the
+// delivers it) and, if no replica has delivered it yet (nor applied it
+// before its delivery was durable, early.go), leaves the
 // convergence count until one does (recordDelivery tracks it again then,
 // as it does injected messages).
 func (s *Sim) giveUp(id wire.MsgID) {
@@ -216,8 +218,8 @@ func (s *Sim) giveUp(id wire.MsgID) {
 		s.optional = map[wire.MsgID]bool{}
 	}
 	s.optional[id] = true
-	if mi.first != 0 {
-		mi.injected = true // delivered somewhere: it must complete
+	if mi.first != 0 || mi.applied {
+		mi.injected = true // delivered (or applied) somewhere: it must complete
 		return
 	}
 	for _, g := range mi.dest {
