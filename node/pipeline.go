@@ -77,10 +77,12 @@ func (n *Node) deferSync(rd *amcast.Ready) bool {
 // this node's record of the delivery, which its group delivers again at
 // the same place in the order (sim/early.go checks that claim in the
 // swarm). The deliveries log and Config.OnDeliver, which promise
-// deliveries durable here, still get them at the sync. A compaction or a
-// state transfer snapshots the state machine only once nothing waits
-// (maybeCompact). Not during a state transfer, whose deliveries the log
-// keeps for the replay, nor for a Ready that installs one.
+// deliveries durable here, still get them at the sync. A compaction
+// snapshots the state machine only once nothing waits (maybeCompact); a
+// snapshot served to a member meanwhile (serveTransfer) may carry
+// deliveries not yet durable here, which are final all the same. Not
+// during a state transfer, whose deliveries the log keeps for the replay,
+// nor for a Ready that installs one.
 func (n *Node) applyBeforeSync(rd *amcast.Ready) bool {
 	if n.transferring() {
 		return false
