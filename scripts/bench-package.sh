@@ -66,6 +66,6 @@ if [ -z "${SKIP_LONG:-}" ]; then
 		--warmup 70s --window 10m --interval 1m --seed 7
 fi
 run kv "$bin" bench kv --clients 32 --window 10s --seed 11
-run go-benchmarks go test ./amcast/wbcast ./amcast/ftskeen ./amcast/fastcast -run '^$' -bench . -benchtime 20000x
+run go-benchmarks go test ./amcast/wbcast ./amcast/ftskeen ./amcast/fastcast -run '^$' -bench 'Leader|Follower' -benchtime 20000x
 echo "ended: $(date -u '+%Y-%m-%d %H:%M:%S UTC')" >>"$out/build.txt"
 echo "== done: $out"
