@@ -248,7 +248,9 @@ func runBench(cmd *cobra.Command, o benchOptions) error {
 				rows = append(rows, row)
 			}
 		}
-		cl.stop()
+		if err := e.retire(cl); err != nil {
+			return err
+		}
 	}
 	if o.format == outJSON {
 		b, _ := json.MarshalIndent(rows, "", "  ")

@@ -201,7 +201,9 @@ func runBenchKV(cmd *cobra.Command, o kvBenchOptions) error {
 				out.Raw = append(out.Raw, row)
 				raw[n] = row.Throughput
 			}
-			cl.stop()
+			if err := e.retire(cl); err != nil {
+				return err
+			}
 		}
 		rows, err := e.kvRows(c, &o, raw)
 		out.KV = append(out.KV, rows...)
@@ -229,7 +231,7 @@ func (e *benchEnv) kvRows(c benchConfig, o *kvBenchOptions, raw map[int]float64)
 	if err != nil {
 		return nil, err
 	}
-	defer cl.stop()
+	defer cl.stop() // on an error; retire, below, stops it first otherwise (stopping twice is harmless)
 	mix := o.mix
 	start := time.Now()
 	note, err := loadKV(e.ctx, cl, &mix)
@@ -256,7 +258,7 @@ func (e *benchEnv) kvRows(c benchConfig, o *kvBenchOptions, raw map[int]float64)
 			rows = append(rows, row)
 		}
 	}
-	return rows, nil
+	return rows, e.retire(cl)
 }
 
 // fill computes the row's figures from its run.

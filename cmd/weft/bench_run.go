@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -28,6 +29,7 @@ type benchEnv struct {
 	ctx  context.Context
 	exe  string // re-executed for the agents and the client processes
 	root string // the clusters' working directories are under it
+	keep bool   // root is the user's (--dir): kept at the end
 	o    *benchOptions
 }
 
@@ -58,7 +60,7 @@ func newBenchEnv(cmd *cobra.Command, o *benchOptions) (e *benchEnv, done func(),
 		}
 	}
 	ctx, cancel := signal.NotifyContext(cmd.Context(), os.Interrupt)
-	return &benchEnv{ctx: ctx, exe: exe, root: root, o: o}, func() {
+	return &benchEnv{ctx: ctx, exe: exe, root: root, keep: !tmp, o: o}, func() {
 		cancel()
 		if tmp {
 			os.RemoveAll(root)
@@ -110,6 +112,52 @@ func (e *benchEnv) startCluster(c benchConfig, service string) (*benchCluster, e
 		profile = filepath.Join(e.o.cpuProfile, name)
 	}
 	return startBenchCluster(e.ctx, e.exe, dir, c.protocol, 3, c.replicas, c.mode == "nofsync", service, profile, e.o.sessionLease, e.o.clientShare())
+}
+
+// retire stops cl's agents and settles the files they leave, so that the
+// next cluster's windows do not pay for them. A cluster without fsync
+// leaves hundreds of MiB of page cache unwritten (388 MiB after the
+// nofsync ladder at 1 group), which the kernel writes back about 30 s
+// later (vm.dirty_expire_centisecs), in the next cluster's first rows,
+// where every fdatasync waits behind it: the fsync row at 32 clients
+// that followed had 28 loop stalls of 60-130 ms (docs/batching.md,
+// "The previous cluster's pages"). In a temporary directory the
+// cluster's files are removed, their pages dropped unwritten; in one the
+// user keeps (--dir), they are synced file by file before the next
+// cluster starts.
+func (e *benchEnv) retire(cl *benchCluster) error {
+	cl.stop()
+	if !e.keep {
+		return os.RemoveAll(cl.dir)
+	}
+	start := time.Now()
+	n, err := syncTree(cl.dir)
+	if err != nil {
+		return fmt.Errorf("syncing the stopped cluster's files in %s: %w", cl.dir, err)
+	}
+	fmt.Fprintf(os.Stderr, "   synced the stopped cluster's %d files in %v\n", n, time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// syncTree fsyncs every regular file under dir and returns how many.
+func syncTree(dir string) (int, error) {
+	n := 0
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return err
+		}
+		f, err := os.Open(path)
+		if err != nil {
+			return err
+		}
+		err = f.Sync()
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		n++
+		return err
+	})
+	return n, err
 }
 
 // clientShare is the agents' client_share for the run: the most

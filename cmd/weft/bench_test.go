@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -319,5 +320,41 @@ func TestBenchLeaderChanges(t *testing.T) {
 	}
 	if !strings.Contains(out, "~ wbcast fsync, 1 group(s)/msg, 32 clients: 3 loop stall(s)") || strings.Count(out, "loop stall") != 1 {
 		t.Errorf("the row with loop stalls is not named, or another is:\n%s", out)
+	}
+}
+
+// TestBenchRetire checks what a stopped cluster leaves behind: in the
+// run's temporary directory nothing (its unwritten pages must not be
+// written back in the next cluster's windows), in a directory the user
+// keeps (--dir) every file, synced.
+func TestBenchRetire(t *testing.T) {
+	for _, keep := range []bool{false, true} {
+		root := t.TempDir()
+		dir := filepath.Join(root, "wbcast-nofsync")
+		for _, f := range []string{"node0.log", "node0/wal/000001.log", "node0/snap/a"} {
+			p := filepath.Join(dir, f)
+			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(p, []byte(f), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		e := &benchEnv{root: root, keep: keep}
+		if err := e.retire(&benchCluster{dir: dir}); err != nil {
+			t.Fatalf("keep=%v: %v", keep, err)
+		}
+		_, err := os.Stat(dir)
+		switch {
+		case !keep && !errors.Is(err, fs.ErrNotExist):
+			t.Errorf("a temporary run's stopped cluster left %s (stat: %v)", dir, err)
+		case keep:
+			if b, err := os.ReadFile(filepath.Join(dir, "node0/wal/000001.log")); err != nil || string(b) != "node0/wal/000001.log" {
+				t.Errorf("a kept cluster's file: %q, %v", b, err)
+			}
+		}
+	}
+	if n, err := syncTree(filepath.Join(t.TempDir(), "missing")); err == nil {
+		t.Errorf("syncTree of a missing directory: %d files, no error", n)
 	}
 }
