@@ -175,7 +175,7 @@ func addBenchFlags(c *cobra.Command, o *benchOptions, protocols []string, client
 	f.StringSliceVar(&o.durability, "durability", []string{"fsync"}, "durability modes: fsync (the WAL is fsynced) and/or nofsync (unsafe_no_fsync)")
 	f.IntVar(&o.replicas, "replicas", 3, "replicas per group of the fault-tolerant protocols (skeen always runs 1)")
 	f.StringSliceVar(&o.protocols, "protocols", protocols, "protocols to run")
-	f.StringVar(&o.dir, "dir", "", "working directory of the clusters (default: a temporary one, removed at the end)")
+	f.StringVar(&o.dir, "dir", "", "working directory of the clusters, kept (default: a temporary one, each cluster's files removed once its rows are done)")
 	f.StringVar(&o.cpuProfile, "cpu-profile", "", "write each agent's CPU profile (the whole run of its cluster) to this directory: PROTOCOL-MODE[-SERVICE]-nodeN.pprof, and each client process's (its window) as PROTOCOL-MODE[-SERVICE]-gK-cN-clientI.pprof")
 	f.Uint64Var(&o.seed, "seed", 0, "seed of the draws (default: from the clock)")
 	f.DurationVar(&o.sessionLease, "session-lease", 0, "the agents' session_lease: how long they remember a collected message id (default: the configuration's default, 1m)")

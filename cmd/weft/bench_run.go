@@ -29,7 +29,6 @@ type benchEnv struct {
 	ctx  context.Context
 	exe  string // re-executed for the agents and the client processes
 	root string // the clusters' working directories are under it
-	keep bool   // root is the user's (--dir): kept at the end
 	o    *benchOptions
 }
 
@@ -60,7 +59,7 @@ func newBenchEnv(cmd *cobra.Command, o *benchOptions) (e *benchEnv, done func(),
 		}
 	}
 	ctx, cancel := signal.NotifyContext(cmd.Context(), os.Interrupt)
-	return &benchEnv{ctx: ctx, exe: exe, root: root, keep: !tmp, o: o}, func() {
+	return &benchEnv{ctx: ctx, exe: exe, root: root, o: o}, func() {
 		cancel()
 		if tmp {
 			os.RemoveAll(root)
@@ -127,7 +126,7 @@ func (e *benchEnv) startCluster(c benchConfig, service string) (*benchCluster, e
 // cluster starts.
 func (e *benchEnv) retire(cl *benchCluster) error {
 	cl.stop()
-	if !e.keep {
+	if e.o.dir == "" { // a temporary root
 		return os.RemoveAll(cl.dir)
 	}
 	start := time.Now()

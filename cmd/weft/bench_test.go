@@ -340,7 +340,11 @@ func TestBenchRetire(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		e := &benchEnv{root: root, keep: keep}
+		o := &benchOptions{}
+		if keep {
+			o.dir = root
+		}
+		e := &benchEnv{root: root, o: o}
 		if err := e.retire(&benchCluster{dir: dir}); err != nil {
 			t.Fatalf("keep=%v: %v", keep, err)
 		}
